@@ -1,0 +1,13 @@
+# Every dependency comes from a Debian 12 package (scripts/install-deps).
+find_package(Threads REQUIRED)
+find_package(gRPC CONFIG REQUIRED)       # also brings protobuf via FindProtobuf
+find_package(absl CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(PostgreSQL REQUIRED)
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
