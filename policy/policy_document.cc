@@ -1,0 +1,310 @@
+#include "policy/policy_document.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "policy/yaml_fields.h"
+
+namespace weightpath::policy {
+namespace {
+
+constexpr uint32_t kSchemaVersion = 1;
+
+absl::StatusOr<v1::Priority> ParseRulePriority(absl::string_view text) {
+  std::string lowered = absl::AsciiStrToLower(text);
+  if (lowered == "speed") return v1::PRIORITY_SPEED;
+  if (lowered == "fidelity") return v1::PRIORITY_FIDELITY;
+  return absl::InvalidArgumentError(
+      absl::StrCat("priority '", text, "' is not one of speed, fidelity"));
+}
+
+absl::StatusOr<ExpectedFigures> ReadExpected(const YamlReader& reader, const YAML::Node& node,
+                                             const std::string& field) {
+  ASSIGN_OR_RETURN(YamlMap map,
+                   YamlMap::Read(reader, node, field,
+                                 {"cpu_model", "threads", "model", "condition", "decode_tok_s",
+                                  "prefill_vs_llama_cpp", "gemm_ms_per_step", "step_ms",
+                                  "fidelity_exact_matches", "fidelity_prompts"}));
+  ExpectedFigures figures;
+  for (const YamlMap::Entry& entry : map.entries()) {
+    const std::string child = absl::StrCat(field, ".", entry.key);
+    if (entry.key == "cpu_model") {
+      ASSIGN_OR_RETURN(figures.cpu_model, ReadString(reader, entry, child));
+    } else if (entry.key == "threads") {
+      ASSIGN_OR_RETURN(figures.threads, ReadUint32(reader, entry, child));
+    } else if (entry.key == "model") {
+      ASSIGN_OR_RETURN(figures.model, ReadString(reader, entry, child));
+    } else if (entry.key == "condition") {
+      ASSIGN_OR_RETURN(figures.condition, ReadString(reader, entry, child));
+    } else if (entry.key == "decode_tok_s") {
+      ASSIGN_OR_RETURN(figures.decode_tok_s, ReadDouble(reader, entry, child));
+    } else if (entry.key == "prefill_vs_llama_cpp") {
+      ASSIGN_OR_RETURN(figures.prefill_vs_llama_cpp, ReadDouble(reader, entry, child));
+    } else if (entry.key == "gemm_ms_per_step") {
+      ASSIGN_OR_RETURN(figures.gemm_ms_per_step, ReadDouble(reader, entry, child));
+    } else if (entry.key == "step_ms") {
+      ASSIGN_OR_RETURN(figures.step_ms, ReadDouble(reader, entry, child));
+    } else if (entry.key == "fidelity_exact_matches") {
+      ASSIGN_OR_RETURN(figures.fidelity_exact_matches, ReadUint32(reader, entry, child));
+    } else if (entry.key == "fidelity_prompts") {
+      ASSIGN_OR_RETURN(figures.fidelity_prompts, ReadUint32(reader, entry, child));
+    }
+  }
+  if (figures.fidelity_exact_matches.has_value() != figures.fidelity_prompts.has_value()) {
+    return reader.Fault(node, field,
+                        "fidelity_exact_matches and fidelity_prompts must be given together");
+  }
+  if (figures.fidelity_prompts.has_value() &&
+      *figures.fidelity_exact_matches > *figures.fidelity_prompts) {
+    return reader.Fault(node, absl::StrCat(field, ".fidelity_exact_matches"),
+                        "exceeds fidelity_prompts");
+  }
+  return figures;
+}
+
+absl::StatusOr<PathDefinition> ReadPath(const YamlReader& reader, const YAML::Node& node,
+                                        const std::string& field) {
+  ASSIGN_OR_RETURN(YamlMap map, YamlMap::Read(reader, node, field,
+                                              {"id", "name", "quantization", "group_size",
+                                               "bits_per_weight", "fused_cpu_norms",
+                                               "runs_in_vllm", "verified", "rationale",
+                                               "build_with", "notes", "expected"}));
+  PathDefinition path;
+  for (const YamlMap::Entry& entry : map.entries()) {
+    const std::string child = absl::StrCat(field, ".", entry.key);
+    if (entry.key == "id") {
+      ASSIGN_OR_RETURN(path.id, ReadString(reader, entry, child));
+    } else if (entry.key == "name") {
+      ASSIGN_OR_RETURN(path.name, ReadString(reader, entry, child));
+    } else if (entry.key == "quantization") {
+      ASSIGN_OR_RETURN(path.quantization, ReadString(reader, entry, child));
+    } else if (entry.key == "group_size") {
+      ASSIGN_OR_RETURN(path.group_size, ReadUint32(reader, entry, child));
+      if (*path.group_size == 0) return reader.Fault(entry.value, child, "must be positive");
+    } else if (entry.key == "bits_per_weight") {
+      ASSIGN_OR_RETURN(path.bits_per_weight, ReadDouble(reader, entry, child));
+      if (*path.bits_per_weight <= 0) return reader.Fault(entry.value, child, "must be positive");
+    } else if (entry.key == "fused_cpu_norms") {
+      ASSIGN_OR_RETURN(path.fused_cpu_norms, ReadBool(reader, entry, child));
+    } else if (entry.key == "runs_in_vllm") {
+      ASSIGN_OR_RETURN(path.runs_in_vllm, ReadBool(reader, entry, child));
+    } else if (entry.key == "verified") {
+      ASSIGN_OR_RETURN(path.verified, ReadBool(reader, entry, child));
+    } else if (entry.key == "rationale") {
+      ASSIGN_OR_RETURN(path.rationale, ReadString(reader, entry, child));
+    } else if (entry.key == "build_with") {
+      ASSIGN_OR_RETURN(path.build_with, ReadString(reader, entry, child));
+    } else if (entry.key == "notes") {
+      ASSIGN_OR_RETURN(path.notes, ReadStringList(reader, entry, child));
+    } else if (entry.key == "expected") {
+      if (!entry.value.IsSequence()) {
+        return reader.Fault(entry.value, child, "expected a list of figure sets", entry.key_mark);
+      }
+      for (size_t i = 0; i < entry.value.size(); ++i) {
+        ASSIGN_OR_RETURN(ExpectedFigures figures,
+                         ReadExpected(reader, entry.value[i], absl::StrCat(child, "[", i, "]")));
+        path.expected.push_back(std::move(figures));
+      }
+    }
+  }
+  for (absl::string_view required : {"id", "name", "rationale"}) {
+    if (map.Find(required) == nullptr) {
+      return reader.Fault(node, absl::StrCat(field, ".", required), "is required");
+    }
+  }
+  if (path.id.empty()) return reader.Fault(node, absl::StrCat(field, ".id"), "must not be empty");
+  if (path.name.empty()) {
+    return reader.Fault(node, absl::StrCat(field, ".name"), "must not be empty");
+  }
+  // A 4-bit code plus a bf16 scale and a bf16 zero per group stores
+  // 4 + 32/group_size bits per weight; any other figure is arithmetic drift
+  // of the kind that once made an unmatched bit budget look matched.
+  if (path.group_size.has_value() && path.bits_per_weight.has_value()) {
+    double expected_bits = 4.0 + 32.0 / static_cast<double>(*path.group_size);
+    if (std::fabs(*path.bits_per_weight - expected_bits) > 1e-9) {
+      return reader.Fault(map.Find("bits_per_weight")->value,
+                          absl::StrCat(field, ".bits_per_weight"),
+                          absl::StrCat(*path.bits_per_weight, " disagrees with 4 + 32/group_size = ",
+                                       expected_bits, " for group_size ", *path.group_size));
+    }
+  }
+  return path;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadLabelConditions(
+    const YamlReader& reader, const YamlMap::Entry& entry, const std::string& field) {
+  const YAML::Node& node = entry.value;
+  if (!node.IsMap()) {
+    return reader.Fault(node, field, "expected a mapping of label key to value", entry.key_mark);
+  }
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key = it->first;
+    const YAML::Node value = it->second;
+    if (!key.IsScalar() || key.Scalar().empty()) {
+      return reader.Fault(key, field, "label keys must be non-empty strings");
+    }
+    const std::string child = absl::StrCat(field, ".", key.Scalar());
+    if (!seen.insert(key.Scalar()).second) return reader.Fault(key, child, "duplicate key");
+    if (!value.IsScalar() || value.Scalar().empty()) {
+      return reader.Fault(value, child, "expected a non-empty string value", key.Mark());
+    }
+    labels.emplace_back(key.Scalar(), value.Scalar());
+  }
+  return labels;
+}
+
+absl::StatusOr<RuleMatch> ReadMatch(const YamlReader& reader, const YamlMap::Entry& match_entry,
+                                    const std::string& field) {
+  ASSIGN_OR_RETURN(YamlMap map,
+                   YamlMap::Read(reader, match_entry.value, field,
+                                 {"hardware_class", "arch", "cpu_flags_any", "cpu_flags_all",
+                                  "cpu_flags_none", "supports_bf16", "priority", "labels"}));
+  RuleMatch match;
+  for (const YamlMap::Entry& entry : map.entries()) {
+    const std::string child = absl::StrCat(field, ".", entry.key);
+    if (entry.key == "supports_bf16") {
+      ASSIGN_OR_RETURN(match.supports_bf16, ReadBool(reader, entry, child));
+      continue;
+    }
+    if (entry.key == "labels") {
+      ASSIGN_OR_RETURN(match.labels, ReadLabelConditions(reader, entry, child));
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> values, ReadStringList(reader, entry, child));
+    if (values.empty()) {
+      return reader.Fault(entry.value, child,
+                          "an empty list matches nothing; omit the condition to match anything",
+                          entry.key_mark);
+    }
+    for (const std::string& value : values) {
+      if (value.empty()) {
+        return reader.Fault(entry.value, child, "values must not be empty", entry.key_mark);
+      }
+    }
+    if (entry.key == "hardware_class") {
+      for (const std::string& value : values) {
+        absl::StatusOr<HardwareClass> parsed = ParseHardwareClass(value);
+        if (!parsed.ok()) return reader.Fault(entry.value, child, parsed.status().message());
+        match.hardware_classes.push_back(*parsed);
+      }
+    } else if (entry.key == "priority") {
+      for (const std::string& value : values) {
+        absl::StatusOr<v1::Priority> parsed = ParseRulePriority(value);
+        if (!parsed.ok()) return reader.Fault(entry.value, child, parsed.status().message());
+        match.priorities.push_back(*parsed);
+      }
+    } else if (entry.key == "arch") {
+      match.arch = std::move(values);
+    } else if (entry.key == "cpu_flags_any") {
+      match.cpu_flags_any = std::move(values);
+    } else if (entry.key == "cpu_flags_all") {
+      match.cpu_flags_all = std::move(values);
+    } else if (entry.key == "cpu_flags_none") {
+      match.cpu_flags_none = std::move(values);
+    }
+  }
+  return match;
+}
+
+absl::StatusOr<Rule> ReadRule(const YamlReader& reader, const YAML::Node& node,
+                              const std::string& field) {
+  ASSIGN_OR_RETURN(YamlMap map, YamlMap::Read(reader, node, field, {"name", "match", "path"}));
+  Rule rule;
+  for (const YamlMap::Entry& entry : map.entries()) {
+    const std::string child = absl::StrCat(field, ".", entry.key);
+    if (entry.key == "name") {
+      ASSIGN_OR_RETURN(rule.name, ReadString(reader, entry, child));
+    } else if (entry.key == "path") {
+      ASSIGN_OR_RETURN(rule.path_id, ReadString(reader, entry, child));
+    } else if (entry.key == "match") {
+      ASSIGN_OR_RETURN(rule.match, ReadMatch(reader, entry, child));
+    }
+  }
+  for (absl::string_view required : {"name", "path"}) {
+    if (map.Find(required) == nullptr) {
+      return reader.Fault(node, absl::StrCat(field, ".", required), "is required");
+    }
+  }
+  if (rule.name.empty()) {
+    return reader.Fault(node, absl::StrCat(field, ".name"), "must not be empty");
+  }
+  return rule;
+}
+
+}  // namespace
+
+absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
+                                                   absl::string_view source_name) {
+  YamlReader reader(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& error) {
+    return reader.FaultAt(error.mark, "document", absl::StrCat("not valid YAML: ", error.msg));
+  }
+  if (!root.IsDefined() || root.IsNull()) {
+    return reader.FaultAt(YAML::Mark::null_mark(), "document", "is empty");
+  }
+  ASSIGN_OR_RETURN(YamlMap top, YamlMap::Read(reader, root, "", {"schema", "paths", "rules"}));
+  for (absl::string_view required : {"schema", "paths", "rules"}) {
+    if (top.Find(required) == nullptr) {
+      return reader.Fault(root, required, "is required");
+    }
+  }
+
+  const YamlMap::Entry& schema = *top.Find("schema");
+  ASSIGN_OR_RETURN(uint32_t schema_version, ReadUint32(reader, schema, "schema"));
+  if (schema_version != kSchemaVersion) {
+    return reader.Fault(schema.value, "schema",
+                        absl::StrCat("unsupported schema ", schema_version, "; this build reads ",
+                                     kSchemaVersion));
+  }
+
+  PolicyDocument document;
+  const YamlMap::Entry& paths = *top.Find("paths");
+  if (!paths.value.IsSequence() || paths.value.size() == 0) {
+    return reader.Fault(paths.value, "paths", "expected a non-empty list of path definitions",
+                        paths.key_mark);
+  }
+  std::set<std::string> path_ids;
+  for (size_t i = 0; i < paths.value.size(); ++i) {
+    const std::string field = absl::StrCat("paths[", i, "]");
+    ASSIGN_OR_RETURN(PathDefinition path, ReadPath(reader, paths.value[i], field));
+    if (!path_ids.insert(path.id).second) {
+      return reader.Fault(paths.value[i]["id"], absl::StrCat(field, ".id"),
+                          absl::StrCat("duplicate path id '", path.id, "'"));
+    }
+    document.paths.push_back(std::move(path));
+  }
+
+  const YamlMap::Entry& rules = *top.Find("rules");
+  if (!rules.value.IsSequence() || rules.value.size() == 0) {
+    return reader.Fault(rules.value, "rules", "expected a non-empty list of rules",
+                        rules.key_mark);
+  }
+  std::set<std::string> rule_names;
+  for (size_t i = 0; i < rules.value.size(); ++i) {
+    const std::string field = absl::StrCat("rules[", i, "]");
+    ASSIGN_OR_RETURN(Rule rule, ReadRule(reader, rules.value[i], field));
+    if (path_ids.count(rule.path_id) == 0) {
+      return reader.Fault(rules.value[i]["path"], absl::StrCat(field, ".path"),
+                          absl::StrCat("rule '", rule.name, "' points at undefined path id '",
+                                       rule.path_id, "'"));
+    }
+    if (!rule_names.insert(rule.name).second) {
+      return reader.Fault(rules.value[i]["name"], absl::StrCat(field, ".name"),
+                          absl::StrCat("duplicate rule name '", rule.name, "'"));
+    }
+    document.rules.push_back(std::move(rule));
+  }
+  document.rules_location = absl::StrCat(source_name, ":", rules.key_mark.line + 1);
+  return document;
+}
+
+}  // namespace weightpath::policy

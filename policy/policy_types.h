@@ -1,0 +1,64 @@
+// The typed form of a policy document: path definitions and match rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "policy/hardware_class.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::policy {
+
+// A figure measured for a path on reference hardware, with its conditions.
+struct ExpectedFigures {
+  std::string cpu_model;       // e.g. "Intel Xeon Platinum 8480C"
+  uint32_t threads = 0;
+  std::string model;           // e.g. "Spark-X2.5-1.7B"
+  std::string condition;       // how the figure was taken
+  std::optional<double> decode_tok_s;
+  std::optional<double> prefill_vs_llama_cpp;
+  std::optional<double> gemm_ms_per_step;
+  std::optional<double> step_ms;
+  std::optional<uint32_t> fidelity_exact_matches;
+  std::optional<uint32_t> fidelity_prompts;
+};
+
+// One weight build and how to run it. Several definitions may share a name
+// (the same build on different hardware, with its own rationale).
+struct PathDefinition {
+  std::string id;              // unique within the policy
+  std::string name;            // what devices and the catalog call the build
+  std::string quantization;    // empty keeps the model dtype
+  std::optional<uint32_t> group_size;
+  std::optional<double> bits_per_weight;
+  bool fused_cpu_norms = false;
+  bool runs_in_vllm = true;
+  bool verified = false;       // measured on hardware by the policy's authors
+  std::string rationale;
+  std::string build_with;
+  std::vector<std::string> notes;
+  std::vector<ExpectedFigures> expected;
+};
+
+// Conditions are ANDed; an absent condition matches anything.
+struct RuleMatch {
+  std::vector<HardwareClass> hardware_classes;
+  std::vector<std::string> arch;
+  std::vector<std::string> cpu_flags_any;   // at least one present
+  std::vector<std::string> cpu_flags_all;   // all present
+  std::vector<std::string> cpu_flags_none;  // none present
+  std::optional<bool> supports_bf16;
+  std::vector<v1::Priority> priorities;     // SPEED and/or FIDELITY
+  std::vector<std::pair<std::string, std::string>> labels;  // equality
+};
+
+struct Rule {
+  std::string name;
+  RuleMatch match;
+  std::string path_id;
+};
+
+}  // namespace weightpath::policy
