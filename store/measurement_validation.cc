@@ -1,0 +1,96 @@
+#include "store/measurement_validation.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace weightpath::store {
+namespace {
+
+constexpr size_t kMaxIdLength = 256;
+// 0001-01-01 .. 9999-12-31, as google.protobuf.Timestamp allows.
+constexpr int64_t kMinTimestampSeconds = -62135596800;
+constexpr int64_t kMaxTimestampSeconds = 253402300799;
+
+absl::Status RequireId(absl::string_view field, const std::string& value) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
+  if (value.size() > kMaxIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", value.size(), " bytes; at most ", kMaxIdLength));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireFigure(absl::string_view field, double value, double min, bool min_inclusive,
+                           double max) {
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be a finite number"));
+  }
+  const bool above_min = min_inclusive ? value >= min : value > min;
+  if (!above_min || value > max) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is outside ",
+                                                   min_inclusive ? "[" : "(", min, ", ", max,
+                                                   "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireValidTime(absl::string_view field, const google::protobuf::Timestamp& time) {
+  if (time.seconds() < kMinTimestampSeconds || time.seconds() > kMaxTimestampSeconds ||
+      time.nanos() < 0 || time.nanos() > 999999999) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not a valid timestamp"));
+  }
+  return absl::OkStatus();
+}
+
+#define WP_CHECK(expr)                         \
+  do {                                         \
+    absl::Status wp_check_ = (expr);           \
+    if (!wp_check_.ok()) return wp_check_;     \
+  } while (false)
+
+}  // namespace
+
+absl::Status ValidateMeasurement(const v1::ReportMeasurementRequest& request) {
+  WP_CHECK(RequireId("idempotency_key", request.idempotency_key()));
+  WP_CHECK(RequireId("device_id", request.device_id()));
+  WP_CHECK(RequireId("path", request.path()));
+  WP_CHECK(RequireFigure("decode_tok_s", request.decode_tok_s(), 0, false, 1e6));
+  WP_CHECK(RequireFigure("prefill_tok_s", request.prefill_tok_s(), 0, true, 1e7));
+  WP_CHECK(RequireFigure("gemm_ms_per_step", request.gemm_ms_per_step(), 0, true, 1e6));
+  WP_CHECK(RequireFigure("step_ms", request.step_ms(), 0, true, 1e6));
+  if (request.threads() == 0 || request.threads() > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads = ", request.threads(), " is outside [1, 4096]"));
+  }
+  if (request.fidelity_prompts() > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fidelity_prompts = ", request.fidelity_prompts(), " is above 10000"));
+  }
+  if (request.fidelity_exact_matches() > request.fidelity_prompts()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fidelity_exact_matches = ", request.fidelity_exact_matches(),
+        " exceeds fidelity_prompts = ", request.fidelity_prompts()));
+  }
+  if (request.has_measured_at()) WP_CHECK(RequireValidTime("measured_at", request.measured_at()));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOutcome(const v1::ReportOutcomeRequest& request) {
+  WP_CHECK(RequireId("idempotency_key", request.idempotency_key()));
+  WP_CHECK(RequireId("device_id", request.device_id()));
+  if (request.outcome() == v1::OUTCOME_UNSPECIFIED || !v1::Outcome_IsValid(request.outcome())) {
+    return absl::InvalidArgumentError("outcome must be one of the Outcome values, not unspecified");
+  }
+  const bool has_tasks =
+      request.tasks_completed() + request.tasks_undone() + request.tasks_failed() > 0;
+  if (has_tasks && request.outcome() != v1::OUTCOME_TASKS) {
+    return absl::InvalidArgumentError(
+        "tasks_completed/tasks_undone/tasks_failed are only allowed with outcome OUTCOME_TASKS");
+  }
+  if (request.has_observed_at()) WP_CHECK(RequireValidTime("observed_at", request.observed_at()));
+  return absl::OkStatus();
+}
+
+}  // namespace weightpath::store

@@ -1,0 +1,230 @@
+// PostgreSQL behind SqlDatabase: a small pool of libpq connections. Each
+// session owns one connection exclusively until it is released, because a
+// libpq connection carries transaction state and is not thread-safe.
+#include <libpq-fe.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "store/sql_database.h"
+
+namespace weightpath::store {
+namespace {
+
+constexpr Oid kByteaOid = 17;
+
+// Removes the password from a URL before it goes into an error message.
+std::string RedactUrl(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  const size_t at = url.find('@');
+  if (scheme_end == std::string::npos || at == std::string::npos || at < scheme_end) return url;
+  const size_t colon = url.find(':', scheme_end + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return absl::StrCat(url.substr(0, colon), ":***", url.substr(at));
+}
+
+absl::Status ResultError(PGconn* connection, PGresult* result, absl::string_view what) {
+  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = absl::StrCat("postgres ", what, ": ", PQerrorMessage(connection));
+  if (PQstatus(connection) != CONNECTION_OK) return absl::UnavailableError(message);
+  const std::string sqlstate = state != nullptr ? state : "";
+  if (sqlstate == "23505") return absl::AlreadyExistsError(message);
+  if (sqlstate == "40001" || sqlstate == "40P01") return absl::AbortedError(message);
+  // Class 08 (connection exception), 57P (operator intervention: shutdown).
+  if (sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P", 0) == 0) {
+    return absl::UnavailableError(message);
+  }
+  return absl::InternalError(message);
+}
+
+class PostgresDatabase;
+
+class PostgresSession : public SqlSession {
+ public:
+  PostgresSession(PostgresDatabase* database, PGconn* connection)
+      : database_(database), connection_(connection) {}
+  ~PostgresSession() override;
+
+  absl::Status Begin(bool /*for_write*/) override {
+    absl::Status status = ExecScript("BEGIN");
+    if (status.ok()) in_transaction_ = true;
+    return status;
+  }
+  absl::Status Commit() override {
+    in_transaction_ = false;
+    return ExecScript("COMMIT");
+  }
+  absl::Status Rollback() override {
+    in_transaction_ = false;
+    return ExecScript("ROLLBACK");
+  }
+  bool in_transaction() const override { return in_transaction_; }
+
+  absl::Status ExecScript(std::string_view sql) override {
+    const std::string text(sql);
+    PGresult* result = PQexec(connection_, text.c_str());
+    const ExecStatusType code = PQresultStatus(result);
+    absl::Status status = absl::OkStatus();
+    if (code != PGRES_COMMAND_OK && code != PGRES_TUPLES_OK) {
+      status = ResultError(connection_, result, "exec");
+    }
+    PQclear(result);
+    return status;
+  }
+
+  absl::StatusOr<SqlRows> Query(std::string_view sql,
+                                const std::vector<SqlValue>& params) override {
+    std::vector<std::string> texts(params.size());
+    std::vector<const char*> values(params.size(), nullptr);
+    std::vector<int> lengths(params.size(), 0);
+    std::vector<int> formats(params.size(), 0);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const SqlValue& value = params[i];
+      if (std::holds_alternative<std::nullptr_t>(value)) continue;
+      if (const auto* integer = std::get_if<int64_t>(&value)) {
+        texts[i] = absl::StrCat(*integer);
+      } else if (const auto* real = std::get_if<double>(&value)) {
+        texts[i] = absl::StrFormat("%.17g", *real);
+      } else if (const auto* text = std::get_if<std::string>(&value)) {
+        texts[i] = *text;
+      } else {
+        texts[i] = std::get<SqlBlob>(value).bytes;
+        formats[i] = 1;  // binary: bytea without escaping
+      }
+      values[i] = texts[i].data();
+      lengths[i] = static_cast<int>(texts[i].size());
+    }
+    const std::string text(sql);
+    PGresult* result =
+        PQexecParams(connection_, text.c_str(), static_cast<int>(params.size()), nullptr,
+                     values.data(), lengths.data(), formats.data(), /*resultFormat=*/0);
+    const ExecStatusType code = PQresultStatus(result);
+    if (code != PGRES_COMMAND_OK && code != PGRES_TUPLES_OK) {
+      absl::Status status = ResultError(connection_, result, "query");
+      PQclear(result);
+      return status;
+    }
+    SqlRows rows;
+    const int row_count = PQntuples(result);
+    const int column_count = PQnfields(result);
+    rows.reserve(row_count);
+    for (int r = 0; r < row_count; ++r) {
+      SqlRow row;
+      row.reserve(column_count);
+      for (int c = 0; c < column_count; ++c) {
+        if (PQgetisnull(result, r, c)) {
+          row.emplace_back(std::nullopt);
+        } else if (PQftype(result, c) == kByteaOid) {
+          size_t size = 0;
+          unsigned char* bytes = PQunescapeBytea(
+              reinterpret_cast<const unsigned char*>(PQgetvalue(result, r, c)), &size);
+          row.emplace_back(std::string(reinterpret_cast<char*>(bytes), size));
+          PQfreemem(bytes);
+        } else {
+          row.emplace_back(std::string(PQgetvalue(result, r, c), PQgetlength(result, r, c)));
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    PQclear(result);
+    return rows;
+  }
+
+ private:
+  PostgresDatabase* database_;
+  PGconn* connection_;
+  bool in_transaction_ = false;
+};
+
+void IgnoreNotice(void*, const char*) {}
+
+class PostgresDatabase : public SqlDatabase {
+ public:
+  PostgresDatabase(std::string url, int pool_size) : url_(std::move(url)), pool_size_(pool_size) {}
+  ~PostgresDatabase() override {
+    for (PGconn* connection : idle_) PQfinish(connection);
+  }
+
+  SqlDialect dialect() const override { return SqlDialect::kPostgres; }
+  std::string MigrationLockSql() const override {
+    // Any fixed key: replicas starting together take turns migrating.
+    return "SELECT pg_advisory_xact_lock(7326051)";
+  }
+
+  absl::StatusOr<PGconn*> Connect() {
+    PGconn* connection = PQconnectdb(url_.c_str());
+    if (PQstatus(connection) != CONNECTION_OK) {
+      std::string message = PQerrorMessage(connection);
+      PQfinish(connection);
+      return absl::UnavailableError(
+          absl::StrCat("store URL ", RedactUrl(url_), ": cannot connect: ", message));
+    }
+    PQsetNoticeProcessor(connection, IgnoreNotice, nullptr);
+    return connection;
+  }
+
+  absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
+    std::unique_lock lock(mutex_);
+    available_.wait(lock, [&] { return !idle_.empty() || open_ < pool_size_; });
+    if (!idle_.empty()) {
+      PGconn* connection = idle_.front();
+      idle_.pop_front();
+      lock.unlock();
+      // A connection broken by a server restart is repaired on reuse.
+      if (PQstatus(connection) != CONNECTION_OK) PQreset(connection);
+      if (PQstatus(connection) != CONNECTION_OK) {
+        Release(connection);
+        return absl::UnavailableError(absl::StrCat("store URL ", RedactUrl(url_),
+                                                   ": connection lost: ",
+                                                   PQerrorMessage(connection)));
+      }
+      return std::make_unique<PostgresSession>(this, connection);
+    }
+    ++open_;
+    lock.unlock();
+    absl::StatusOr<PGconn*> connection = Connect();
+    if (!connection.ok()) {
+      std::lock_guard relock(mutex_);
+      --open_;
+      available_.notify_one();
+      return connection.status();
+    }
+    return std::make_unique<PostgresSession>(this, *connection);
+  }
+
+  void Release(PGconn* connection) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(connection);
+    available_.notify_one();
+  }
+
+ private:
+  const std::string url_;
+  const int pool_size_;
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::deque<PGconn*> idle_;
+  int open_ = 0;
+};
+
+PostgresSession::~PostgresSession() {
+  if (in_transaction_) (void)Rollback();
+  database_->Release(connection_);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenPostgresDatabase(const std::string& url,
+                                                                  int pool_size) {
+  auto database = std::make_unique<PostgresDatabase>(url, pool_size);
+  // Connect once now so a wrong URL fails at start, not at the first request.
+  absl::StatusOr<std::unique_ptr<SqlSession>> probe = database->Acquire();
+  if (!probe.ok()) return probe.status();
+  return database;
+}
+
+}  // namespace weightpath::store

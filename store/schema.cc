@@ -1,0 +1,143 @@
+#include "store/schema.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace weightpath::store {
+namespace {
+
+struct Migration {
+  int version;
+  const char* description;
+  // {id} {blob} {key} are filled per dialect.
+  const char* sql;
+};
+
+// Append only: a released migration never changes, a new one gets the next
+// version. Times are integer microseconds since the Unix epoch.
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> migrations = {
+      {1, "device registry", R"sql(
+CREATE TABLE devices (
+  device_id {key} PRIMARY KEY,
+  hardware_class TEXT NOT NULL,
+  path TEXT NOT NULL,
+  cpu_model TEXT NOT NULL,
+  first_seen_us BIGINT NOT NULL,
+  last_seen_us BIGINT NOT NULL,
+  regression_count BIGINT NOT NULL DEFAULT 0,
+  last_regression TEXT NOT NULL DEFAULT '',
+  body {blob} NOT NULL
+);
+CREATE INDEX devices_last_seen ON devices (last_seen_us);
+CREATE INDEX devices_class_path ON devices (hardware_class, path, device_id);
+)sql"},
+      {2, "measurements", R"sql(
+CREATE TABLE measurements (
+  id {id},
+  idempotency_key TEXT NOT NULL UNIQUE,
+  device_id TEXT NOT NULL,
+  hardware_class TEXT NOT NULL,
+  cpu_model TEXT NOT NULL,
+  model TEXT NOT NULL,
+  path TEXT NOT NULL,
+  engine_version TEXT NOT NULL,
+  decode_tok_s DOUBLE PRECISION NOT NULL,
+  prefill_tok_s DOUBLE PRECISION NOT NULL,
+  gemm_ms_per_step DOUBLE PRECISION NOT NULL,
+  step_ms DOUBLE PRECISION NOT NULL,
+  threads BIGINT NOT NULL,
+  fidelity_exact_matches BIGINT NOT NULL,
+  fidelity_prompts BIGINT NOT NULL,
+  measured_at_us BIGINT NOT NULL,
+  received_at_us BIGINT NOT NULL,
+  regression BIGINT NOT NULL,
+  regression_reason TEXT NOT NULL
+);
+CREATE INDEX measurements_measured_at ON measurements (measured_at_us);
+)sql"},
+      {3, "rollouts and outcomes", R"sql(
+CREATE TABLE rollouts (
+  id {key} PRIMARY KEY,
+  revision BIGINT NOT NULL,
+  created_at_us BIGINT NOT NULL,
+  body {blob} NOT NULL
+);
+CREATE TABLE outcomes (
+  id {id},
+  idempotency_key TEXT NOT NULL UNIQUE,
+  device_id TEXT NOT NULL,
+  rollout_id TEXT NOT NULL,
+  outcome BIGINT NOT NULL,
+  path TEXT NOT NULL,
+  artifact_sha256 TEXT NOT NULL,
+  policy_version TEXT NOT NULL,
+  tasks_completed BIGINT NOT NULL,
+  tasks_undone BIGINT NOT NULL,
+  tasks_failed BIGINT NOT NULL,
+  detail TEXT NOT NULL,
+  observed_at_us BIGINT NOT NULL,
+  received_at_us BIGINT NOT NULL
+);
+CREATE INDEX outcomes_rollout_device ON outcomes (rollout_id, device_id);
+)sql"},
+  };
+  return migrations;
+}
+
+std::string ForDialect(const char* sql, SqlDialect dialect) {
+  if (dialect == SqlDialect::kSqlite) {
+    return absl::StrReplaceAll(sql, {{"{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+                                     {"{blob}", "BLOB"},
+                                     {"{key}", "TEXT"}});
+  }
+  // Byte order for keys, so keyset pagination orders ids the same way on
+  // both backends whatever locale the cluster was created with.
+  return absl::StrReplaceAll(sql, {{"{id}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
+                                   {"{blob}", "BYTEA"},
+                                   {"{key}", "TEXT COLLATE \"C\""}});
+}
+
+}  // namespace
+
+int LatestSchemaVersion() { return Migrations().back().version; }
+
+absl::StatusOr<int> ApplyMigrations(SqlDatabase& database) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlSession> session, database.Acquire());
+  RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
+  const std::string lock = database.MigrationLockSql();
+  if (!lock.empty()) RETURN_IF_ERROR(session->Query(lock).status());
+  RETURN_IF_ERROR(session->ExecScript(
+      "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL, "
+      "applied_at_us BIGINT NOT NULL, description TEXT NOT NULL)"));
+  ASSIGN_OR_RETURN(SqlRows rows, session->Query("SELECT MAX(version) FROM schema_version"));
+  int64_t current = 0;
+  if (!rows.empty() && rows[0][0].has_value()) {
+    ASSIGN_OR_RETURN(current, CellInt(rows[0][0], "schema_version.version"));
+  }
+  if (current > LatestSchemaVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store schema version ", current, " is newer than this binary knows (",
+        LatestSchemaVersion(), "); run a weightpath-server at least as new as the one that "
+                               "migrated it"));
+  }
+  for (const Migration& migration : Migrations()) {
+    if (migration.version <= current) continue;
+    RETURN_IF_ERROR(session->ExecScript(ForDialect(migration.sql, database.dialect())));
+    RETURN_IF_ERROR(session
+                        ->Query("INSERT INTO schema_version (version, applied_at_us, description) "
+                                "VALUES ($1, $2, $3)",
+                                {int64_t{migration.version}, absl::ToUnixMicros(absl::Now()),
+                                 std::string(migration.description)})
+                        .status());
+  }
+  RETURN_IF_ERROR(session->Commit());
+  return LatestSchemaVersion();
+}
+
+}  // namespace weightpath::store

@@ -1,0 +1,494 @@
+// FleetStore written once over SqlDatabase; the SQL below is accepted by
+// both SQLite (3.35+: RETURNING, upsert) and PostgreSQL 15.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "store/measurement_validation.h"
+#include "store/page_token.h"
+#include "store/schema.h"
+#include "store/sql_database.h"
+#include "store/store.h"
+#include "store/time_convert.h"
+
+namespace weightpath::store {
+namespace {
+
+constexpr char kDeviceColumns[] =
+    "device_id, first_seen_us, last_seen_us, regression_count, last_regression, body";
+
+absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
+  v1::Device device;
+  if (!device.ParseFromString(CellText(row[5]))) {
+    return absl::DataLossError(absl::StrCat("devices.body of ", CellText(row[0]),
+                                            " does not parse as weightpath.v1.Device"));
+  }
+  device.set_device_id(CellText(row[0]));
+  ASSIGN_OR_RETURN(int64_t first_seen, CellInt(row[1], "devices.first_seen_us"));
+  ASSIGN_OR_RETURN(int64_t last_seen, CellInt(row[2], "devices.last_seen_us"));
+  ASSIGN_OR_RETURN(int64_t regressions, CellInt(row[3], "devices.regression_count"));
+  *device.mutable_first_seen() = ToTimestamp(FromMicros(first_seen));
+  *device.mutable_last_seen() = ToTimestamp(FromMicros(last_seen));
+  device.set_regression_count(static_cast<uint32_t>(regressions));
+  device.set_last_regression(CellText(row[4]));
+  return device;
+}
+
+constexpr char kMeasurementColumns[] =
+    "id, idempotency_key, device_id, hardware_class, cpu_model, model, path, engine_version, "
+    "decode_tok_s, prefill_tok_s, gemm_ms_per_step, step_ms, threads, fidelity_exact_matches, "
+    "fidelity_prompts, measured_at_us, received_at_us, regression, regression_reason";
+
+absl::StatusOr<StoredMeasurement> MeasurementFromRow(const SqlRow& row) {
+  StoredMeasurement m;
+  m.measurement_id = CellText(row[0]);
+  m.idempotency_key = CellText(row[1]);
+  m.device_id = CellText(row[2]);
+  m.hardware_class = CellText(row[3]);
+  m.cpu_model = CellText(row[4]);
+  m.model = CellText(row[5]);
+  m.path = CellText(row[6]);
+  m.engine_version = CellText(row[7]);
+  ASSIGN_OR_RETURN(m.decode_tok_s, CellDouble(row[8], "decode_tok_s"));
+  ASSIGN_OR_RETURN(m.prefill_tok_s, CellDouble(row[9], "prefill_tok_s"));
+  ASSIGN_OR_RETURN(m.gemm_ms_per_step, CellDouble(row[10], "gemm_ms_per_step"));
+  ASSIGN_OR_RETURN(m.step_ms, CellDouble(row[11], "step_ms"));
+  ASSIGN_OR_RETURN(int64_t threads, CellInt(row[12], "threads"));
+  ASSIGN_OR_RETURN(int64_t exact, CellInt(row[13], "fidelity_exact_matches"));
+  ASSIGN_OR_RETURN(int64_t prompts, CellInt(row[14], "fidelity_prompts"));
+  ASSIGN_OR_RETURN(int64_t measured_at, CellInt(row[15], "measured_at_us"));
+  ASSIGN_OR_RETURN(int64_t received_at, CellInt(row[16], "received_at_us"));
+  ASSIGN_OR_RETURN(int64_t regression, CellInt(row[17], "regression"));
+  m.threads = static_cast<uint32_t>(threads);
+  m.fidelity_exact_matches = static_cast<uint32_t>(exact);
+  m.fidelity_prompts = static_cast<uint32_t>(prompts);
+  m.measured_at = FromMicros(measured_at);
+  m.received_at = FromMicros(received_at);
+  m.regression = regression != 0;
+  m.regression_reason = CellText(row[18]);
+  return m;
+}
+
+absl::StatusOr<StoredRollout> RolloutFromRow(const SqlRow& row) {
+  StoredRollout stored;
+  if (!stored.rollout.ParseFromString(CellText(row[2]))) {
+    return absl::DataLossError(absl::StrCat("rollouts.body of ", CellText(row[0]),
+                                            " does not parse as weightpath.v1.Rollout"));
+  }
+  ASSIGN_OR_RETURN(stored.revision, CellInt(row[1], "rollouts.revision"));
+  return stored;
+}
+
+class SqlFleetStore : public FleetStore {
+ public:
+  SqlFleetStore(std::unique_ptr<SqlDatabase> database, int schema_version)
+      : database_(std::move(database)), schema_version_(schema_version) {}
+
+  std::string_view backend() const override {
+    return database_->dialect() == SqlDialect::kSqlite ? "sqlite" : "postgres";
+  }
+  int schema_version() const override { return schema_version_; }
+
+  absl::Status Ping() override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    return session->Query("SELECT 1").status();
+  }
+
+  absl::Status UpsertDevices(const std::vector<v1::Device>& batch) override {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].device_id().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].device_id is required"));
+      }
+      if (!batch[i].has_last_seen()) {
+        return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
+      }
+    }
+    if (batch.empty()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
+    for (const v1::Device& device : batch) {
+      // Times and regression figures live in columns; the body keeps the rest.
+      v1::Device body = device;
+      body.clear_first_seen();
+      body.clear_last_seen();
+      body.clear_regression_count();
+      body.clear_last_regression();
+      body.clear_device_id();
+      const int64_t last_seen = ToMicros(FromTimestamp(device.last_seen()));
+      const int64_t first_seen =
+          device.has_first_seen() ? ToMicros(FromTimestamp(device.first_seen())) : last_seen;
+      RETURN_IF_ERROR(
+          session
+              ->Query(
+                  "INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                  "first_seen_us, last_seen_us, body) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                  "ON CONFLICT (device_id) DO UPDATE SET hardware_class = excluded.hardware_class, "
+                  "path = excluded.path, cpu_model = excluded.cpu_model, "
+                  "last_seen_us = excluded.last_seen_us, body = excluded.body "
+                  "WHERE excluded.last_seen_us >= devices.last_seen_us",
+                  {device.device_id(), device.hardware_class(), device.path(),
+                   device.profile().cpu_model(), first_seen, last_seen,
+                   SqlBlob{body.SerializeAsString()}})
+              .status());
+    }
+    return session->Commit();
+  }
+
+  absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query(absl::StrCat("SELECT ", kDeviceColumns,
+                                                 " FROM devices WHERE device_id = $1"),
+                                    {std::string(device_id)}));
+    if (rows.empty()) {
+      return absl::NotFoundError(absl::StrCat("device_id \"", std::string(device_id), "\" is not registered"));
+    }
+    return DeviceFromRow(rows[0]);
+  }
+
+  absl::StatusOr<DevicePage> ListDevices(const DeviceQuery& query) override {
+    if (query.page_size > kMaxPageSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_size = ", query.page_size, " is above the maximum ", kMaxPageSize));
+    }
+    const uint32_t page_size = query.page_size == 0 ? kDefaultPageSize : query.page_size;
+    std::string after;
+    if (!query.page_token.empty()) {
+      ASSIGN_OR_RETURN(after, DecodePageToken(query.page_token));
+    }
+
+    std::string sql = absl::StrCat("SELECT ", kDeviceColumns, " FROM devices WHERE device_id > $1");
+    std::vector<SqlValue> params = {std::string()};
+    if (!query.hardware_class.empty()) {
+      params.push_back(query.hardware_class);
+      absl::StrAppend(&sql, " AND hardware_class = $", params.size());
+    }
+    if (!query.path.empty()) {
+      params.push_back(query.path);
+      absl::StrAppend(&sql, " AND path = $", params.size());
+    }
+    if (query.seen_since.has_value()) {
+      params.push_back(ToMicros(*query.seen_since));
+      absl::StrAppend(&sql, " AND last_seen_us >= $", params.size());
+    }
+    // One row beyond the page tells whether another page exists; with a label
+    // predicate rows are scanned in larger chunks since some are filtered out.
+    const int64_t chunk = query.label_predicate ? std::max<int64_t>(page_size + 1, 512)
+                                                : int64_t{page_size} + 1;
+    params.push_back(chunk);
+    absl::StrAppend(&sql, " ORDER BY device_id LIMIT $", params.size());
+
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    DevicePage page;
+    bool more = false;
+    while (true) {
+      params[0] = after;
+      ASSIGN_OR_RETURN(SqlRows rows, session->Query(sql, params));
+      for (const SqlRow& row : rows) {
+        after = CellText(row[0]);
+        ASSIGN_OR_RETURN(v1::Device device, DeviceFromRow(row));
+        if (query.label_predicate && !query.label_predicate(device.labels())) continue;
+        if (page.devices.size() == page_size) {
+          more = true;
+          break;
+        }
+        page.devices.push_back(std::move(device));
+      }
+      if (more || static_cast<int64_t>(rows.size()) < chunk) break;
+    }
+    if (more) page.next_page_token = EncodePageToken(page.devices.back().device_id());
+    return page;
+  }
+
+  absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(absl::Time seen_since) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("SELECT hardware_class, path, COUNT(*) FROM devices "
+                                    "WHERE last_seen_us >= $1 GROUP BY hardware_class, path "
+                                    "ORDER BY hardware_class, path",
+                                    {ToMicros(seen_since)}));
+    v1::FleetSummaryResponse summary;
+    uint64_t total = 0;
+    for (const SqlRow& row : rows) {
+      v1::FleetSummaryResponse::Cell* cell = summary.add_cells();
+      cell->set_hardware_class(CellText(row[0]));
+      cell->set_path(CellText(row[1]));
+      ASSIGN_OR_RETURN(int64_t count, CellInt(row[2], "count"));
+      cell->set_devices(static_cast<uint64_t>(count));
+      total += static_cast<uint64_t>(count);
+    }
+    summary.set_total_devices(total);
+    return summary;
+  }
+
+  absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
+      const v1::ReportMeasurementRequest& request, absl::Time received_at,
+      const RegressionCheck& regression_check) override {
+    RETURN_IF_ERROR(ValidateMeasurement(request));
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
+    ASSIGN_OR_RETURN(std::optional<RecordMeasurementResult> earlier,
+                     FindMeasurement(*session, request.idempotency_key()));
+    if (earlier.has_value()) {
+      RETURN_IF_ERROR(session->Commit());
+      return *earlier;
+    }
+    ASSIGN_OR_RETURN(SqlRows device_rows,
+                     session->Query("SELECT hardware_class, cpu_model FROM devices "
+                                    "WHERE device_id = $1",
+                                    {request.device_id()}));
+    if (device_rows.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "device_id \"", request.device_id(),
+          "\" is not registered; a device must resolve its weight path before reporting"));
+    }
+    StoredMeasurement m;
+    m.idempotency_key = request.idempotency_key();
+    m.device_id = request.device_id();
+    m.hardware_class = CellText(device_rows[0][0]);
+    m.cpu_model = CellText(device_rows[0][1]);
+    m.model = request.model();
+    m.path = request.path();
+    m.engine_version = request.engine_version();
+    m.decode_tok_s = request.decode_tok_s();
+    m.prefill_tok_s = request.prefill_tok_s();
+    m.gemm_ms_per_step = request.gemm_ms_per_step();
+    m.step_ms = request.step_ms();
+    m.threads = request.threads();
+    m.fidelity_exact_matches = request.fidelity_exact_matches();
+    m.fidelity_prompts = request.fidelity_prompts();
+    m.received_at = received_at;
+    m.measured_at = request.has_measured_at() ? FromTimestamp(request.measured_at()) : received_at;
+    RegressionVerdict verdict = regression_check ? regression_check(m) : RegressionVerdict{};
+
+    ASSIGN_OR_RETURN(
+        SqlRows inserted,
+        session->Query(
+            "INSERT INTO measurements (idempotency_key, device_id, hardware_class, cpu_model, "
+            "model, path, engine_version, decode_tok_s, prefill_tok_s, gemm_ms_per_step, "
+            "step_ms, threads, fidelity_exact_matches, fidelity_prompts, measured_at_us, "
+            "received_at_us, regression, regression_reason) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+            "$8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            {m.idempotency_key, m.device_id, m.hardware_class, m.cpu_model, m.model, m.path,
+             m.engine_version, m.decode_tok_s, m.prefill_tok_s, m.gemm_ms_per_step, m.step_ms,
+             int64_t{m.threads}, int64_t{m.fidelity_exact_matches}, int64_t{m.fidelity_prompts},
+             ToMicros(m.measured_at), ToMicros(m.received_at), int64_t{verdict.regression ? 1 : 0},
+             verdict.reason}));
+    if (inserted.empty()) {
+      // Another replica committed the same key between our check and insert.
+      ASSIGN_OR_RETURN(earlier, FindMeasurement(*session, request.idempotency_key()));
+      RETURN_IF_ERROR(session->Commit());
+      if (!earlier.has_value()) {
+        return absl::AbortedError(absl::StrCat("idempotency_key \"", request.idempotency_key(),
+                                               "\" conflicted; retry"));
+      }
+      return *earlier;
+    }
+    if (verdict.regression) {
+      RETURN_IF_ERROR(session
+                          ->Query("UPDATE devices SET regression_count = regression_count + 1, "
+                                  "last_regression = $2 WHERE device_id = $1",
+                                  {m.device_id, verdict.reason})
+                          .status());
+    }
+    RETURN_IF_ERROR(session->Commit());
+    RecordMeasurementResult result;
+    result.measurement_id = CellText(inserted[0][0]);
+    result.regression = std::move(verdict);
+    return result;
+  }
+
+  absl::StatusOr<std::vector<StoredMeasurement>> ListMeasurements(absl::Time since) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query(absl::StrCat("SELECT ", kMeasurementColumns,
+                                                 " FROM measurements WHERE measured_at_us >= $1 "
+                                                 "ORDER BY measured_at_us, id"),
+                                    {ToMicros(since)}));
+    std::vector<StoredMeasurement> out;
+    out.reserve(rows.size());
+    for (const SqlRow& row : rows) {
+      ASSIGN_OR_RETURN(StoredMeasurement m, MeasurementFromRow(row));
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+  absl::StatusOr<int64_t> CreateRollout(const v1::Rollout& rollout) override {
+    if (rollout.id().empty()) return absl::InvalidArgumentError("rollout.id is required");
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(
+        SqlRows rows,
+        session->Query("INSERT INTO rollouts (id, revision, created_at_us, body) "
+                       "VALUES ($1, 1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING revision",
+                       {rollout.id(), ToMicros(FromTimestamp(rollout.created_at())),
+                        SqlBlob{rollout.SerializeAsString()}}));
+    if (rows.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat("rollout.id \"", rollout.id(), "\" already exists"));
+    }
+    return CellInt(rows[0][0], "rollouts.revision");
+  }
+
+  absl::StatusOr<int64_t> UpdateRollout(const v1::Rollout& rollout,
+                                        int64_t expected_revision) override {
+    if (rollout.id().empty()) return absl::InvalidArgumentError("rollout.id is required");
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // Compare-and-set in one statement: of two replicas updating from the same
+    // revision, exactly one matches the WHERE clause.
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("UPDATE rollouts SET body = $1, revision = revision + 1 "
+                                    "WHERE id = $2 AND revision = $3 RETURNING revision",
+                                    {SqlBlob{rollout.SerializeAsString()}, rollout.id(),
+                                     expected_revision}));
+    if (!rows.empty()) return CellInt(rows[0][0], "rollouts.revision");
+    ASSIGN_OR_RETURN(SqlRows current, session->Query("SELECT revision FROM rollouts WHERE id = $1",
+                                                     {rollout.id()}));
+    if (current.empty()) {
+      return absl::NotFoundError(absl::StrCat("rollout.id \"", rollout.id(), "\" does not exist"));
+    }
+    return absl::AbortedError(absl::StrCat("rollout \"", rollout.id(), "\": expected_revision ",
+                                           expected_revision, " is stale, the store holds revision ",
+                                           CellText(current[0][0]),
+                                           "; re-read the rollout and retry"));
+  }
+
+  absl::StatusOr<StoredRollout> GetRollout(std::string_view rollout_id) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("SELECT id, revision, body FROM rollouts WHERE id = $1",
+                                    {std::string(rollout_id)}));
+    if (rows.empty()) {
+      return absl::NotFoundError(absl::StrCat("rollout id \"", std::string(rollout_id), "\" does not exist"));
+    }
+    return RolloutFromRow(rows[0]);
+  }
+
+  absl::StatusOr<std::vector<StoredRollout>> ListRollouts() override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows, session->Query("SELECT id, revision, body FROM rollouts "
+                                                  "ORDER BY created_at_us, id"));
+    std::vector<StoredRollout> out;
+    for (const SqlRow& row : rows) {
+      ASSIGN_OR_RETURN(StoredRollout stored, RolloutFromRow(row));
+      out.push_back(std::move(stored));
+    }
+    return out;
+  }
+
+  absl::StatusOr<bool> RecordOutcome(const v1::ReportOutcomeRequest& request,
+                                     absl::Time received_at) override {
+    RETURN_IF_ERROR(ValidateOutcome(request));
+    const absl::Time observed_at =
+        request.has_observed_at() ? FromTimestamp(request.observed_at()) : received_at;
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(
+        SqlRows rows,
+        session->Query(
+            "INSERT INTO outcomes (idempotency_key, device_id, rollout_id, outcome, path, "
+            "artifact_sha256, policy_version, tasks_completed, tasks_undone, tasks_failed, detail, "
+            "observed_at_us, received_at_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+            "$11, $12, $13) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            {request.idempotency_key(), request.device_id(), request.rollout_id(),
+             int64_t{request.outcome()}, request.path(), request.artifact_sha256(),
+             request.policy_version(), int64_t{request.tasks_completed()},
+             int64_t{request.tasks_undone()}, int64_t{request.tasks_failed()}, request.detail(),
+             ToMicros(observed_at), ToMicros(received_at)}));
+    return rows.empty();
+  }
+
+  absl::StatusOr<std::vector<DeviceOutcomes>> LatestOutcomes(std::string_view rollout_id) override {
+    std::string sql =
+        "SELECT rollout_id, device_id, outcome, tasks_completed, tasks_undone, tasks_failed, "
+        "detail, observed_at_us FROM outcomes";
+    std::vector<SqlValue> params;
+    if (!rollout_id.empty()) {
+      sql += " WHERE rollout_id = $1";
+      params.push_back(std::string(rollout_id));
+    }
+    sql += " ORDER BY rollout_id, device_id, observed_at_us, id";
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(SqlRows rows, session->Query(sql, params));
+    std::vector<DeviceOutcomes> out;
+    for (const SqlRow& row : rows) {
+      const std::string row_rollout = CellText(row[0]);
+      const std::string row_device = CellText(row[1]);
+      if (out.empty() || out.back().rollout_id != row_rollout ||
+          out.back().device_id != row_device) {
+        out.emplace_back();
+        out.back().rollout_id = row_rollout;
+        out.back().device_id = row_device;
+      }
+      DeviceOutcomes& device = out.back();
+      ASSIGN_OR_RETURN(int64_t outcome, CellInt(row[2], "outcomes.outcome"));
+      ASSIGN_OR_RETURN(int64_t completed, CellInt(row[3], "outcomes.tasks_completed"));
+      ASSIGN_OR_RETURN(int64_t undone, CellInt(row[4], "outcomes.tasks_undone"));
+      ASSIGN_OR_RETURN(int64_t failed, CellInt(row[5], "outcomes.tasks_failed"));
+      ASSIGN_OR_RETURN(int64_t observed_us, CellInt(row[7], "outcomes.observed_at_us"));
+      const absl::Time observed_at = FromMicros(observed_us);
+      ++device.reports;
+      device.last_report_at = std::max(device.last_report_at, observed_at);
+      if (outcome == v1::OUTCOME_TASKS) {
+        device.tasks_completed += static_cast<uint64_t>(completed);
+        device.tasks_undone += static_cast<uint64_t>(undone);
+        device.tasks_failed += static_cast<uint64_t>(failed);
+        continue;
+      }
+      // Rows arrive oldest first, so the last lifecycle row is the latest.
+      device.latest_outcome = static_cast<v1::Outcome>(outcome);
+      device.latest_observed_at = observed_at;
+      device.latest_detail = CellText(row[6]);
+      if (outcome == v1::OUTCOME_ENGINE_STARTED) device.engine_started = true;
+    }
+    return out;
+  }
+
+ private:
+  absl::StatusOr<std::optional<RecordMeasurementResult>> FindMeasurement(SqlSession& session,
+                                                                         const std::string& key) {
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session.Query("SELECT id, regression, regression_reason FROM measurements "
+                                   "WHERE idempotency_key = $1",
+                                   {key}));
+    if (rows.empty()) return std::optional<RecordMeasurementResult>();
+    RecordMeasurementResult result;
+    result.measurement_id = CellText(rows[0][0]);
+    result.duplicate = true;
+    ASSIGN_OR_RETURN(int64_t regression, CellInt(rows[0][1], "measurements.regression"));
+    result.regression.regression = regression != 0;
+    result.regression.reason = CellText(rows[0][2]);
+    return std::optional<RecordMeasurementResult>(std::move(result));
+  }
+
+  std::unique_ptr<SqlDatabase> database_;
+  const int schema_version_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>>
+FleetStore::DevicesSeenByClassAndPath(absl::Time since) {
+  ASSIGN_OR_RETURN(v1::FleetSummaryResponse summary, FleetSummary(since));
+  std::map<std::pair<std::string, std::string>, uint64_t> counts;
+  for (const auto& cell : summary.cells()) counts[{cell.hardware_class(), cell.path()}] = cell.devices();
+  return counts;
+}
+
+absl::StatusOr<std::vector<v1::VerificationCell>> FleetStore::VerificationMatrix(
+    const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
+    absl::Time now) {
+  ASSIGN_OR_RETURN(std::vector<StoredMeasurement> measurements, ListMeasurements(now - config.window));
+  return BuildVerificationMatrix(measurements, expectations, config, now);
+}
+
+absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlDatabase> database, OpenSqlDatabase(url));
+  ASSIGN_OR_RETURN(int version, ApplyMigrations(*database));
+  return std::make_unique<SqlFleetStore>(std::move(database), version);
+}
+
+}  // namespace weightpath::store

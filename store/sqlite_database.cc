@@ -1,0 +1,215 @@
+// SQLite behind SqlDatabase: one connection per store, guarded by a mutex.
+// SQLite admits one writer at a time anyway, so a pool would only add
+// SQLITE_BUSY retries without adding throughput.
+#include <sqlite3.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "store/sql_database.h"
+
+namespace weightpath::store {
+namespace {
+
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  std::string message = absl::StrCat("sqlite ", what, ": ", sqlite3_errstr(rc));
+  if (db != nullptr) absl::StrAppend(&message, " (", sqlite3_errmsg(db), ")");
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_FULL:
+      return absl::UnavailableError(message);
+    case SQLITE_CONSTRAINT:
+      return absl::AlreadyExistsError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+// $1 -> ?1: SQLite's numbered parameters bind by the same index.
+std::string ToSqlitePlaceholders(std::string_view sql) {
+  std::string out(sql);
+  for (char& c : out) {
+    if (c == '$') c = '?';
+  }
+  return out;
+}
+
+struct Connection {
+  sqlite3* db = nullptr;
+  std::map<std::string, sqlite3_stmt*, std::less<>> statements;
+
+  ~Connection() {
+    for (auto& [sql, statement] : statements) sqlite3_finalize(statement);
+    if (db != nullptr) sqlite3_close(db);
+  }
+};
+
+class SqliteSession : public SqlSession {
+ public:
+  SqliteSession(Connection* connection, std::unique_lock<std::mutex> lock)
+      : connection_(connection), lock_(std::move(lock)) {}
+  ~SqliteSession() override {
+    if (in_transaction_) (void)Rollback();
+  }
+
+  absl::Status Begin(bool for_write) override {
+    absl::Status status = ExecScript(for_write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
+    if (!status.ok()) return status;
+    in_transaction_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status Commit() override {
+    absl::Status status = ExecScript("COMMIT");
+    if (!status.ok()) {
+      (void)ExecScript("ROLLBACK");
+    }
+    in_transaction_ = false;
+    return status;
+  }
+  absl::Status Rollback() override {
+    in_transaction_ = false;
+    return ExecScript("ROLLBACK");
+  }
+  bool in_transaction() const override { return in_transaction_; }
+
+  absl::Status ExecScript(std::string_view sql) override {
+    char* error = nullptr;
+    const std::string text(sql);
+    int rc = sqlite3_exec(connection_->db, text.c_str(), nullptr, nullptr, &error);
+    if (rc != SQLITE_OK) {
+      absl::Status status = SqliteError(connection_->db, rc, "exec");
+      sqlite3_free(error);
+      return status;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<SqlRows> Query(std::string_view sql,
+                                const std::vector<SqlValue>& params) override {
+    sqlite3_stmt* statement = nullptr;
+    auto cached = connection_->statements.find(sql);
+    if (cached != connection_->statements.end()) {
+      statement = cached->second;
+    } else {
+      const std::string text = ToSqlitePlaceholders(sql);
+      int rc = sqlite3_prepare_v3(connection_->db, text.c_str(), static_cast<int>(text.size()),
+                                  SQLITE_PREPARE_PERSISTENT, &statement, nullptr);
+      if (rc != SQLITE_OK) return SqliteError(connection_->db, rc, "prepare");
+      connection_->statements.emplace(std::string(sql), statement);
+    }
+    sqlite3_reset(statement);
+    sqlite3_clear_bindings(statement);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int index = static_cast<int>(i) + 1;
+      const SqlValue& value = params[i];
+      int rc = SQLITE_OK;
+      if (std::holds_alternative<std::nullptr_t>(value)) {
+        rc = sqlite3_bind_null(statement, index);
+      } else if (const auto* integer = std::get_if<int64_t>(&value)) {
+        rc = sqlite3_bind_int64(statement, index, *integer);
+      } else if (const auto* real = std::get_if<double>(&value)) {
+        rc = sqlite3_bind_double(statement, index, *real);
+      } else if (const auto* text = std::get_if<std::string>(&value)) {
+        rc = sqlite3_bind_text(statement, index, text->data(), static_cast<int>(text->size()),
+                               SQLITE_TRANSIENT);
+      } else {
+        const std::string& bytes = std::get<SqlBlob>(value).bytes;
+        rc = sqlite3_bind_blob(statement, index, bytes.data(), static_cast<int>(bytes.size()),
+                               SQLITE_TRANSIENT);
+      }
+      if (rc != SQLITE_OK) return SqliteError(connection_->db, rc, "bind");
+    }
+    SqlRows rows;
+    while (true) {
+      int rc = sqlite3_step(statement);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        absl::Status status = SqliteError(connection_->db, rc, "step");
+        sqlite3_reset(statement);
+        return status;
+      }
+      const int columns = sqlite3_column_count(statement);
+      SqlRow row;
+      row.reserve(columns);
+      for (int column = 0; column < columns; ++column) {
+        switch (sqlite3_column_type(statement, column)) {
+          case SQLITE_NULL:
+            row.emplace_back(std::nullopt);
+            break;
+          case SQLITE_INTEGER:
+            row.emplace_back(absl::StrCat(sqlite3_column_int64(statement, column)));
+            break;
+          case SQLITE_FLOAT:
+            row.emplace_back(absl::StrFormat("%.17g", sqlite3_column_double(statement, column)));
+            break;
+          default: {
+            const void* data = sqlite3_column_blob(statement, column);
+            const int size = sqlite3_column_bytes(statement, column);
+            row.emplace_back(std::string(static_cast<const char*>(data), size));
+          }
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    sqlite3_reset(statement);
+    return rows;
+  }
+
+ private:
+  Connection* connection_;
+  std::unique_lock<std::mutex> lock_;
+  bool in_transaction_ = false;
+};
+
+class SqliteDatabase : public SqlDatabase {
+ public:
+  explicit SqliteDatabase(std::unique_ptr<Connection> connection)
+      : connection_(std::move(connection)) {}
+  SqlDialect dialect() const override { return SqlDialect::kSqlite; }
+  std::string MigrationLockSql() const override { return ""; }
+  absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
+    return std::make_unique<SqliteSession>(connection_.get(), std::unique_lock(mutex_));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<Connection> connection_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::string& file) {
+  auto connection = std::make_unique<Connection>();
+  int rc = sqlite3_open_v2(file.c_str(), &connection->db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat("store URL sqlite:", file, ": cannot open: ",
+                                               sqlite3_errstr(rc)));
+  }
+  // Another process (a restarted server, a CLI) may hold the write lock for a
+  // moment; wait for it rather than failing the request.
+  sqlite3_busy_timeout(connection->db, 10000);
+  // WAL lets readers proceed during writes. synchronous=FULL fsyncs the WAL at
+  // every commit: an acknowledged measurement must survive a power cut, not
+  // only a process crash (NORMAL guarantees only the latter in WAL mode).
+  char* error = nullptr;
+  rc = sqlite3_exec(connection->db,
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+                    nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error != nullptr ? error : sqlite3_errstr(rc);
+    sqlite3_free(error);
+    return absl::UnavailableError(
+        absl::StrCat("store URL sqlite:", file, ": cannot configure: ", message));
+  }
+  return std::make_unique<SqliteDatabase>(std::move(connection));
+}
+
+}  // namespace weightpath::store

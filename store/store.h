@@ -1,0 +1,155 @@
+// Fleet state: the device registry, measurements, rollouts and outcomes,
+// behind one interface with two real backends (embedded SQLite for a single
+// server, PostgreSQL shared by several replicas).
+//
+// Every call is a complete unit of work: what returns OK is committed.
+// Errors: INVALID_ARGUMENT names the field at fault; NOT_FOUND names the id;
+// UNAVAILABLE means the database could not be reached (callers retry);
+// ABORTED means a stale revision (re-read and retry).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/map.h"
+#include "store/verification.h"
+#include "weightpath/v1/fleet.pb.h"
+#include "weightpath/v1/rollout.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::store {
+
+using DeviceLabels = google::protobuf::Map<std::string, std::string>;
+
+inline constexpr uint32_t kDefaultPageSize = 100;
+inline constexpr uint32_t kMaxPageSize = 1000;
+
+struct DeviceQuery {
+  // Filters applied in SQL; empty / unset means any.
+  std::string hardware_class;
+  std::string path;
+  std::optional<absl::Time> seen_since;
+  // Applied to each row after SQL (the label-selector parser lives in deploy/).
+  std::function<bool(const DeviceLabels&)> label_predicate;
+  uint32_t page_size = 0;  // 0: kDefaultPageSize; above kMaxPageSize is INVALID_ARGUMENT
+  std::string page_token;  // from a previous DevicePage; "" for the first page
+};
+
+struct DevicePage {
+  std::vector<v1::Device> devices;  // ordered by device_id
+  std::string next_page_token;      // "" on the last page
+};
+
+// Judges a measurement against the policy's expectations before it is
+// stored; usually [&](const StoredMeasurement& m) { return IsRegression(...); }.
+using RegressionCheck = std::function<RegressionVerdict(const StoredMeasurement&)>;
+
+struct RecordMeasurementResult {
+  std::string measurement_id;
+  bool duplicate = false;  // the key was recorded before; nothing new stored
+  RegressionVerdict regression;  // as judged when first recorded
+};
+
+struct StoredRollout {
+  v1::Rollout rollout;
+  int64_t revision = 0;  // pass to UpdateRollout as expected_revision
+};
+
+// The outcome history of one device in one rollout, folded for gate checks.
+struct DeviceOutcomes {
+  std::string device_id;
+  std::string rollout_id;
+  // Latest lifecycle outcome (anything but OUTCOME_TASKS); UNSPECIFIED when
+  // the device has only sent task counts.
+  v1::Outcome latest_outcome = v1::OUTCOME_UNSPECIFIED;
+  absl::Time latest_observed_at = absl::InfinitePast();
+  std::string latest_detail;
+  bool engine_started = false;  // ever reported OUTCOME_ENGINE_STARTED
+  uint64_t tasks_completed = 0;  // summed over OUTCOME_TASKS reports
+  uint64_t tasks_undone = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t reports = 0;
+  absl::Time last_report_at = absl::InfinitePast();
+};
+
+class FleetStore {
+ public:
+  virtual ~FleetStore() = default;
+
+  virtual std::string_view backend() const = 0;  // "sqlite" | "postgres"
+  virtual int schema_version() const = 0;
+  // Cheap round trip for health checks; UNAVAILABLE when the database is down.
+  virtual absl::Status Ping() = 0;
+
+  // --- Device registry -----------------------------------------------------
+  // Each device needs device_id and last_seen. A new device's first_seen is
+  // its first last_seen; an existing one keeps first_seen, and a record older
+  // than what is stored changes nothing. regression_count/last_regression are
+  // the store's own and ignored here.
+  virtual absl::Status UpsertDevices(const std::vector<v1::Device>& batch) = 0;
+  virtual absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) = 0;
+  virtual absl::StatusOr<DevicePage> ListDevices(const DeviceQuery& query) = 0;
+  // Devices with last_seen >= seen_since, counted by class x path.
+  virtual absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(absl::Time seen_since) = 0;
+  // The same counts keyed (hardware_class, path), for the devices-seen gauge.
+  absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>>
+  DevicesSeenByClassAndPath(absl::Time since);
+
+  // --- Measurements --------------------------------------------------------
+  // Validates (ValidateMeasurement), requires the device to be registered,
+  // stamps the row with the device's hardware class and CPU model, and commits
+  // durably before returning. A repeated idempotency_key stores nothing and
+  // returns the first result with duplicate = true. measured_at defaults to
+  // received_at.
+  virtual absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
+      const v1::ReportMeasurementRequest& request, absl::Time received_at,
+      const RegressionCheck& regression_check = nullptr) = 0;
+  // Measurements with measured_at >= since, oldest first.
+  virtual absl::StatusOr<std::vector<StoredMeasurement>> ListMeasurements(absl::Time since) = 0;
+  // The seed's table rebuilt from the fleet: reports within config.window
+  // before `now`, judged against `expectations`.
+  absl::StatusOr<std::vector<v1::VerificationCell>> VerificationMatrix(
+      const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
+      absl::Time now);
+
+  // --- Rollouts (state only; decisions live in deploy/) --------------------
+  // ALREADY_EXISTS when the id is taken. Returns revision 1.
+  virtual absl::StatusOr<int64_t> CreateRollout(const v1::Rollout& rollout) = 0;
+  // Replaces the rollout if its stored revision is still `expected_revision`,
+  // returning the new revision; ABORTED when another writer got there first.
+  virtual absl::StatusOr<int64_t> UpdateRollout(const v1::Rollout& rollout,
+                                                int64_t expected_revision) = 0;
+  virtual absl::StatusOr<StoredRollout> GetRollout(std::string_view rollout_id) = 0;
+  // Ordered by created_at, then id.
+  virtual absl::StatusOr<std::vector<StoredRollout>> ListRollouts() = 0;
+
+  // --- Outcomes ------------------------------------------------------------
+  // Validates (ValidateOutcome); returns true when the key was seen before
+  // (nothing stored). observed_at defaults to received_at.
+  virtual absl::StatusOr<bool> RecordOutcome(const v1::ReportOutcomeRequest& request,
+                                             absl::Time received_at) = 0;
+  // One entry per (rollout, device); rollout_id "" means every rollout.
+  virtual absl::StatusOr<std::vector<DeviceOutcomes>> LatestOutcomes(
+      std::string_view rollout_id) = 0;
+};
+
+// "sqlite:FILE" or "postgres://USER@HOST:PORT/DB" (any libpq URI). Applies
+// migrations; FAILED_PRECONDITION when the database's schema is newer than
+// this binary's; INVALID_ARGUMENT for an unknown scheme; UNAVAILABLE when the
+// database cannot be reached.
+absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url);
+
+// The newest schema version this binary knows.
+int LatestSchemaVersion();
+
+}  // namespace weightpath::store

@@ -1,0 +1,245 @@
+#include "store/verification.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "store/time_convert.h"
+
+namespace weightpath::store {
+namespace {
+
+std::string FormatFigure(double value) { return absl::StrFormat("%.1f", value); }
+
+std::string FormatWindow(absl::Duration window) {
+  if (window % absl::Hours(24) == absl::ZeroDuration()) {
+    return absl::StrCat(window / absl::Hours(24), "d");
+  }
+  return absl::FormatDuration(window);
+}
+
+// Median, min and max of the positive values (0 = not measured).
+v1::FigureStats Stats(std::vector<double> values) {
+  v1::FigureStats stats;
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !(v > 0); }),
+               values.end());
+  if (values.empty()) return stats;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  stats.set_median(n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2);
+  stats.set_min(values.front());
+  stats.set_max(values.back());
+  stats.set_samples(static_cast<uint32_t>(n));
+  return stats;
+}
+
+const policy::ExpectedFigures* FidelityExpectation(
+    std::string_view cpu_model, const std::vector<policy::ExpectedFigures>& expected) {
+  const policy::ExpectedFigures* any = nullptr;
+  const std::string normalized = NormalizeCpuModel(cpu_model);
+  for (const policy::ExpectedFigures& figures : expected) {
+    if (!figures.fidelity_exact_matches.has_value() || !figures.fidelity_prompts.has_value() ||
+        *figures.fidelity_prompts == 0) {
+      continue;
+    }
+    if (NormalizeCpuModel(figures.cpu_model) == normalized) return &figures;
+    if (any == nullptr) any = &figures;
+  }
+  return any;
+}
+
+}  // namespace
+
+std::string NormalizeCpuModel(std::string_view cpu_model) {
+  std::string lowered;
+  lowered.reserve(cpu_model.size());
+  for (char c : cpu_model) lowered.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  // The clock suffix ("@ 2.00GHz") varies between steppings of one model.
+  const size_t at = lowered.find('@');
+  if (at != std::string::npos) lowered.resize(at);
+  for (std::string_view mark : {"(r)", "(tm)"}) {
+    size_t position;
+    while ((position = lowered.find(mark)) != std::string::npos) lowered.replace(position, mark.size(), " ");
+  }
+  std::vector<std::string> words;
+  for (absl::string_view word : absl::StrSplit(lowered, ' ', absl::SkipWhitespace())) {
+    if (word == "cpu" || word == "processor") continue;
+    words.emplace_back(word);
+  }
+  return absl::StrJoin(words, " ");
+}
+
+RegressionVerdict IsRegression(const StoredMeasurement& measurement,
+                               const std::vector<policy::ExpectedFigures>& expected,
+                               double regression_fraction) {
+  const std::string cpu = NormalizeCpuModel(measurement.cpu_model);
+  for (const policy::ExpectedFigures& figures : expected) {
+    if (!figures.decode_tok_s.has_value()) continue;
+    if (NormalizeCpuModel(figures.cpu_model) != cpu) continue;
+    if (figures.threads != 0 && figures.threads != measurement.threads) continue;
+    const double floor = regression_fraction * *figures.decode_tok_s;
+    if (measurement.decode_tok_s < floor) {
+      return {true, absl::StrCat("decode_tok_s ", FormatFigure(measurement.decode_tok_s),
+                                 " is below ", FormatFigure(regression_fraction * 100),
+                                 "% of the ", FormatFigure(*figures.decode_tok_s),
+                                 " tok/s expected for path ", measurement.path, " on ",
+                                 figures.cpu_model, " with ", figures.threads, " threads")};
+    }
+    return {};
+  }
+  return {};
+}
+
+std::vector<policy::ExpectedFigures> ExpectedFor(const std::vector<PathExpectation>& expectations,
+                                                 std::string_view path,
+                                                 std::string_view hardware_class) {
+  std::vector<policy::ExpectedFigures> out;
+  for (const PathExpectation& expectation : expectations) {
+    if (expectation.path != path) continue;
+    if (!expectation.hardware_class.empty() && expectation.hardware_class != hardware_class) continue;
+    out.insert(out.end(), expectation.expected.begin(), expectation.expected.end());
+  }
+  return out;
+}
+
+bool PolicyVerified(const std::vector<PathExpectation>& expectations, std::string_view path,
+                    std::string_view hardware_class) {
+  for (const PathExpectation& expectation : expectations) {
+    if (expectation.path == path && expectation.policy_verified &&
+        (expectation.hardware_class.empty() || expectation.hardware_class == hardware_class)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool FidelityCollapsed(uint64_t exact_matches, uint64_t prompts, std::string_view cpu_model,
+                       const std::vector<policy::ExpectedFigures>& expected) {
+  if (prompts == 0) return false;
+  const policy::ExpectedFigures* figures = FidelityExpectation(cpu_model, expected);
+  if (figures == nullptr) return false;
+  const double expected_rate =
+      static_cast<double>(*figures->fidelity_exact_matches) / *figures->fidelity_prompts;
+  const double rate = static_cast<double>(exact_matches) / prompts;
+  return rate < 0.5 * expected_rate;
+}
+
+std::vector<v1::VerificationCell> BuildVerificationMatrix(
+    const std::vector<StoredMeasurement>& measurements,
+    const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
+    absl::Time now) {
+  using CellKey = std::tuple<std::string, std::string, std::string>;
+  std::map<CellKey, std::vector<const StoredMeasurement*>> groups;
+  const absl::Time since = now - config.window;
+  for (const StoredMeasurement& measurement : measurements) {
+    if (measurement.measured_at < since || measurement.measured_at > now) continue;
+    groups[{measurement.path, measurement.hardware_class, NormalizeCpuModel(measurement.cpu_model)}]
+        .push_back(&measurement);
+  }
+
+  std::vector<v1::VerificationCell> cells;
+  for (auto& [key, reports] : groups) {
+    const auto& [path, hardware_class, normalized_cpu] = key;
+    std::sort(reports.begin(), reports.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->measured_at, a->measurement_id) < std::tie(b->measured_at, b->measurement_id);
+    });
+    const std::vector<policy::ExpectedFigures> expected = ExpectedFor(expectations, path, hardware_class);
+
+    v1::VerificationCell cell;
+    cell.set_path(path);
+    cell.set_hardware_class(hardware_class);
+    cell.set_cpu_model(reports.back()->cpu_model);
+    std::vector<double> decode, prefill, gemm, step;
+    uint64_t exact = 0, prompts = 0;
+    uint32_t regressions = 0;
+    std::map<std::string, bool> latest_regressed;  // device -> its latest report regressed
+    for (const StoredMeasurement* report : reports) {
+      decode.push_back(report->decode_tok_s);
+      prefill.push_back(report->prefill_tok_s);
+      gemm.push_back(report->gemm_ms_per_step);
+      step.push_back(report->step_ms);
+      exact += report->fidelity_exact_matches;
+      prompts += report->fidelity_prompts;
+      const bool regressed = IsRegression(*report, expected, config.regression_fraction).regression;
+      if (regressed) ++regressions;
+      latest_regressed[report->device_id] = regressed;  // sorted by time: the last one wins
+    }
+    *cell.mutable_decode_tok_s() = Stats(decode);
+    *cell.mutable_prefill_tok_s() = Stats(prefill);
+    *cell.mutable_gemm_ms_per_step() = Stats(gemm);
+    *cell.mutable_step_ms() = Stats(step);
+    cell.set_fidelity_exact_matches(static_cast<uint32_t>(exact));
+    cell.set_fidelity_prompts(static_cast<uint32_t>(prompts));
+    cell.set_device_count(static_cast<uint32_t>(latest_regressed.size()));
+    cell.set_regressions(regressions);
+    *cell.mutable_last_measured() = ToTimestamp(reports.back()->measured_at);
+
+    uint32_t healthy_devices = 0;
+    for (const auto& [device, regressed] : latest_regressed) {
+      if (!regressed) ++healthy_devices;
+    }
+    const bool collapsed = FidelityCollapsed(exact, prompts, cell.cpu_model(), expected);
+    v1::Verification* verification = cell.mutable_verification();
+    verification->set_device_count(cell.device_count());
+    if (PolicyVerified(expectations, path, hardware_class)) {
+      cell.set_verified(true);
+      verification->set_source(v1::Verification::SOURCE_POLICY);
+      verification->set_reason(absl::StrCat("the policy marks ", path, " as measured on ",
+                                            hardware_class));
+    } else if (collapsed) {
+      verification->set_source(v1::Verification::SOURCE_FLEET);
+      verification->set_reason(absl::StrCat(
+          "measured, not verified: fidelity collapsed (", exact, "/", prompts,
+          " exact matches, below half the policy's expected rate)"));
+    } else if (healthy_devices >= config.min_devices) {
+      cell.set_verified(true);
+      verification->set_source(v1::Verification::SOURCE_FLEET);
+      verification->set_device_count(healthy_devices);
+      verification->set_reason(absl::StrCat(healthy_devices, " ", hardware_class, " devices with ",
+                                            cell.cpu_model(), " reported ", path, " within ",
+                                            FormatWindow(config.window),
+                                            " inside expectations"));
+    } else {
+      verification->set_source(v1::Verification::SOURCE_FLEET);
+      verification->set_device_count(healthy_devices);
+      verification->set_reason(absl::StrCat(
+          "measured, not verified: ", healthy_devices, " of ", config.min_devices,
+          " devices needed reported inside expectations within ", FormatWindow(config.window),
+          " (", cell.device_count() - healthy_devices, " regressed)"));
+    }
+    cells.push_back(std::move(cell));
+  }
+  return cells;
+}
+
+v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
+                                       const std::vector<PathExpectation>& expectations,
+                                       std::string_view path, std::string_view hardware_class,
+                                       std::string_view cpu_model) {
+  const std::string normalized = NormalizeCpuModel(cpu_model);
+  for (const v1::VerificationCell& cell : matrix) {
+    if (cell.path() == path && cell.hardware_class() == hardware_class &&
+        NormalizeCpuModel(cell.cpu_model()) == normalized) {
+      return cell.verification();
+    }
+  }
+  v1::Verification verification;
+  if (PolicyVerified(expectations, path, hardware_class)) {
+    verification.set_source(v1::Verification::SOURCE_POLICY);
+    verification.set_reason(absl::StrCat("the policy marks ", std::string(path), " as measured on ", std::string(hardware_class)));
+  } else {
+    verification.set_source(v1::Verification::SOURCE_NONE);
+    verification.set_reason(absl::StrCat("no fleet reports of ", std::string(path), " on ", std::string(hardware_class),
+                                         " with this CPU model"));
+  }
+  return verification;
+}
+
+}  // namespace weightpath::store

@@ -1,0 +1,114 @@
+// Turning what devices measured into verification evidence. Pure: rows and
+// the policy's expectations in, cells out; no I/O, no clock (`now` is passed).
+//
+// Definitions (the rules the matrix and ResolveWeightPath's `verified` use):
+// * Evidence is grouped per (path, hardware class, CPU model). CPU models are
+//   compared after NormalizeCpuModel, so "Intel(R) Xeon(R) Platinum 8480C" from
+//   /proc/cpuinfo and the policy's "Intel Xeon Platinum 8480C" are one model.
+// * Regression: a report's decode tok/s below `regression_fraction` of the
+//   policy's expected decode tok/s for the same CPU model AND the same thread
+//   count. A figure taken at 24 threads says nothing about 8 threads, so a
+//   report with another thread count (or a CPU the policy never measured) is
+//   not judged at all.
+// * Fidelity collapse: the cell's summed exact-match rate (k/n over all its
+//   reports in the window) is below half the rate the policy expects for the
+//   path (its expected k/n, preferring the same CPU model). Without a fidelity
+//   expectation there is nothing to collapse from, so nothing is flagged.
+// * Verified: the policy says the path was measured for that class (source
+//   POLICY), or at least `min_devices` distinct devices whose latest report in
+//   the window is not a regression, and no fidelity collapse (source FLEET).
+//   A path measured but short of that is "measured, not verified", with why.
+// * prefill, GEMM and step figures of 0 mean "not measured" and are left out
+//   of their statistics; decode tok/s is always required.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "policy/policy.h"
+#include "weightpath/v1/fleet.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::store {
+
+// A measurement as stored: the report plus the device's hardware class and
+// CPU model as the registry knew them when the report arrived.
+struct StoredMeasurement {
+  std::string measurement_id;
+  std::string idempotency_key;
+  std::string device_id;
+  std::string hardware_class;
+  std::string cpu_model;
+  std::string model;
+  std::string path;
+  std::string engine_version;
+  double decode_tok_s = 0;
+  double prefill_tok_s = 0;
+  double gemm_ms_per_step = 0;
+  double step_ms = 0;
+  uint32_t threads = 0;
+  uint32_t fidelity_exact_matches = 0;
+  uint32_t fidelity_prompts = 0;
+  absl::Time measured_at;
+  absl::Time received_at;
+  bool regression = false;  // as judged when it was recorded
+  std::string regression_reason;
+};
+
+// What the policy says about one path name on one hardware class.
+struct PathExpectation {
+  std::string path;             // weight path name, e.g. "w4a8-amx"
+  std::string hardware_class;   // "" applies to every class
+  bool policy_verified = false;
+  std::vector<policy::ExpectedFigures> expected;
+};
+
+struct VerificationConfig {
+  uint32_t min_devices = 3;
+  absl::Duration window = absl::Hours(7 * 24);
+  double regression_fraction = 0.8;
+};
+
+struct RegressionVerdict {
+  bool regression = false;
+  std::string reason;  // names the figure, the expectation and the CPU
+};
+
+// Lower case, "(R)"/"(TM)"/"CPU" and any "@ <clock>" suffix removed,
+// whitespace collapsed.
+std::string NormalizeCpuModel(std::string_view cpu_model);
+
+RegressionVerdict IsRegression(const StoredMeasurement& measurement,
+                               const std::vector<policy::ExpectedFigures>& expected,
+                               double regression_fraction);
+
+// Every expectation for `path` that applies on `hardware_class`.
+std::vector<policy::ExpectedFigures> ExpectedFor(const std::vector<PathExpectation>& expectations,
+                                                 std::string_view path,
+                                                 std::string_view hardware_class);
+
+bool PolicyVerified(const std::vector<PathExpectation>& expectations, std::string_view path,
+                    std::string_view hardware_class);
+
+// True when k/n is below half the expected exact-match rate (see above).
+bool FidelityCollapsed(uint64_t exact_matches, uint64_t prompts, std::string_view cpu_model,
+                       const std::vector<policy::ExpectedFigures>& expected);
+
+// One cell per (path, hardware class, CPU model) with a report in
+// [now - window, now], sorted by path, class, CPU model.
+std::vector<v1::VerificationCell> BuildVerificationMatrix(
+    const std::vector<StoredMeasurement>& measurements,
+    const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
+    absl::Time now);
+
+// The verification ResolveWeightPath reports for one device: the matrix cell
+// of its (path, class, CPU model) if any, else the policy's flag.
+v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
+                                       const std::vector<PathExpectation>& expectations,
+                                       std::string_view path, std::string_view hardware_class,
+                                       std::string_view cpu_model);
+
+}  // namespace weightpath::store

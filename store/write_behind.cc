@@ -1,0 +1,110 @@
+#include "store/write_behind.h"
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace weightpath::store {
+
+DeviceWriteBehind::DeviceWriteBehind(Sink sink, WriteBehindOptions options)
+    : sink_(std::move(sink)), options_(options) {
+  if (options_.start_flusher) flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+DeviceWriteBehind::~DeviceWriteBehind() { Shutdown(); }
+
+bool DeviceWriteBehind::TryEnqueue(v1::Device record) {
+  bool wake_flusher = false;
+  {
+    std::lock_guard lock(queue_mutex_);
+    if (stopping_ || queue_.size() >= options_.capacity) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    queue_.push_back(std::move(record));
+    wake_flusher = queue_.size() >= options_.max_batch;
+  }
+  enqueued_.fetch_add(1, std::memory_order_relaxed);
+  if (wake_flusher) wake_.notify_one();
+  return true;
+}
+
+size_t DeviceWriteBehind::FlushOnce() {
+  std::lock_guard flush_lock(flush_mutex_);
+  std::vector<v1::Device> taken;
+  {
+    std::lock_guard lock(queue_mutex_);
+    const size_t count = std::min(queue_.size(), options_.max_batch);
+    taken.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      taken.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  if (taken.empty()) return 0;
+
+  // A device resolving several times within one batch needs one write: keep
+  // its newest record, at the position of its first.
+  std::unordered_map<std::string, size_t> position;
+  std::vector<v1::Device> batch;
+  batch.reserve(taken.size());
+  for (v1::Device& record : taken) {
+    auto [it, inserted] = position.emplace(record.device_id(), batch.size());
+    if (inserted) {
+      batch.push_back(std::move(record));
+    } else {
+      batch[it->second] = std::move(record);
+      coalesced_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  const absl::Status status = sink_(batch);
+  if (status.ok()) {
+    flushed_.fetch_add(batch.size(), std::memory_order_relaxed);
+  } else {
+    failed_batches_.fetch_add(1, std::memory_order_relaxed);
+    failed_records_.fetch_add(batch.size(), std::memory_order_relaxed);
+  }
+  return taken.size();
+}
+
+void DeviceWriteBehind::FlusherLoop() {
+  std::unique_lock lock(queue_mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.flush_period),
+                   [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+    if (stopping_) break;
+    lock.unlock();
+    while (FlushOnce() == options_.max_batch) {
+    }
+    lock.lock();
+  }
+}
+
+void DeviceWriteBehind::Shutdown() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  while (FlushOnce() > 0) {
+  }
+}
+
+WriteBehindCounters DeviceWriteBehind::counters() const {
+  WriteBehindCounters out;
+  out.enqueued = enqueued_.load();
+  out.dropped = dropped_.load();
+  out.coalesced = coalesced_.load();
+  out.flushed = flushed_.load();
+  out.failed_batches = failed_batches_.load();
+  out.failed_records = failed_records_.load();
+  return out;
+}
+
+size_t DeviceWriteBehind::pending() const {
+  std::lock_guard lock(queue_mutex_);
+  return queue_.size();
+}
+
+}  // namespace weightpath::store

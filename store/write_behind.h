@@ -1,0 +1,85 @@
+// The bounded queue between ResolveWeightPath and the device registry: the
+// resolve path only appends to memory, a flusher thread writes batches.
+// Registry freshness is soft state, so when the queue is full a record is
+// dropped and counted rather than making a device wait on the disk.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "weightpath/v1/fleet.pb.h"
+
+namespace weightpath::store {
+
+struct WriteBehindOptions {
+  size_t capacity = 10000;   // records waiting; beyond this TryEnqueue drops
+  size_t max_batch = 500;    // records per sink call
+  absl::Duration flush_period = absl::Milliseconds(200);
+  // false: no thread; the owner calls FlushOnce() (tests drive flushes this way).
+  bool start_flusher = true;
+};
+
+struct WriteBehindCounters {
+  uint64_t enqueued = 0;
+  uint64_t dropped = 0;         // queue full, or enqueued after Shutdown
+  uint64_t coalesced = 0;       // superseded by a newer record of the same device in a batch
+  uint64_t flushed = 0;         // records the sink accepted
+  uint64_t failed_batches = 0;  // sink errors; those records are lost (soft state)
+  uint64_t failed_records = 0;
+};
+
+class DeviceWriteBehind {
+ public:
+  // Usually [&](const auto& batch) { return store->UpsertDevices(batch); }.
+  using Sink = std::function<absl::Status(const std::vector<v1::Device>&)>;
+
+  DeviceWriteBehind(Sink sink, WriteBehindOptions options);
+  ~DeviceWriteBehind();  // Shutdown()
+  DeviceWriteBehind(const DeviceWriteBehind&) = delete;
+  DeviceWriteBehind& operator=(const DeviceWriteBehind&) = delete;
+
+  // Never waits on the sink: a short critical section on the queue only.
+  // false when the record was dropped.
+  bool TryEnqueue(v1::Device record);
+
+  // Writes one batch (up to max_batch records, the oldest first) in the
+  // calling thread; returns how many queued records it took.
+  size_t FlushOnce();
+
+  // Stops accepting, writes everything still queued, stops the flusher.
+  void Shutdown();
+
+  WriteBehindCounters counters() const;
+  size_t pending() const;
+
+ private:
+  void FlusherLoop();
+
+  const Sink sink_;
+  const WriteBehindOptions options_;
+
+  mutable std::mutex queue_mutex_;
+  std::condition_variable wake_;
+  std::deque<v1::Device> queue_;
+  bool stopping_ = false;
+
+  std::mutex flush_mutex_;  // one batch at a time, in queue order
+  std::thread flusher_;
+
+  std::atomic<uint64_t> enqueued_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> coalesced_{0};
+  std::atomic<uint64_t> flushed_{0};
+  std::atomic<uint64_t> failed_batches_{0};
+  std::atomic<uint64_t> failed_records_{0};
+};
+
+}  // namespace weightpath::store
