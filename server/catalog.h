@@ -1,0 +1,63 @@
+// The artifact catalog: for every model, the weight file each path name is
+// built into. Loaded from YAML and checked against the policy it will serve
+// with, so a reachable path can never lack an artifact.
+//
+//   default_model: Spark-X2.5-1.7B
+//   models:
+//     Spark-X2.5-1.7B:
+//       w4a8-amx: {uri: https://..., sha256: <64 hex>, size_bytes: 123, version: "1"}
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "policy/policy.h"
+
+namespace weightpath::server {
+
+struct CatalogArtifact {
+  std::string uri;      // https://, http:// or file://
+  std::string sha256;   // 64 lowercase hex digits
+  uint64_t size_bytes = 0;
+  std::string version;  // free-form, may be empty
+};
+
+class Catalog {
+ public:
+  // path name -> artifact
+  using ModelArtifacts = std::map<std::string, CatalogArtifact, std::less<>>;
+
+  Catalog(std::string default_model, std::map<std::string, ModelArtifacts, std::less<>> models,
+          std::string version, std::string source_name);
+
+  const std::string& default_model() const { return default_model_; }
+  // nullptr when the catalog does not know the model.
+  const ModelArtifacts* FindModel(absl::string_view model) const;
+  // "a, b, c": for the NOT_FOUND message of an unknown model.
+  const std::string& known_models() const { return known_models_; }
+  // "sha256:" + 16 hex digits of the document text.
+  const std::string& version() const { return version_; }
+  const std::string& source_name() const { return source_name_; }
+
+ private:
+  std::string default_model_;
+  std::map<std::string, ModelArtifacts, std::less<>> models_;
+  std::string known_models_;
+  std::string version_;
+  std::string source_name_;
+};
+
+// Parses and validates a whole document against `policy`: every name in
+// policy.ReachablePathNames() must have an artifact for every model. Any
+// fault refuses the document with INVALID_ARGUMENT naming
+// `source_name:line` and the field path.
+absl::StatusOr<std::shared_ptr<const Catalog>> LoadCatalog(absl::string_view yaml_text,
+                                                           absl::string_view source_name,
+                                                           const policy::Policy& policy);
+
+}  // namespace weightpath::server

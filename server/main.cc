@@ -1,0 +1,68 @@
+// weightpath-server: with no arguments it serves the bundled default policy
+// and the embedded demo catalog on loopback ports.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "server/logging.h"
+#include "server/server.h"
+#include "server/server_config.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using weightpath::server::WeightPathServer;
+  const std::set<std::string> on_command_line =
+      weightpath::server::FlagNamesOnCommandLine(argc, argv);
+  absl::SetProgramUsageMessage(
+      "Serves ResolveWeightPath over gRPC. With no flags: bundled policy, demo catalog, "
+      "127.0.0.1:50051 and metrics on 127.0.0.1:9464.");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<weightpath::server::ServerConfig> config =
+      weightpath::server::ServerConfigFromFlags(on_command_line);
+  if (!config.ok()) {
+    std::fprintf(stderr, "weightpath-server: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  weightpath::server::ConfigureLogging(config->log_format, config->log_level);
+
+  // Blocked before gRPC starts its threads, so every thread inherits the mask
+  // and the signals are taken only by the sigwait below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::unique_ptr<WeightPathServer>> server = WeightPathServer::Start(*config);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", std::string(server.status().message()));
+    return 1;
+  }
+  // One machine-readable line for scripts and tests that pass port 0.
+  std::printf("listening grpc=%s metrics=%s\n", (*server)->grpc_address().c_str(),
+              (*server)->metrics_address().c_str());
+  std::fflush(stdout);
+
+  for (;;) {
+    int signal_number = 0;
+    if (sigwait(&signals, &signal_number) != 0) continue;
+    if (signal_number == SIGHUP) {
+      spdlog::info("SIGHUP: reloading policy and catalog");
+      (*server)->ReloadNow();
+      continue;
+    }
+    spdlog::info("{}: shutting down, in-flight calls get {}",
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+                 absl::FormatDuration(config->shutdown_grace));
+    break;
+  }
+  (*server)->Shutdown(config->shutdown_grace);
+  spdlog::info("stopped");
+  return 0;
+}

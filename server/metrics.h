@@ -1,0 +1,92 @@
+// Every metric the server exports, defined in one place. Families are built
+// once; the per-request path only looks up already-created children, so a
+// resolve never pays for Family::Add or label hashing inside prometheus-cpp.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/resolver.h"
+
+namespace weightpath::server {
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // `code` is an absl/gRPC status code number (they share the numbering).
+  void RecordResolve(const ResolveSummary& summary, int code, double seconds);
+  void RecordReload(bool succeeded);
+  // Replaces the single weightpath_policy_info series.
+  void SetPolicyInfo(absl::string_view policy_version, absl::string_view catalog_version);
+
+ private:
+  // Label tuple of weightpath_resolve_requests_total; the view form lets a
+  // request look its counter up without building strings.
+  struct ResolveKey {
+    int8_t hardware_class;  // -1: not classified
+    std::string path;
+    int8_t priority;
+    int8_t code;
+  };
+  struct ResolveKeyView {
+    int8_t hardware_class;
+    absl::string_view path;
+    int8_t priority;
+    int8_t code;
+  };
+  struct ResolveKeyHash {
+    using is_transparent = void;
+    size_t operator()(const ResolveKeyView& key) const;
+    size_t operator()(const ResolveKey& key) const {
+      return (*this)(ResolveKeyView{key.hardware_class, key.path, key.priority, key.code});
+    }
+  };
+  struct ResolveKeyEq {
+    using is_transparent = void;
+    static ResolveKeyView View(const ResolveKey& key) {
+      return {key.hardware_class, key.path, key.priority, key.code};
+    }
+    static const ResolveKeyView& View(const ResolveKeyView& key) { return key; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      const ResolveKeyView& x = View(a);
+      const ResolveKeyView& y = View(b);
+      return x.hardware_class == y.hardware_class && x.priority == y.priority &&
+             x.code == y.code && x.path == y.path;
+    }
+  };
+
+  prometheus::Counter& ResolveCounter(const ResolveKeyView& key);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& resolve_requests_;
+  prometheus::Histogram& resolve_duration_;
+  prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Counter& reloads_succeeded_;
+  prometheus::Counter& reloads_failed_;
+  prometheus::Family<prometheus::Gauge>& policy_info_;
+
+  absl::Mutex resolve_counters_mutex_;
+  absl::flat_hash_map<ResolveKey, prometheus::Counter*, ResolveKeyHash, ResolveKeyEq>
+      resolve_counters_ ABSL_GUARDED_BY(resolve_counters_mutex_);
+
+  absl::Mutex policy_info_mutex_;
+  prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
+};
+
+}  // namespace weightpath::server

@@ -1,0 +1,32 @@
+// Checks a ResolveWeightPath request before any policy work: every field an
+// attacker or a broken agent controls is bounded, and a refusal names the
+// field at fault (INVALID_ARGUMENT).
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::server {
+
+inline constexpr size_t kMaxDeviceIdBytes = 256;
+inline constexpr size_t kMaxStringBytes = 256;
+inline constexpr int kMaxCpuFlags = 4096;
+inline constexpr int kMaxClusters = 1024;
+inline constexpr int kMaxCpusPerCluster = 4096;
+inline constexpr int kMaxAccelerators = 64;
+inline constexpr int kMaxGpuCapability = 4;
+inline constexpr int kMaxProbeNotes = 64;
+inline constexpr int kMaxLabels = 64;
+
+// device_id: 1..256 bytes of [A-Za-z0-9._:/@+=-], so it can hold a host
+// name, a serial number or a SPIFFE-style URI, and never breaks a log line.
+absl::Status ValidateDeviceId(absl::string_view device_id);
+
+// Bounds, then the hardware class: a profile with no accelerator and an arch
+// that is neither x86_64 nor aarch64 is refused naming profile.arch.
+absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request);
+
+}  // namespace weightpath::server

@@ -1,0 +1,103 @@
+#include "server/server.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+#include "server/tls.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::server {
+namespace {
+
+// "127.0.0.1:0" + 41234 -> "127.0.0.1:41234"
+std::string WithPort(const std::string& host_port, int port) {
+  const size_t colon = host_port.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? host_port : host_port.substr(0, colon), ":",
+                      port);
+}
+
+}  // namespace
+
+WeightPathServer::WeightPathServer(const ServerConfig& config) : config_(config) {}
+
+WeightPathServer::~WeightPathServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
+    const ServerConfig& config) {
+  RETURN_IF_ERROR(ValidateServerConfig(config));
+  RETURN_IF_ERROR(CheckTransportPolicy(config));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   BuildServerCredentials(config));
+
+  std::unique_ptr<WeightPathServer> server(new WeightPathServer(config));
+  server->registry_ = std::make_shared<prometheus::Registry>();
+  server->metrics_ = std::make_unique<ServerMetrics>(server->registry_);
+  server->watcher_ = std::make_unique<ConfigWatcher>(
+      ConfigSources{config.policy_path, config.catalog_path}, &server->snapshots_,
+      server->metrics_.get(), config.reload_interval);
+  RETURN_IF_ERROR(server->watcher_->LoadInitial());
+
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_listen=", config.metrics_listen, ": cannot listen: ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->registry_);
+  const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
+  server->metrics_address_ =
+      WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
+
+  server->service_ = std::make_unique<WeightPathService>(
+      &server->snapshots_, server->metrics_.get(), !config.client_ca_path.empty());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(config.listen, credentials, &grpc_port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--listen=", config.listen, ": cannot listen (address in use or not local?)"));
+  }
+  server->grpc_address_ = WithPort(config.listen, grpc_port);
+
+  // SERVING only now: the snapshot is loaded and both ports are up.
+  grpc::HealthCheckServiceInterface* health = server->grpc_server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kWeightPathServiceName, true);
+  server->watcher_->Start();
+  if (config.tls_cert_path.empty() && !IsLoopbackAddress(config.listen)) {
+    spdlog::warn("--insecure: serving plaintext gRPC on non-loopback address {}",
+                 server->grpc_address_);
+  }
+  spdlog::info("serving gRPC on {} ({}), metrics on http://{}/metrics", server->grpc_address_,
+               config.tls_cert_path.empty()    ? "plaintext"
+               : config.client_ca_path.empty() ? "TLS"
+                                               : "mutual TLS",
+               server->metrics_address_);
+  return server;
+}
+
+void WeightPathServer::ReloadNow() { watcher_->ReloadNow(); }
+
+void WeightPathServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (grpc_server_ != nullptr) {
+    // Load balancers and probes see NOT_SERVING first; Shutdown() itself
+    // stops accepting calls and waits for the in-flight ones.
+    grpc_server_->GetHealthCheckService()->Shutdown();
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    grpc_server_->Wait();
+  }
+  if (watcher_ != nullptr) watcher_->Stop();
+  exposer_.reset();
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,60 @@
+// One running weightpath-server: the gRPC port (WeightPath, health, and
+// reflection when the binary links it), the metrics port, and the reload
+// watcher, started and stopped together.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "prometheus/exposer.h"
+#include "server/config_watcher.h"
+#include "server/metrics.h"
+#include "server/policy_snapshot.h"
+#include "server/server_config.h"
+#include "server/weightpath_service.h"
+
+namespace weightpath::server {
+
+// Big enough for any valid profile (thousands of CPU flags included), small
+// enough that a flood of huge messages cannot exhaust memory.
+inline constexpr int kMaxReceiveMessageBytes = 64 * 1024;
+
+inline constexpr char kWeightPathServiceName[] = "weightpath.v1.WeightPath";
+
+class WeightPathServer {
+ public:
+  // Loads policy and catalog, binds both ports, and reports SERVING. Errors
+  // name the flag at fault (--listen, --metrics_listen, --policy, ...).
+  static absl::StatusOr<std::unique_ptr<WeightPathServer>> Start(const ServerConfig& config);
+  ~WeightPathServer();
+
+  // HOST:PORT actually bound (port 0 in the config becomes the chosen port).
+  const std::string& grpc_address() const { return grpc_address_; }
+  const std::string& metrics_address() const { return metrics_address_; }
+
+  // SIGHUP: re-read both files now.
+  void ReloadNow();
+  // Health turns NOT_SERVING, new calls are refused, in-flight calls get
+  // until now + grace to finish; then everything stops.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  explicit WeightPathServer(const ServerConfig& config);
+
+  const ServerConfig config_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  SnapshotHolder snapshots_;
+  std::unique_ptr<ConfigWatcher> watcher_;
+  std::unique_ptr<WeightPathService> service_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::string grpc_address_;
+  std::string metrics_address_;
+  bool shut_down_ = false;
+};
+
+}  // namespace weightpath::server

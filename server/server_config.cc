@@ -1,0 +1,161 @@
+#include "server/server_config.h"
+
+#include <string_view>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "server/file_fingerprint.h"
+#include "spdlog/spdlog.h"
+#include "yaml-cpp/yaml.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address HOST:PORT (port 0 picks a free one); plaintext only on loopback unless "
+          "--insecure");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics address HOST:PORT (port 0 picks a free one)");
+ABSL_FLAG(std::string, policy, "", "Policy YAML file; empty serves the bundled default policy");
+ABSL_FLAG(std::string, catalog, "",
+          "Artifact catalog YAML file; empty serves the embedded demo catalog");
+ABSL_FLAG(std::string, log_format, "text", "text or json (one JSON object a line)");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "How long in-flight calls may take to finish after SIGTERM/SIGINT");
+ABSL_FLAG(absl::Duration, reload_interval, absl::Seconds(2),
+          "How often the policy and catalog files are checked for changes; 0 disables polling "
+          "(SIGHUP still reloads)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, client_ca, "",
+          "PEM CA bundle: require client certificates signed by it (mutual TLS); a request's "
+          "device_id must then match the certificate's CN or a SAN");
+ABSL_FLAG(bool, insecure, false, "Allow plaintext gRPC on a non-loopback address");
+ABSL_FLAG(std::string, config, "",
+          "YAML file of flag values (keys named like the flags); the command line wins");
+
+namespace weightpath::server {
+namespace {
+
+constexpr absl::string_view kConfigurableFlags[] = {
+    "listen",          "metrics_listen", "policy",     "catalog",   "log_format",
+    "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
+    "client_ca",       "insecure"};
+
+bool IsConfigurable(absl::string_view name) {
+  for (absl::string_view known : kConfigurableFlags) {
+    if (known == name) return true;
+  }
+  return false;
+}
+
+absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string>& on_command_line) {
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, 1024 * 1024));
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": must be a mapping of flag names"));
+  }
+  for (const auto& entry : root) {
+    const std::string name = entry.first.Scalar();
+    const std::string place = absl::StrCat(path, ":", entry.first.Mark().line + 1, ": ", name);
+    if (!IsConfigurable(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(place, ": unknown key (not a server flag)"));
+    }
+    if (!entry.second.IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(place, ": must be a single value"));
+    }
+    if (on_command_line.count(name) > 0) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    std::string error;
+    if (flag == nullptr || !flag->ParseFrom(entry.second.Scalar(), &error)) {
+      return absl::InvalidArgumentError(absl::StrCat(place, ": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsKnownLogLevel(absl::string_view level) {
+  for (absl::string_view known : {"trace", "debug", "info", "warn", "error"}) {
+    if (level == known) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::set<std::string> FlagNamesOnCommandLine(int argc, char** argv) {
+  std::set<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    arg = arg.substr(0, arg.find('='));
+    names.emplace(arg);
+    if (absl::ConsumePrefix(&arg, "no")) names.emplace(arg);
+  }
+  return names;
+}
+
+absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& on_command_line) {
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (!config_path.empty()) RETURN_IF_ERROR(ApplyConfigFile(config_path, on_command_line));
+
+  ServerConfig config;
+  config.listen = absl::GetFlag(FLAGS_listen);
+  config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  config.policy_path = absl::GetFlag(FLAGS_policy);
+  config.catalog_path = absl::GetFlag(FLAGS_catalog);
+  const std::string log_format = absl::GetFlag(FLAGS_log_format);
+  if (log_format == "text") {
+    config.log_format = LogFormat::kText;
+  } else if (log_format == "json") {
+    config.log_format = LogFormat::kJson;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_format=\"", log_format, "\" must be text or json"));
+  }
+  config.log_level = absl::GetFlag(FLAGS_log_level);
+  config.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  config.reload_interval = absl::GetFlag(FLAGS_reload_interval);
+  config.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  config.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  config.client_ca_path = absl::GetFlag(FLAGS_client_ca);
+  config.insecure = absl::GetFlag(FLAGS_insecure);
+  RETURN_IF_ERROR(ValidateServerConfig(config));
+  return config;
+}
+
+absl::Status ValidateServerConfig(const ServerConfig& config) {
+  if (config.listen.empty()) return absl::InvalidArgumentError("--listen must be HOST:PORT");
+  if (config.metrics_listen.empty()) {
+    return absl::InvalidArgumentError("--metrics_listen must be HOST:PORT");
+  }
+  if (!IsKnownLogLevel(config.log_level)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--log_level=\"", config.log_level, "\" must be trace, debug, info, warn or error"));
+  }
+  if (config.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_grace must not be negative");
+  }
+  if (config.reload_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--reload_interval must not be negative");
+  }
+  if (config.tls_cert_path.empty() != config.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key must be given together");
+  }
+  if (!config.client_ca_path.empty() && config.tls_cert_path.empty()) {
+    return absl::InvalidArgumentError("--client_ca needs --tls_cert and --tls_key");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weightpath::server

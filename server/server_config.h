@@ -1,0 +1,42 @@
+// Everything weightpath-server is configured with. Command-line flags are
+// the interface other programs drive; --config FILE may add values (YAML,
+// keys named like the flags), and a flag given on the command line wins.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace weightpath::server {
+
+enum class LogFormat { kText, kJson };
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string policy_path;   // empty: the bundled default policy
+  std::string catalog_path;  // empty: the embedded demo catalog
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  absl::Duration reload_interval = absl::Seconds(2);
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::string client_ca_path;
+  bool insecure = false;
+};
+
+// Names of the flags present in argv (as --name, --name=value, -name, or
+// --noname for booleans), before absl parses them.
+std::set<std::string> FlagNamesOnCommandLine(int argc, char** argv);
+
+// Applies --config (if set) under the command line, then validates the
+// result. INVALID_ARGUMENT names the flag or the config file:line.
+absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& on_command_line);
+
+// Checks values that do not depend on where they came from.
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+}  // namespace weightpath::server

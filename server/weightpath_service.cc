@@ -1,0 +1,53 @@
+#include "server/weightpath_service.h"
+
+#include <chrono>
+#include <string>
+
+#include "server/request_validation.h"
+#include "server/resolver.h"
+#include "server/tls.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
+                                     bool require_client_identity)
+    : snapshots_(snapshots), metrics_(metrics), require_client_identity_(require_client_identity) {}
+
+grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
+    grpc::CallbackServerContext* context, const v1::ResolveWeightPathRequest* request,
+    v1::ResolveWeightPathResponse* response) {
+  const auto started = std::chrono::steady_clock::now();
+  ResolveSummary summary;
+  absl::Status status = ValidateResolveRequest(*request);
+  if (status.ok() && require_client_identity_) {
+    status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
+  }
+  if (status.ok()) status = Resolve(*request, snapshots_->Current(), response, &summary);
+
+  if (!status.ok()) {
+    // device_id is only echoed once it passed validation, so a hostile value
+    // never reaches the log verbatim.
+    const bool device_id_valid = ValidateDeviceId(request->device_id()).ok();
+    spdlog::warn("ResolveWeightPath device_id={} refused: {}: {}",
+                 device_id_valid ? request->device_id() : std::string("<invalid>"),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+  } else if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("ResolveWeightPath device_id={} class={} path={} model={} policy={}",
+                  request->device_id(), response->hardware_class(),
+                  response->weight_path().name(), response->model(), response->policy_version());
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
+  metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
+
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace weightpath::server

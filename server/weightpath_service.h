@@ -1,0 +1,33 @@
+// The gRPC face of the resolver: validate, check the caller's identity under
+// mutual TLS, resolve against the current snapshot, count, answer. Uses the
+// callback API so no thread is parked per call.
+#pragma once
+
+#include "server/metrics.h"
+#include "server/policy_snapshot.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace weightpath::server {
+
+// ReportMeasurement and ReportOutcome are left to the generated base class
+// (UNIMPLEMENTED) until the fleet store exists.
+class WeightPathService final : public v1::WeightPath::CallbackService {
+ public:
+  WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
+                    bool require_client_identity);
+
+  grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
+                                              const v1::ResolveWeightPathRequest* request,
+                                              v1::ResolveWeightPathResponse* response) override;
+
+ private:
+  const SnapshotHolder* const snapshots_;
+  ServerMetrics* const metrics_;
+  const bool require_client_identity_;
+};
+
+// absl and gRPC share the canonical code numbering, so the code carries over
+// unchanged and the message with it.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace weightpath::server
