@@ -1,0 +1,269 @@
+// One test per validation fault: each refuses the whole document with
+// INVALID_ARGUMENT naming the file, the line and the field path.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/content_version.h"
+#include "policy/policy.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::policy {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+// Line numbers below refer to this document (line 1 is "schema: 1").
+constexpr char kValidPolicy[] = R"(schema: 1
+paths:
+  - id: tinygemm-g128
+    name: w4a16-tinygemm
+    quantization: cpu_int4
+    group_size: 128
+    bits_per_weight: 4.25
+    rationale: bf16 activations
+  - id: keep-dtype
+    name: bf16
+    bits_per_weight: 16.0
+    rationale: the model dtype
+rules:
+  - name: cpus
+    match:
+      hardware_class: [x86_cpu, arm64_cpu]
+    path: tinygemm-g128
+  - name: everything-else
+    path: keep-dtype
+)";
+
+std::string Edited(std::string_view from, std::string_view to) {
+  std::string text = kValidPolicy;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  return text;
+}
+
+absl::StatusOr<std::shared_ptr<const Policy>> Load(const std::string& text) {
+  return LoadPolicy(text, "test.yaml");
+}
+
+TEST(PolicyLoaderTest, ValidDocumentLoads) {
+  absl::StatusOr<std::shared_ptr<const Policy>> policy = Load(kValidPolicy);
+  ASSERT_THAT(policy, IsOk());
+  EXPECT_EQ((*policy)->paths().size(), 2u);
+  EXPECT_EQ((*policy)->rules().size(), 2u);
+  EXPECT_EQ((*policy)->source_name(), "test.yaml");
+}
+
+TEST(PolicyLoaderTest, UnknownTopLevelKey) {
+  EXPECT_THAT(Load(Edited("schema: 1\n", "schema: 1\ndefaults: {}\n")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:2:1: defaults: unknown key 'defaults'"),
+                             HasSubstr("allowed: schema, paths, rules"))));
+}
+
+TEST(PolicyLoaderTest, UnknownPathKey) {
+  EXPECT_THAT(Load(Edited("    quantization: cpu_int4", "    quantisation: cpu_int4")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:5:5: paths[0].quantisation: unknown key")));
+}
+
+TEST(PolicyLoaderTest, UnknownMatchKey) {
+  EXPECT_THAT(Load(Edited("      hardware_class: [x86_cpu, arm64_cpu]",
+                          "      hardware_class: [x86_cpu, arm64_cpu]\n      cpu_flag_any: [avx2]")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:17:7: rules[0].match.cpu_flag_any: unknown key")));
+}
+
+TEST(PolicyLoaderTest, UnknownExpectedFiguresKey) {
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n      - tok_s: 80")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:10:9: paths[0].expected[0].tok_s: unknown key")));
+}
+
+TEST(PolicyLoaderTest, RuleNamingUndefinedPath) {
+  EXPECT_THAT(Load(Edited("    path: keep-dtype", "    path: keep-dtpye")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:19:11: rules[1].path"),
+                             HasSubstr("undefined path id 'keep-dtpye'"))));
+}
+
+TEST(PolicyLoaderTest, DuplicatePathId) {
+  EXPECT_THAT(Load(Edited("  - id: keep-dtype", "  - id: tinygemm-g128")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:9:9: paths[1].id"),
+                             HasSubstr("duplicate path id 'tinygemm-g128'"))));
+}
+
+TEST(PolicyLoaderTest, FourBitPathWithWrongBitsPerWeight) {
+  // The figure the seed carried before its correction.
+  EXPECT_THAT(Load(Edited("bits_per_weight: 4.25", "bits_per_weight: 4.16")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:7:22: paths[0].bits_per_weight"),
+                             HasSubstr("4 + 32/group_size = 4.25"))));
+  EXPECT_THAT(Load(Edited("group_size: 128", "group_size: 32")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("4 + 32/group_size = 5 for group_size 32")));
+}
+
+TEST(PolicyLoaderTest, PolicyThatIsNotTotal) {
+  // Without the catch-all, no rule covers GPUs or phones.
+  std::string text = kValidPolicy;
+  text = text.substr(0, text.find("  - name: everything-else"));
+  EXPECT_THAT(Load(text), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   AllOf(HasSubstr("test.yaml:13: the rules are not total"),
+                                         HasSubstr("hardware_class=jetson"))));
+}
+
+TEST(PolicyLoaderTest, NonTotalityFoundThroughFlagsPriorityAndLabels) {
+  const std::string text = R"(schema: 1
+paths:
+  - {id: a, name: a, rationale: r}
+rules:
+  - name: amx-speed
+    match: {hardware_class: x86_cpu, cpu_flags_any: [amx_tile], priority: speed}
+    path: a
+  - name: agentic
+    match: {labels: {workload: agentic}}
+    path: a
+  - name: not-x86
+    match: {hardware_class: [jetson, cuda_discrete, arm64_cpu, npu_phone]}
+    path: a
+)";
+  EXPECT_THAT(LoadPolicy(text, "p.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("p.yaml:4: the rules are not total"),
+                             HasSubstr("hardware_class=x86_cpu arch=x86_64"),
+                             HasSubstr("cpu_flags=[] priority=speed labels={workload=<absent>}"))));
+}
+
+TEST(PolicyLoaderTest, ArchConditionsMustCoverEveryArchBehindAnAccelerator) {
+  const std::string text = R"(schema: 1
+paths:
+  - {id: a, name: a, rationale: r}
+rules:
+  - name: jetson-on-arm
+    match: {hardware_class: jetson, arch: aarch64}
+    path: a
+  - name: rest
+    match: {hardware_class: [cuda_discrete, arm64_cpu, x86_cpu, npu_phone]}
+    path: a
+)";
+  EXPECT_THAT(LoadPolicy(text, "p.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hardware_class=jetson arch=<an arch no rule names>")));
+}
+
+TEST(PolicyLoaderTest, PolicyTooComplexToCheck) {
+  std::string flags;
+  for (int i = 0; i < 24; ++i) flags += (i ? ", f" : "f") + std::to_string(i);
+  const std::string text = "schema: 1\npaths:\n  - {id: a, name: a, rationale: r}\nrules:\n"
+                           "  - name: many\n    match: {cpu_flags_none: [" + flags +
+                           "]}\n    path: a\n  - name: rest\n    path: a\n";
+  EXPECT_THAT(LoadPolicy(text, "p.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("p.yaml:4: policy too complex to check for totality"),
+                             HasSubstr("24 cpu flags"))));
+}
+
+TEST(PolicyLoaderTest, InvalidYamlSyntax) {
+  EXPECT_THAT(Load(Edited("    name: bf16", "    name: [bf16")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:"), HasSubstr("not valid YAML"))));
+}
+
+TEST(PolicyLoaderTest, WrongValueTypes) {
+  EXPECT_THAT(Load(Edited("group_size: 128", "group_size: large")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:6:17: paths[0].group_size: expected a non-negative "
+                                 "integer, got 'large'")));
+  EXPECT_THAT(Load(Edited("    name: bf16", "    name: bf16\n    verified: maybe")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:11:15: paths[1].verified: expected true or false")));
+  EXPECT_THAT(Load(Edited("    name: bf16", "    name: bf16\n    notes: {a: b}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("paths[1].notes: expected a list of strings, got a mapping")));
+}
+
+TEST(PolicyLoaderTest, UnknownHardwareClassAndPriorityNames) {
+  EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]", "[x86_cpu, arm_cpu]")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("test.yaml:16:23: rules[0].match.hardware_class"),
+                             HasSubstr("'arm_cpu' is not one of"))));
+  EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]", "[x86_cpu, arm64_cpu]\n      priority: fast")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("rules[0].match.priority"),
+                             HasSubstr("'fast' is not one of speed, fidelity"))));
+}
+
+TEST(PolicyLoaderTest, EmptyConditionListMatchesNothing) {
+  EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]", "[]")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("rules[0].match.hardware_class"),
+                             HasSubstr("an empty list matches nothing"))));
+}
+
+TEST(PolicyLoaderTest, UnsupportedSchemaAndMissingSections) {
+  EXPECT_THAT(Load(Edited("schema: 1", "schema: 2")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:1:9: schema: unsupported schema 2")));
+  std::string no_rules = kValidPolicy;
+  no_rules = no_rules.substr(0, no_rules.find("rules:"));
+  EXPECT_THAT(Load(no_rules), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("rules: is required")));
+  EXPECT_THAT(Load(Edited("    path: keep-dtype", "")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rules[1].path: is required")));
+  EXPECT_THAT(Load(""), StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("test.yaml: document: is empty")));
+}
+
+TEST(PolicyLoaderTest, DuplicateKeysAndRuleNames) {
+  EXPECT_THAT(Load(Edited("    name: bf16", "    name: bf16\n    name: fp16")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:11:5: paths[1].name: duplicate key")));
+  EXPECT_THAT(Load(Edited("  - name: everything-else", "  - name: cpus")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("rules[1].name"), HasSubstr("duplicate rule name 'cpus'"))));
+}
+
+TEST(PolicyLoaderTest, LabelConditionsMustBeKeyValueStrings) {
+  EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]", "[x86_cpu, arm64_cpu]\n      labels: [a]")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("rules[0].match.labels"),
+                             HasSubstr("expected a mapping of label key to value"))));
+  EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]",
+                          "[x86_cpu, arm64_cpu]\n      labels: {workload: {a: b}}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rules[0].match.labels.workload: expected a non-empty string")));
+}
+
+TEST(PolicyLoaderTest, RulesShadowedByEarlierOnesAreReported) {
+  absl::StatusOr<std::shared_ptr<const Policy>> policy =
+      Load(std::string(kValidPolicy) + "  - name: never\n    path: tinygemm-g128\n");
+  ASSERT_THAT(policy, IsOk());
+  EXPECT_THAT((*policy)->UnreachableRuleNames(), ::testing::ElementsAre("never"));
+  EXPECT_THAT((*policy)->ReachablePathNames(), ::testing::ElementsAre("w4a16-tinygemm", "bf16"));
+}
+
+TEST(PolicyLoaderTest, VersionIsAContentHash) {
+  absl::StatusOr<std::shared_ptr<const Policy>> first = Load(kValidPolicy);
+  absl::StatusOr<std::shared_ptr<const Policy>> same = LoadPolicy(kValidPolicy, "other.yaml");
+  absl::StatusOr<std::shared_ptr<const Policy>> edited =
+      Load(std::string(kValidPolicy) + "# a comment\n");
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(same, IsOk());
+  ASSERT_THAT(edited, IsOk());
+  EXPECT_THAT((*first)->version(), ::testing::MatchesRegex("sha256:[0-9a-f]{16}"));
+  EXPECT_EQ((*first)->version(), (*same)->version());
+  EXPECT_NE((*first)->version(), (*edited)->version());
+  // FIPS 180-2's test vector: SHA-256("abc") = ba7816bf8f01cfea...
+  EXPECT_EQ(ContentVersion("abc"), "sha256:ba7816bf8f01cfea");
+}
+
+}  // namespace
+}  // namespace weightpath::policy
