@@ -1,0 +1,138 @@
+#include "deploy/cohort_outcomes.h"
+
+#include "absl/strings/str_cat.h"
+#include "deploy/proto_time.h"
+#include "deploy/rollout_bucket.h"
+#include "deploy/rollout_shaping.h"
+
+namespace weightpath::deploy {
+namespace {
+
+// Adds one device's lifecycle outcome and task counts; returns false when
+// the outcome is not conclusive (no success, no failure yet).
+bool CountConclusive(const DeviceOutcomes& outcomes, v1::CohortOutcomes* counts) {
+  counts->set_tasks_completed(counts->tasks_completed() + outcomes.tasks_completed);
+  counts->set_tasks_undone(counts->tasks_undone() + outcomes.tasks_undone);
+  counts->set_tasks_failed(counts->tasks_failed() + outcomes.tasks_failed);
+  switch (outcomes.lifecycle) {
+    case v1::OUTCOME_ENGINE_STARTED:
+      counts->set_engine_started(counts->engine_started() + 1);
+      return true;
+    case v1::OUTCOME_BOOT_FAILED:
+      counts->set_boot_failed(counts->boot_failed() + 1);
+      return true;
+    case v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED:
+      counts->set_artifact_failed(counts->artifact_failed() + 1);
+      return true;
+    case v1::OUTCOME_ENGINE_START_FAILED:
+    case v1::OUTCOME_ROLLED_BACK:
+      // Going back to the previous decision means the new build did not run.
+      counts->set_engine_failed(counts->engine_failed() + 1);
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool HasReported(const DeviceOutcomes& outcomes) {
+  return outcomes.lifecycle != v1::OUTCOME_UNSPECIFIED || outcomes.tasks_completed > 0 ||
+         outcomes.tasks_undone > 0 || outcomes.tasks_failed > 0;
+}
+
+double Ratio(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+}  // namespace
+
+absl::Status FoldOutcomeReport(const v1::ReportOutcomeRequest& report, absl::Time observed_at,
+                               DeviceOutcomes* into) {
+  if (report.device_id() != into->device_id) {
+    return absl::InvalidArgumentError(absl::StrCat("report.device_id: '", report.device_id(),
+                                                   "' is not the record's '", into->device_id,
+                                                   "'"));
+  }
+  if (report.rollout_id() != into->rollout_id) {
+    return absl::InvalidArgumentError(absl::StrCat("report.rollout_id: '", report.rollout_id(),
+                                                   "' is not the record's '", into->rollout_id,
+                                                   "'"));
+  }
+  if (report.outcome() == v1::OUTCOME_UNSPECIFIED) {
+    return absl::InvalidArgumentError("report.outcome: must not be OUTCOME_UNSPECIFIED");
+  }
+  if (report.outcome() == v1::OUTCOME_TASKS) {
+    into->tasks_completed += report.tasks_completed();
+    into->tasks_undone += report.tasks_undone();
+    into->tasks_failed += report.tasks_failed();
+    return absl::OkStatus();
+  }
+  if (observed_at >= into->lifecycle_at) {
+    into->lifecycle = report.outcome();
+    into->lifecycle_at = observed_at;
+  }
+  return absl::OkStatus();
+}
+
+FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>& fleet) {
+  FleetSplit split;
+  uint32_t percent = MembershipPercent(rollout);
+  for (const FleetDevice& device : fleet) {
+    if (!Matches(rollout.selector(), device.labels, device.hardware_class)) continue;
+    if (BucketWithinPercent(RolloutBucket(rollout.id(), device.device_id), percent)) {
+      split.members.push_back({device.device_id, device.on_rollout_build});
+    } else {
+      split.control.push_back({device.device_id, device.on_other_build});
+    }
+  }
+  return split;
+}
+
+v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
+                                absl::Time now) {
+  v1::CohortOutcomes counts;
+  counts.set_devices(members.size());
+  for (const CohortDevice& member : members) {
+    if (HasReported(member.outcomes)) counts.set_reporting(counts.reporting() + 1);
+    if (CountConclusive(member.outcomes, &counts)) continue;
+    uint32_t stage = StageThatAdmits(rollout, RolloutBucket(rollout.id(), member.device_id));
+    if (stage >= static_cast<uint32_t>(rollout.stages_size()) ||
+        stage >= static_cast<uint32_t>(rollout.stage_entered_at_size())) {
+      continue;  // not admitted by any stage reached so far
+    }
+    absl::Time deadline = FromProtoTime(rollout.stage_entered_at(stage)) +
+                          absl::Seconds(rollout.stages(stage).report_timeout_seconds());
+    if (now >= deadline) counts.set_silent(counts.silent() + 1);
+  }
+  return counts;
+}
+
+v1::CohortOutcomes CountControl(const std::vector<CohortDevice>& control) {
+  v1::CohortOutcomes counts;
+  counts.set_devices(control.size());
+  for (const CohortDevice& device : control) {
+    if (HasReported(device.outcomes)) counts.set_reporting(counts.reporting() + 1);
+    CountConclusive(device.outcomes, &counts);
+  }
+  return counts;
+}
+
+uint64_t Concluded(const v1::CohortOutcomes& outcomes) {
+  return outcomes.engine_started() + outcomes.boot_failed() + outcomes.artifact_failed() +
+         outcomes.engine_failed() + outcomes.silent();
+}
+
+double BootFailureRate(const v1::CohortOutcomes& outcomes) {
+  return Ratio(outcomes.boot_failed(), Concluded(outcomes));
+}
+
+double EngineFailureRate(const v1::CohortOutcomes& outcomes) {
+  return Ratio(outcomes.artifact_failed() + outcomes.engine_failed() + outcomes.silent(),
+               Concluded(outcomes));
+}
+
+double TaskFailureRate(const v1::CohortOutcomes& outcomes) {
+  uint64_t failed = outcomes.tasks_undone() + outcomes.tasks_failed();
+  return Ratio(failed, outcomes.tasks_completed() + failed);
+}
+
+}  // namespace weightpath::deploy

@@ -1,0 +1,85 @@
+// What members and the control group of a rollout have reported, counted
+// the way the health gates read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "deploy/label_selector.h"
+#include "weightpath/v1/rollout.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::deploy {
+
+// The reports of one device about one build, folded: the latest lifecycle
+// outcome (everything but OUTCOME_TASKS) and the task counts summed. Keep
+// one per (device_id, rollout_id); rollout_id is the report's rollout_id,
+// empty for a build no rollout shaped.
+struct DeviceOutcomes {
+  std::string device_id;
+  std::string rollout_id;
+  v1::Outcome lifecycle = v1::OUTCOME_UNSPECIFIED;
+  absl::Time lifecycle_at = absl::InfinitePast();
+  uint64_t tasks_completed = 0;
+  uint64_t tasks_undone = 0;
+  uint64_t tasks_failed = 0;
+};
+
+// Adds one ReportOutcome to `into`. A later lifecycle outcome replaces an
+// earlier one (by `observed_at`, so reports arriving out of order do not
+// roll a device back in time); task counts add up. Deduplication by
+// idempotency key is the caller's job. INVALID_ARGUMENT naming the field
+// when the report's device_id or rollout_id is not the record's, or its
+// outcome is OUTCOME_UNSPECIFIED.
+absl::Status FoldOutcomeReport(const v1::ReportOutcomeRequest& report, absl::Time observed_at,
+                               DeviceOutcomes* into);
+
+// One device of the fleet as the rollout evaluation needs it.
+struct FleetDevice {
+  std::string device_id;
+  Labels labels;
+  policy::HardwareClass hardware_class = policy::HardwareClass::kX86Cpu;
+  DeviceOutcomes on_rollout_build;  // reports whose rollout_id is this rollout's
+  DeviceOutcomes on_other_build;    // its latest reports about any other build
+};
+
+struct CohortDevice {
+  std::string device_id;
+  DeviceOutcomes outcomes;
+};
+
+struct FleetSplit {
+  std::vector<CohortDevice> members;  // selector matches, bucket within the percent
+  std::vector<CohortDevice> control;  // selector matches, not (yet) a member
+};
+
+// Members carry their reports about the rollout's build; control devices
+// carry theirs about the build they run instead. Devices outside the
+// selector appear in neither.
+FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>& fleet);
+
+// Members, counted: engine_started is the only success; boot_failed,
+// artifact_failed and engine_failed (ENGINE_START_FAILED and ROLLED_BACK)
+// are failures; a member with none of these once its report timeout has run
+// out (from the start of the stage that admitted it) is `silent`, whether it
+// said nothing or only BOOT_OK. `reporting` counts members that sent any
+// report about the rollout's build.
+v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
+                                absl::Time now);
+
+// Control devices, counted the same way except that none is ever silent:
+// nothing asked them to change, so silence says nothing about a build.
+v1::CohortOutcomes CountControl(const std::vector<CohortDevice>& control);
+
+// Devices whose fate is known: successes, failures and silent ones.
+uint64_t Concluded(const v1::CohortOutcomes& outcomes);
+
+// Failure rates in [0, 1]; 0 when nothing is concluded (or no tasks ran).
+double BootFailureRate(const v1::CohortOutcomes& outcomes);
+double EngineFailureRate(const v1::CohortOutcomes& outcomes);  // artifact + engine + silent
+double TaskFailureRate(const v1::CohortOutcomes& outcomes);    // (undone + failed) / tasks
+
+}  // namespace weightpath::deploy

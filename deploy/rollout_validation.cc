@@ -1,0 +1,163 @@
+#include "deploy/rollout_validation.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "deploy/label_selector.h"
+#include "deploy/proto_time.h"
+
+namespace weightpath::deploy {
+namespace {
+
+constexpr size_t kMaxRolloutIdLength = 63;
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// Ids go into URLs, metric labels and the bucket hash input (where '/' is
+// the separator), so they are kept to a plain, slash-free charset.
+absl::Status ValidateRolloutId(absl::string_view id) {
+  if (id.empty()) return Invalid("rollout.id", "must not be empty");
+  if (id.size() > kMaxRolloutIdLength) {
+    return Invalid("rollout.id", absl::StrCat("'", id, "' is longer than 63 characters"));
+  }
+  bool charset_ok = std::all_of(id.begin(), id.end(), [](char c) {
+    return IsLowerAlnum(c) || c == '-' || c == '_' || c == '.';
+  });
+  if (!charset_ok || !IsLowerAlnum(id.front()) || !IsLowerAlnum(id.back())) {
+    return Invalid("rollout.id",
+                   absl::StrCat("'", id,
+                                "' must be lowercase letters and digits, with '-', '_' or '.' "
+                                "inside, starting and ending with a letter or digit"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsSha256Hex(absl::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+absl::Status ValidateAction(const v1::RolloutAction& action, const policy::Policy& policy) {
+  switch (action.action_case()) {
+    case v1::RolloutAction::kSetPriority:
+      if (action.set_priority() != v1::PRIORITY_SPEED &&
+          action.set_priority() != v1::PRIORITY_FIDELITY) {
+        return Invalid("rollout.action.set_priority", "must be PRIORITY_SPEED or PRIORITY_FIDELITY");
+      }
+      return absl::OkStatus();
+    case v1::RolloutAction::kPinPath:
+      if (policy.FindPath(action.pin_path()) == nullptr) {
+        return Invalid("rollout.action.pin_path",
+                       absl::StrCat("unknown path id '", action.pin_path(), "' in policy ",
+                                    policy.version()));
+      }
+      return absl::OkStatus();
+    case v1::RolloutAction::kPinArtifact: {
+      const v1::PinnedArtifact& pinned = action.pin_artifact();
+      bool known_name = std::any_of(
+          policy.paths().begin(), policy.paths().end(),
+          [&](const policy::PathDefinition& path) { return path.name == pinned.path(); });
+      if (!known_name) {
+        return Invalid("rollout.action.pin_artifact.path",
+                       absl::StrCat("unknown path name '", pinned.path(), "' in policy ",
+                                    policy.version()));
+      }
+      const v1::Artifact& artifact = pinned.artifact();
+      if (!absl::StartsWith(artifact.uri(), "https://") &&
+          !absl::StartsWith(artifact.uri(), "http://") &&
+          !absl::StartsWith(artifact.uri(), "file://")) {
+        return Invalid("rollout.action.pin_artifact.artifact.uri",
+                       absl::StrCat("'", artifact.uri(), "' must start with https://, http:// or file://"));
+      }
+      if (!IsSha256Hex(artifact.sha256())) {
+        return Invalid("rollout.action.pin_artifact.artifact.sha256",
+                       absl::StrCat("'", artifact.sha256(), "' must be 64 lowercase hex digits"));
+      }
+      return absl::OkStatus();
+    }
+    case v1::RolloutAction::ACTION_NOT_SET:
+      break;
+  }
+  return Invalid("rollout.action", "must set one of set_priority, pin_path or pin_artifact");
+}
+
+absl::Status ValidateStages(const v1::Rollout& rollout) {
+  if (rollout.stages().empty()) return Invalid("rollout.stages", "at least one stage is required");
+  uint32_t previous_percent = 0;
+  for (int i = 0; i < rollout.stages_size(); ++i) {
+    const v1::RolloutStage& stage = rollout.stages(i);
+    std::string field = absl::StrCat("rollout.stages[", i, "]");
+    if (stage.percent() < 1 || stage.percent() > 100) {
+      return Invalid(absl::StrCat(field, ".percent"),
+                     absl::StrCat(stage.percent(), " is outside 1..100"));
+    }
+    if (stage.percent() <= previous_percent) {
+      return Invalid(absl::StrCat(field, ".percent"),
+                     absl::StrCat(stage.percent(), " must be greater than the previous stage's ",
+                                  previous_percent));
+    }
+    if (stage.report_timeout_seconds() == 0) {
+      return Invalid(absl::StrCat(field, ".report_timeout_seconds"),
+                     "must be positive: a member that never reports has to count as failed");
+    }
+    previous_percent = stage.percent();
+  }
+  if (previous_percent != 100) {
+    return Invalid(absl::StrCat("rollout.stages[", rollout.stages_size() - 1, "].percent"),
+                   absl::StrCat("the last stage must be 100, not ", previous_percent));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGate(double threshold, absl::string_view name) {
+  if (std::isnan(threshold) || threshold < 0.0 || threshold > 1.0) {
+    return Invalid(absl::StrCat("rollout.gates.", name),
+                   absl::StrCat(threshold, " is outside [0, 1]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateRollout(const v1::Rollout& rollout, const policy::Policy& policy) {
+  RETURN_IF_ERROR(ValidateRolloutId(rollout.id()));
+  RETURN_IF_ERROR(ValidateDeviceSelector(rollout.selector(), "rollout.selector"));
+  if (IsEmptySelector(rollout.selector()) && !rollout.selector().all()) {
+    return Invalid("rollout.selector",
+                   "is empty; set `all: true` to target every device explicitly");
+  }
+  RETURN_IF_ERROR(ValidateAction(rollout.action(), policy));
+  RETURN_IF_ERROR(ValidateStages(rollout));
+  RETURN_IF_ERROR(ValidateGate(rollout.gates().max_boot_failure_delta(), "max_boot_failure_delta"));
+  RETURN_IF_ERROR(
+      ValidateGate(rollout.gates().max_engine_failure_delta(), "max_engine_failure_delta"));
+  RETURN_IF_ERROR(ValidateGate(rollout.gates().max_task_failure_delta(), "max_task_failure_delta"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Rollout> StartRollout(const v1::Rollout& spec, const policy::Policy& policy,
+                                         absl::Time now) {
+  RETURN_IF_ERROR(ValidateRollout(spec, policy));
+  v1::Rollout rollout = spec;
+  rollout.set_state(v1::ROLLOUT_STATE_PROGRESSING);
+  rollout.set_current_stage(0);
+  *rollout.mutable_created_at() = ToProtoTime(now);
+  *rollout.mutable_stage_started_at() = ToProtoTime(now);
+  rollout.clear_stage_entered_at();
+  *rollout.add_stage_entered_at() = ToProtoTime(now);
+  rollout.clear_state_reason();
+  rollout.clear_members();
+  rollout.clear_control();
+  return rollout;
+}
+
+}  // namespace weightpath::deploy

@@ -1,0 +1,178 @@
+#include "deploy/rollout_evaluation.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "deploy/rollout_validation.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/deploy/deploy_fixtures.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::deploy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::deploy::testing::Epoch;
+using ::weightpath::deploy::testing::FidelityForAgentic;
+using ::weightpath::testing::IsOk;
+
+v1::Rollout Started(v1::Rollout spec) {
+  absl::StatusOr<v1::Rollout> rollout = StartRollout(spec, *policy::DefaultPolicy(), Epoch());
+  EXPECT_THAT(rollout, IsOk());
+  return *rollout;
+}
+
+std::vector<CohortDevice> Devices(const std::string& prefix, int count, v1::Outcome outcome) {
+  std::vector<CohortDevice> devices;
+  for (int i = 0; i < count; ++i) {
+    CohortDevice device{absl::StrCat(prefix, i), {}};
+    device.outcomes.lifecycle = outcome;
+    devices.push_back(device);
+  }
+  return devices;
+}
+
+const absl::Time kAfterBake = Epoch() + absl::Hours(1);
+
+TEST(DeployRolloutEvaluationTest, HoldsWhileBakingEvenWithEnoughReports) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));
+  RolloutVerdict verdict =
+      EvaluateRollout(rollout, Devices("m", 10, v1::OUTCOME_ENGINE_STARTED), {},
+                      Epoch() + absl::Minutes(45));
+  EXPECT_EQ(verdict.step, RolloutStep::kHold);
+  EXPECT_EQ(verdict.bake_left, absl::Minutes(15));
+  EXPECT_THAT(verdict.reason, HasSubstr("baking, 15m left"));
+}
+
+TEST(DeployRolloutEvaluationTest, HoldsUntilEnoughMembersConclude) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid", /*min_reporting=*/5));
+  std::vector<CohortDevice> members = Devices("ok", 3, v1::OUTCOME_ENGINE_STARTED);
+  for (const CohortDevice& booting : Devices("boot", 4, v1::OUTCOME_BOOT_OK)) {
+    members.push_back(booting);
+  }
+  // A ten-minute bake, so at twenty minutes the bake is over while the
+  // 30-minute report timeout is not: the BOOT_OK members are still pending.
+  rollout.mutable_stages(0)->set_min_bake_seconds(600);
+  RolloutVerdict verdict = EvaluateRollout(rollout, members, {}, Epoch() + absl::Minutes(20));
+  EXPECT_EQ(verdict.step, RolloutStep::kHold);
+  EXPECT_THAT(verdict.reason, HasSubstr("3 of 5 required members have concluded"));
+}
+
+TEST(DeployRolloutEvaluationTest, SmallCohortNeedsOnlyItsOwnSize) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid", /*min_reporting=*/50));
+  RolloutVerdict verdict =
+      EvaluateRollout(rollout, Devices("m", 2, v1::OUTCOME_ENGINE_STARTED), {}, kAfterBake);
+  EXPECT_EQ(verdict.step, RolloutStep::kAdvance);
+  EXPECT_EQ(verdict.stage, 1u);
+}
+
+TEST(DeployRolloutEvaluationTest, AdvancesThenCompletesAfterTheLastStage) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));
+  std::vector<CohortDevice> members = Devices("m", 10, v1::OUTCOME_ENGINE_STARTED);
+  absl::Time now = kAfterBake;
+  for (uint32_t expected_stage = 1; expected_stage <= 3; ++expected_stage) {
+    RolloutVerdict verdict = EvaluateRollout(rollout, members, {}, now);
+    ASSERT_EQ(verdict.step, RolloutStep::kAdvance) << verdict.reason;
+    rollout = ApplyVerdict(rollout, verdict, now);
+    EXPECT_EQ(rollout.current_stage(), expected_stage);
+    EXPECT_EQ(FromProtoTime(rollout.stage_started_at()), now);
+    EXPECT_EQ(rollout.stage_entered_at_size(), static_cast<int>(expected_stage) + 1);
+    now += absl::Hours(1);
+  }
+  RolloutVerdict last = EvaluateRollout(rollout, members, {}, now);
+  ASSERT_EQ(last.step, RolloutStep::kComplete);
+  rollout = ApplyVerdict(rollout, last, now);
+  EXPECT_EQ(rollout.state(), v1::ROLLOUT_STATE_COMPLETED);
+  EXPECT_EQ(EvaluateRollout(rollout, members, {}, now).step, RolloutStep::kUnchanged);
+}
+
+TEST(DeployRolloutEvaluationTest, GatesCompareAgainstTheControlGroup) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));  // engine gate 0.05
+  std::vector<CohortDevice> members = Devices("ok", 9, v1::OUTCOME_ENGINE_STARTED);
+  members.push_back(Devices("bad", 1, v1::OUTCOME_ENGINE_START_FAILED)[0]);  // 10%
+  // Control fails at 8%: the members' excess is 2 points, within 5.
+  std::vector<CohortDevice> control = Devices("c", 92, v1::OUTCOME_ENGINE_STARTED);
+  for (const CohortDevice& failed : Devices("cf", 8, v1::OUTCOME_ENGINE_START_FAILED)) {
+    control.push_back(failed);
+  }
+  RolloutVerdict within = EvaluateRollout(rollout, members, control, kAfterBake);
+  EXPECT_EQ(within.step, RolloutStep::kAdvance) << within.reason;
+
+  // A healthy control group makes the same 10% a 10-point excess.
+  RolloutVerdict breached = EvaluateRollout(
+      rollout, members, Devices("c", 100, v1::OUTCOME_ENGINE_STARTED), kAfterBake);
+  EXPECT_EQ(breached.step, RolloutStep::kPause);
+  EXPECT_THAT(breached.reason,
+              HasSubstr("engine gate: members 0.100 vs control 0.000, delta 0.100 > 0.050"));
+  v1::Rollout paused = ApplyVerdict(rollout, breached, kAfterBake);
+  EXPECT_EQ(paused.state(), v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_EQ(paused.current_stage(), 0u);
+  EXPECT_THAT(paused.state_reason(), HasSubstr("paused by gate: stage 0: engine gate"));
+  EXPECT_EQ(paused.members().engine_failed(), 1u);
+  EXPECT_EQ(paused.control().engine_started(), 100u);
+}
+
+TEST(DeployRolloutEvaluationTest, AGateTripsDuringTheBake) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));
+  RolloutVerdict verdict = EvaluateRollout(
+      rollout, Devices("b", 5, v1::OUTCOME_BOOT_FAILED), {}, Epoch() + absl::Minutes(5));
+  EXPECT_EQ(verdict.step, RolloutStep::kPause);
+  EXPECT_THAT(verdict.reason, HasSubstr("boot gate"));
+}
+
+TEST(DeployRolloutEvaluationTest, RollbackOnBreachWhenConfigured) {
+  v1::Rollout spec = FidelityForAgentic("fid");
+  spec.mutable_gates()->set_rollback_on_breach(true);
+  v1::Rollout rollout = Started(spec);
+  RolloutVerdict verdict = EvaluateRollout(
+      rollout, Devices("v", 5, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED), {}, kAfterBake);
+  EXPECT_EQ(verdict.step, RolloutStep::kRollback);
+  v1::Rollout rolled_back = ApplyVerdict(rollout, verdict, kAfterBake);
+  EXPECT_EQ(rolled_back.state(), v1::ROLLOUT_STATE_ROLLED_BACK);
+  EXPECT_THAT(rolled_back.state_reason(), HasSubstr("rolled back by gate"));
+}
+
+TEST(DeployRolloutEvaluationTest, TaskGateReadsUndoneAndFailedTasks) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));  // task gate 0.10
+  std::vector<CohortDevice> members = Devices("m", 5, v1::OUTCOME_ENGINE_STARTED);
+  members[0].outcomes.tasks_completed = 8;
+  members[0].outcomes.tasks_undone = 1;
+  members[1].outcomes.tasks_failed = 1;  // 2 of 10 tasks went wrong: 0.20
+  std::vector<CohortDevice> control = Devices("c", 5, v1::OUTCOME_ENGINE_STARTED);
+  control[0].outcomes.tasks_completed = 19;
+  control[0].outcomes.tasks_undone = 1;  // 0.05
+  RolloutVerdict verdict = EvaluateRollout(rollout, members, control, kAfterBake);
+  EXPECT_EQ(verdict.step, RolloutStep::kPause);
+  EXPECT_THAT(verdict.reason,
+              HasSubstr("task gate: members 0.200 vs control 0.050, delta 0.150 > 0.100"));
+  ASSERT_EQ(verdict.gates.size(), 3u);
+  EXPECT_FALSE(verdict.gates[0].breached);
+  EXPECT_FALSE(verdict.gates[1].breached);
+  EXPECT_TRUE(verdict.gates[2].breached);
+}
+
+TEST(DeployRolloutEvaluationTest, AThresholdIsInclusive) {
+  v1::Rollout spec = FidelityForAgentic("fid");
+  spec.mutable_gates()->set_max_engine_failure_delta(0.2);
+  v1::Rollout rollout = Started(spec);
+  std::vector<CohortDevice> members = Devices("ok", 4, v1::OUTCOME_ENGINE_STARTED);
+  members.push_back(Devices("bad", 1, v1::OUTCOME_ENGINE_START_FAILED)[0]);  // exactly 0.2
+  EXPECT_EQ(EvaluateRollout(rollout, members, {}, kAfterBake).step, RolloutStep::kAdvance);
+}
+
+TEST(DeployRolloutEvaluationTest, PausedRolloutsTakeNoAutomaticStep) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid"));
+  rollout.set_state(v1::ROLLOUT_STATE_PAUSED);
+  RolloutVerdict verdict =
+      EvaluateRollout(rollout, Devices("m", 10, v1::OUTCOME_ENGINE_STARTED), {}, kAfterBake);
+  EXPECT_EQ(verdict.step, RolloutStep::kUnchanged);
+  EXPECT_EQ(verdict.members.engine_started(), 10u);
+  v1::Rollout same = ApplyVerdict(rollout, verdict, kAfterBake);
+  EXPECT_EQ(same.state(), v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_EQ(same.current_stage(), 0u);
+}
+
+}  // namespace
+}  // namespace weightpath::deploy

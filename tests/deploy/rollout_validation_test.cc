@@ -1,0 +1,167 @@
+#include "deploy/rollout_validation.h"
+
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/deploy/deploy_fixtures.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::deploy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::deploy::testing::Epoch;
+using ::weightpath::deploy::testing::FidelityForAgentic;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+struct Fault {
+  std::string name;
+  std::function<void(v1::Rollout*)> break_it;
+  std::string field;
+};
+
+std::vector<Fault> Faults() {
+  return {
+      {"EmptyId", [](v1::Rollout* r) { r->clear_id(); }, "rollout.id: must not be empty"},
+      {"UppercaseId", [](v1::Rollout* r) { r->set_id("Fidelity"); }, "rollout.id: 'Fidelity'"},
+      {"SlashInId", [](v1::Rollout* r) { r->set_id("a/b"); }, "rollout.id: 'a/b'"},
+      {"IdEndsWithDash", [](v1::Rollout* r) { r->set_id("fidelity-"); }, "rollout.id"},
+      {"LongId", [](v1::Rollout* r) { r->set_id(std::string(64, 'a')); },
+       "rollout.id: '" + std::string(64, 'a') + "' is longer than 63"},
+      {"EmptySelectorWithoutAll", [](v1::Rollout* r) { r->clear_selector(); },
+       "rollout.selector: is empty; set `all: true`"},
+      {"BadSelectorKey",
+       [](v1::Rollout* r) { (*r->mutable_selector()->mutable_match_labels())["a b"] = "x"; },
+       "rollout.selector.match_labels[a b]"},
+      {"UnknownHardwareClass",
+       [](v1::Rollout* r) { r->mutable_selector()->add_hardware_classes("tpu"); },
+       "rollout.selector.hardware_classes[0]"},
+      {"NoAction", [](v1::Rollout* r) { r->clear_action(); },
+       "rollout.action: must set one of set_priority, pin_path or pin_artifact"},
+      {"UnspecifiedPriority",
+       [](v1::Rollout* r) { r->mutable_action()->set_set_priority(v1::PRIORITY_UNSPECIFIED); },
+       "rollout.action.set_priority"},
+      {"UnknownPinPath", [](v1::Rollout* r) { r->mutable_action()->set_pin_path("w4a2-magic"); },
+       "rollout.action.pin_path: unknown path id 'w4a2-magic'"},
+      {"PinPathByNameNotId",
+       [](v1::Rollout* r) { r->mutable_action()->set_pin_path("w4a16-tinygemm"); },
+       "rollout.action.pin_path: unknown path id 'w4a16-tinygemm'"},
+      {"UnknownPinArtifactPath",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm-x86");  // an id, not a name
+         pinned->mutable_artifact()->set_uri("https://example.com/a");
+         pinned->mutable_artifact()->set_sha256(std::string(64, 'a'));
+       },
+       "rollout.action.pin_artifact.path: unknown path name 'w4a16-tinygemm-x86'"},
+      {"PinArtifactBadSha",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_uri("https://example.com/a");
+         pinned->mutable_artifact()->set_sha256(std::string(64, 'A'));
+       },
+       "rollout.action.pin_artifact.artifact.sha256"},
+      {"PinArtifactShortSha",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_uri("https://example.com/a");
+         pinned->mutable_artifact()->set_sha256("abc123");
+       },
+       "rollout.action.pin_artifact.artifact.sha256: 'abc123'"},
+      {"PinArtifactBadUri",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_uri("ftp://example.com/a");
+         pinned->mutable_artifact()->set_sha256(std::string(64, 'a'));
+       },
+       "rollout.action.pin_artifact.artifact.uri"},
+      {"NoStages", [](v1::Rollout* r) { r->clear_stages(); }, "rollout.stages: at least one"},
+      {"ZeroPercent", [](v1::Rollout* r) { r->mutable_stages(0)->set_percent(0); },
+       "rollout.stages[0].percent: 0 is outside 1..100"},
+      {"OverHundred", [](v1::Rollout* r) { r->mutable_stages(3)->set_percent(101); },
+       "rollout.stages[3].percent: 101 is outside 1..100"},
+      {"NotIncreasing", [](v1::Rollout* r) { r->mutable_stages(2)->set_percent(10); },
+       "rollout.stages[2].percent: 10 must be greater than the previous stage's 10"},
+      {"LastNotHundred", [](v1::Rollout* r) { r->mutable_stages(3)->set_percent(90); },
+       "rollout.stages[3].percent: the last stage must be 100, not 90"},
+      {"NoReportTimeout", [](v1::Rollout* r) { r->mutable_stages(1)->set_report_timeout_seconds(0); },
+       "rollout.stages[1].report_timeout_seconds"},
+      {"NegativeGate", [](v1::Rollout* r) { r->mutable_gates()->set_max_boot_failure_delta(-0.1); },
+       "rollout.gates.max_boot_failure_delta"},
+      {"GateAboveOne",
+       [](v1::Rollout* r) { r->mutable_gates()->set_max_engine_failure_delta(1.5); },
+       "rollout.gates.max_engine_failure_delta: 1.5 is outside [0, 1]"},
+      {"NanGate",
+       [](v1::Rollout* r) {
+         r->mutable_gates()->set_max_task_failure_delta(std::numeric_limits<double>::quiet_NaN());
+       },
+       "rollout.gates.max_task_failure_delta"},
+  };
+}
+
+void PrintTo(const Fault& fault, std::ostream* out) { *out << fault.name; }
+
+class DeployRolloutValidationTest : public ::testing::TestWithParam<Fault> {};
+
+TEST_P(DeployRolloutValidationTest, RefusesNamingTheField) {
+  v1::Rollout rollout = FidelityForAgentic("fidelity-agentic");
+  GetParam().break_it(&rollout);
+  EXPECT_THAT(ValidateRollout(rollout, *policy::DefaultPolicy()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().field)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, DeployRolloutValidationTest, ::testing::ValuesIn(Faults()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(DeployRolloutValidationTest, AcceptsEachKindOfAction) {
+  const policy::Policy& policy = *policy::DefaultPolicy();
+  v1::Rollout priority = FidelityForAgentic("fidelity-agentic");
+  EXPECT_THAT(ValidateRollout(priority, policy), IsOk());
+
+  v1::Rollout pin_path = FidelityForAgentic("pin-tinygemm");
+  pin_path.mutable_action()->set_pin_path("w4a16-tinygemm-x86");
+  EXPECT_THAT(ValidateRollout(pin_path, policy), IsOk());
+
+  v1::Rollout pin_artifact = FidelityForAgentic("tinygemm-v2");
+  auto* pinned = pin_artifact.mutable_action()->mutable_pin_artifact();
+  pinned->set_path("w4a16-tinygemm");
+  pinned->mutable_artifact()->set_uri("file:///srv/weights/tinygemm-v2.tar");
+  pinned->mutable_artifact()->set_sha256(std::string(64, 'e'));
+  EXPECT_THAT(ValidateRollout(pin_artifact, policy), IsOk());
+
+  v1::Rollout everyone = FidelityForAgentic("everyone");
+  everyone.clear_selector();
+  everyone.mutable_selector()->set_all(true);
+  EXPECT_THAT(ValidateRollout(everyone, policy), IsOk());
+}
+
+TEST(DeployRolloutValidationTest, StartRolloutResetsStateToStageZero) {
+  v1::Rollout spec = FidelityForAgentic("fidelity-agentic");
+  spec.set_state(v1::ROLLOUT_STATE_COMPLETED);
+  spec.set_current_stage(3);
+  spec.mutable_members()->set_devices(99);
+  absl::StatusOr<v1::Rollout> started = StartRollout(spec, *policy::DefaultPolicy(), Epoch());
+  ASSERT_THAT(started, IsOk());
+  EXPECT_EQ(started->state(), v1::ROLLOUT_STATE_PROGRESSING);
+  EXPECT_EQ(started->current_stage(), 0u);
+  EXPECT_EQ(FromProtoTime(started->created_at()), Epoch());
+  EXPECT_EQ(FromProtoTime(started->stage_started_at()), Epoch());
+  ASSERT_EQ(started->stage_entered_at_size(), 1);
+  EXPECT_EQ(started->members().devices(), 0u);
+
+  spec.clear_stages();
+  EXPECT_THAT(StartRollout(spec, *policy::DefaultPolicy(), Epoch()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.stages")));
+}
+
+}  // namespace
+}  // namespace weightpath::deploy
