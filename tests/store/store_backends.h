@@ -1,0 +1,25 @@
+// Fresh, empty databases for both backends, so one suite runs unchanged
+// against SQLite and PostgreSQL.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "weightpath/v1/fleet.pb.h"
+
+namespace weightpath::store::testing {
+
+enum class Backend { kSqlite, kPostgres };
+
+std::string BackendName(Backend backend);
+
+// A URL no other test uses: a new file in this binary's temp directory, or a
+// new database on the shared test PostgreSQL.
+absl::StatusOr<std::string> FreshDatabaseUrl(Backend backend);
+
+// A registry record as the server would build it after a resolve.
+v1::Device MakeDevice(const std::string& device_id, const std::string& hardware_class,
+                      const std::string& path, const std::string& cpu_model, absl::Time seen);
+
+}  // namespace weightpath::store::testing

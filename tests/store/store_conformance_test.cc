@@ -1,0 +1,531 @@
+// One suite, run unchanged against SQLite and a real PostgreSQL 15.
+#include <algorithm>
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/schema.h"
+#include "store/sql_database.h"
+#include "store/store.h"
+#include "store/time_convert.h"
+#include "tests/store/seed_expectations.h"
+#include "tests/store/store_backends.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::store::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+v1::ReportMeasurementRequest Measurement(const std::string& key, const std::string& device_id,
+                                         const std::string& path, double decode_tok_s,
+                                         absl::Time measured_at) {
+  v1::ReportMeasurementRequest request;
+  request.set_idempotency_key(key);
+  request.set_device_id(device_id);
+  request.set_model("Spark-X2.5-1.7B");
+  request.set_path(path);
+  request.set_engine_version("vllm 0.28");
+  request.set_decode_tok_s(decode_tok_s);
+  request.set_prefill_tok_s(900);
+  request.set_gemm_ms_per_step(5.91);
+  request.set_step_ms(11.55);
+  request.set_threads(24);
+  request.set_fidelity_exact_matches(1);
+  request.set_fidelity_prompts(12);
+  *request.mutable_measured_at() = ToTimestamp(measured_at);
+  return request;
+}
+
+class StoreConformance : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+    ASSERT_THAT(url, IsOk());
+    url_ = *url;
+    absl::StatusOr<std::unique_ptr<FleetStore>> store = OpenFleetStore(url_);
+    ASSERT_THAT(store, IsOk());
+    store_ = std::move(*store);
+  }
+
+  void Register(const std::string& id, const std::string& hardware_class = "x86_cpu",
+                const std::string& path = "w4a8-amx", const std::string& cpu = kSeedCpuAsProbed,
+                absl::Time seen = kT0) {
+    ASSERT_THAT(store_->UpsertDevices({MakeDevice(id, hardware_class, path, cpu, seen)}), IsOk());
+  }
+
+  std::string url_;
+  std::unique_ptr<FleetStore> store_;
+};
+
+// --- Migrations --------------------------------------------------------------
+
+TEST_P(StoreConformance, FreshDatabaseIsMigratedToTheLatestVersion) {
+  EXPECT_EQ(store_->schema_version(), LatestSchemaVersion());
+  auto database = OpenSqlDatabase(url_);
+  ASSERT_THAT(database, IsOk());
+  auto session = (*database)->Acquire();
+  ASSERT_THAT(session, IsOk());
+  auto rows = (*session)->Query("SELECT version FROM schema_version ORDER BY version");
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_THAT(*rows, SizeIs(LatestSchemaVersion()));
+  for (int i = 0; i < LatestSchemaVersion(); ++i) EXPECT_EQ((*rows)[i][0], absl::StrCat(i + 1));
+}
+
+TEST_P(StoreConformance, ReopeningKeepsDataAndAppliesNothingTwice) {
+  Register("dev-a");
+  store_.reset();
+  auto reopened = OpenFleetStore(url_);
+  ASSERT_THAT(reopened, IsOk());
+  EXPECT_THAT((*reopened)->GetDevice("dev-a"), IsOk());
+  auto database = OpenSqlDatabase(url_);
+  ASSERT_THAT(database, IsOk());
+  auto session = (*database)->Acquire();
+  ASSERT_THAT(session, IsOk());
+  auto rows = (*session)->Query("SELECT COUNT(*) FROM schema_version");
+  ASSERT_THAT(rows, IsOk());
+  EXPECT_EQ((*rows)[0][0], absl::StrCat(LatestSchemaVersion()));
+}
+
+TEST_P(StoreConformance, RefusesASchemaNewerThanTheBinary) {
+  store_.reset();
+  {
+    auto database = OpenSqlDatabase(url_);
+    ASSERT_THAT(database, IsOk());
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO schema_version (version, applied_at_us, description) "
+                            "VALUES ($1, 0, 'from the future')",
+                            {int64_t{LatestSchemaVersion() + 1}})
+                    .status(),
+                IsOk());
+  }
+  EXPECT_THAT(OpenFleetStore(url_),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::AllOf(HasSubstr(absl::StrCat(LatestSchemaVersion() + 1)),
+                                        HasSubstr(absl::StrCat("(", LatestSchemaVersion(), ")")))));
+}
+
+// --- Device registry -----------------------------------------------------------
+
+TEST_P(StoreConformance, UpsertThenGetRoundTripsEveryField) {
+  v1::Device device = MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  (*device.mutable_labels())["workload"] = "agentic";
+  device.set_rollout_id("fidelity-agentic");
+  device.set_effective_priority(v1::PRIORITY_FIDELITY);
+  ASSERT_THAT(store_->UpsertDevices({device}), IsOk());
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  v1::Device expected = device;
+  *expected.mutable_first_seen() = ToTimestamp(kT0);
+  EXPECT_EQ(stored->SerializeAsString(), expected.SerializeAsString()) << stored->DebugString();
+}
+
+TEST_P(StoreConformance, UpsertKeepsFirstSeenAndIgnoresOlderRecords) {
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  Register("dev-a", "x86_cpu", "w4a16-tinygemm", kSeedCpuAsProbed, kT0 + absl::Hours(1));
+  Register("dev-a", "x86_cpu", "bf16", kSeedCpuAsProbed, kT0 + absl::Minutes(30));  // late arrival
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0);
+  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(1));
+  EXPECT_EQ(stored->path(), "w4a16-tinygemm");
+}
+
+TEST_P(StoreConformance, UpsertNamesTheRecordMissingAnId) {
+  v1::Device nameless = MakeDevice("", "x86_cpu", "w4a8-amx", kSeedCpu, kT0);
+  EXPECT_THAT(store_->UpsertDevices({MakeDevice("ok", "x86_cpu", "w4a8-amx", kSeedCpu, kT0), nameless}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices[1].device_id")));
+  v1::Device timeless = MakeDevice("dev-b", "x86_cpu", "w4a8-amx", kSeedCpu, kT0);
+  timeless.clear_last_seen();
+  EXPECT_THAT(store_->UpsertDevices({timeless}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices[0].last_seen")));
+}
+
+TEST_P(StoreConformance, GetUnknownDeviceIsNotFoundNamingIt) {
+  EXPECT_THAT(store_->GetDevice("ghost"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("ghost")));
+}
+
+std::vector<std::string> Ids(const std::vector<v1::Device>& devices) {
+  std::vector<std::string> ids;
+  for (const auto& device : devices) ids.push_back(device.device_id());
+  return ids;
+}
+
+TEST_P(StoreConformance, ListFiltersByClassPathSeenSinceAndLabels) {
+  std::vector<v1::Device> batch = {
+      MakeDevice("a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0),
+      MakeDevice("b", "x86_cpu", "w4a16-tinygemm", kSeedCpu, kT0 + absl::Hours(2)),
+      MakeDevice("c", "arm64_cpu", "w4a16-tinygemm", "Neoverse-N1", kT0 + absl::Hours(2)),
+      MakeDevice("d", "x86_cpu", "w4a8-amx", kSeedCpu, kT0 + absl::Hours(3)),
+  };
+  (*batch[0].mutable_labels())["workload"] = "agentic";
+  (*batch[3].mutable_labels())["workload"] = "agentic";
+  ASSERT_THAT(store_->UpsertDevices(batch), IsOk());
+
+  DeviceQuery by_class;
+  by_class.hardware_class = "x86_cpu";
+  EXPECT_THAT(Ids(store_->ListDevices(by_class)->devices), ElementsAre("a", "b", "d"));
+  DeviceQuery by_path;
+  by_path.path = "w4a16-tinygemm";
+  EXPECT_THAT(Ids(store_->ListDevices(by_path)->devices), ElementsAre("b", "c"));
+  DeviceQuery recent;
+  recent.seen_since = kT0 + absl::Hours(2);
+  EXPECT_THAT(Ids(store_->ListDevices(recent)->devices), ElementsAre("b", "c", "d"));
+  DeviceQuery agentic_x86;
+  agentic_x86.hardware_class = "x86_cpu";
+  agentic_x86.label_predicate = [](const DeviceLabels& labels) {
+    auto it = labels.find("workload");
+    return it != labels.end() && it->second == "agentic";
+  };
+  EXPECT_THAT(Ids(store_->ListDevices(agentic_x86)->devices), ElementsAre("a", "d"));
+}
+
+TEST_P(StoreConformance, KeysetPagesCoverEveryDeviceOnceInOrder) {
+  std::vector<v1::Device> batch;
+  for (int i = 0; i < 25; ++i) {
+    batch.push_back(MakeDevice(absl::StrFormat("dev-%03d", i), "x86_cpu", "w4a8-amx", kSeedCpu, kT0));
+  }
+  ASSERT_THAT(store_->UpsertDevices(batch), IsOk());
+
+  for (bool with_predicate : {false, true}) {
+    SCOPED_TRACE(with_predicate ? "with label predicate" : "plain");
+    DeviceQuery query;
+    query.page_size = 4;
+    if (with_predicate) {
+      // Keeps every device: the predicate path must paginate identically.
+      query.label_predicate = [](const DeviceLabels& labels) { return labels.empty(); };
+    }
+    std::vector<std::string> seen;
+    std::vector<size_t> page_sizes;
+    while (true) {
+      auto page = store_->ListDevices(query);
+      ASSERT_THAT(page, IsOk());
+      page_sizes.push_back(page->devices.size());
+      for (const auto& id : Ids(page->devices)) seen.push_back(id);
+      if (page->next_page_token.empty()) break;
+      query.page_token = page->next_page_token;
+    }
+    EXPECT_THAT(page_sizes, ElementsAre(4, 4, 4, 4, 4, 4, 1));
+    EXPECT_THAT(seen, ElementsAre("dev-000", "dev-001", "dev-002", "dev-003", "dev-004", "dev-005",
+                                  "dev-006", "dev-007", "dev-008", "dev-009", "dev-010", "dev-011",
+                                  "dev-012", "dev-013", "dev-014", "dev-015", "dev-016", "dev-017",
+                                  "dev-018", "dev-019", "dev-020", "dev-021", "dev-022", "dev-023",
+                                  "dev-024"));
+  }
+}
+
+TEST_P(StoreConformance, PageSizeDefaultsTo100AndIsCappedAt1000) {
+  std::vector<v1::Device> batch;
+  for (int i = 0; i < 150; ++i) {
+    batch.push_back(MakeDevice(absl::StrFormat("dev-%03d", i), "x86_cpu", "w4a8-amx", kSeedCpu, kT0));
+  }
+  ASSERT_THAT(store_->UpsertDevices(batch), IsOk());
+  auto page = store_->ListDevices(DeviceQuery{});
+  ASSERT_THAT(page, IsOk());
+  EXPECT_THAT(page->devices, SizeIs(100));
+  EXPECT_FALSE(page->next_page_token.empty());
+  DeviceQuery too_big;
+  too_big.page_size = 1001;
+  EXPECT_THAT(store_->ListDevices(too_big),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_size")));
+  DeviceQuery forged;
+  forged.page_token = "dev-010";
+  EXPECT_THAT(store_->ListDevices(forged),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+}
+
+TEST_P(StoreConformance, SummaryCountsDevicesSeenByClassAndPath) {
+  ASSERT_THAT(store_->UpsertDevices({
+                  MakeDevice("a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0),
+                  MakeDevice("b", "x86_cpu", "w4a8-amx", kSeedCpu, kT0 + absl::Hours(1)),
+                  MakeDevice("c", "x86_cpu", "w4a16-tinygemm", kSeedCpu, kT0 + absl::Hours(1)),
+                  MakeDevice("d", "arm64_cpu", "w4a16-tinygemm", "Neoverse-N1", kT0 + absl::Hours(1)),
+              }),
+              IsOk());
+  auto all = store_->FleetSummary(absl::InfinitePast());
+  ASSERT_THAT(all, IsOk());
+  EXPECT_EQ(all->total_devices(), 4u);
+  ASSERT_THAT(all->cells(), SizeIs(3));
+  EXPECT_EQ(all->cells(0).hardware_class(), "arm64_cpu");
+  EXPECT_EQ(all->cells(2).path(), "w4a8-amx");
+  EXPECT_EQ(all->cells(2).devices(), 2u);
+
+  auto recent = store_->DevicesSeenByClassAndPath(kT0 + absl::Minutes(30));
+  ASSERT_THAT(recent, IsOk());
+  EXPECT_EQ(recent->size(), 3u);
+  EXPECT_EQ((recent->at({"x86_cpu", "w4a8-amx"})), 1u);
+  EXPECT_EQ((recent->at({"arm64_cpu", "w4a16-tinygemm"})), 1u);
+}
+
+// --- Measurements ------------------------------------------------------------
+
+TEST_P(StoreConformance, MeasurementIsStampedWithTheDevicesHardware) {
+  Register("dev-a");
+  auto result = store_->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 85.0, kT0), kT0);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_FALSE(result->duplicate);
+  auto rows = store_->ListMeasurements(absl::InfinitePast());
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_THAT(*rows, SizeIs(1));
+  EXPECT_EQ((*rows)[0].measurement_id, result->measurement_id);
+  EXPECT_EQ((*rows)[0].hardware_class, "x86_cpu");
+  EXPECT_EQ((*rows)[0].cpu_model, kSeedCpuAsProbed);
+  EXPECT_EQ((*rows)[0].decode_tok_s, 85.0);
+  EXPECT_EQ((*rows)[0].gemm_ms_per_step, 5.91);
+  EXPECT_EQ((*rows)[0].measured_at, kT0);
+}
+
+TEST_P(StoreConformance, RetriedMeasurementIsADuplicateAndStoresNothing) {
+  Register("dev-a");
+  auto first = store_->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 85.0, kT0), kT0);
+  ASSERT_THAT(first, IsOk());
+  auto retry = store_->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 85.0, kT0),
+                                         kT0 + absl::Seconds(5));
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_TRUE(retry->duplicate);
+  EXPECT_EQ(retry->measurement_id, first->measurement_id);
+  EXPECT_THAT(*store_->ListMeasurements(absl::InfinitePast()), SizeIs(1));
+}
+
+TEST_P(StoreConformance, MeasurementFromAnUnknownDeviceIsNotFound) {
+  EXPECT_THAT(store_->RecordMeasurement(Measurement("k1", "ghost", "w4a8-amx", 85.0, kT0), kT0),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("device_id \"ghost\"")));
+  EXPECT_THAT(*store_->ListMeasurements(absl::InfinitePast()), SizeIs(0));
+}
+
+TEST_P(StoreConformance, InvalidMeasurementIsRefusedNamingTheField) {
+  Register("dev-a");
+  v1::ReportMeasurementRequest request = Measurement("k1", "dev-a", "w4a8-amx", -1.0, kT0);
+  EXPECT_THAT(store_->RecordMeasurement(request, kT0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("decode_tok_s")));
+}
+
+TEST_P(StoreConformance, RegressionIsRecordedOnTheMeasurementAndTheDevice) {
+  Register("dev-a");
+  const std::vector<PathExpectation> expectations = SeedExpectations();
+  RegressionCheck check = [&](const StoredMeasurement& m) {
+    return IsRegression(m, ExpectedFor(expectations, m.path, m.hardware_class), 0.8);
+  };
+  auto slow = store_->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 40.0, kT0), kT0, check);
+  ASSERT_THAT(slow, IsOk());
+  EXPECT_TRUE(slow->regression.regression);
+  EXPECT_THAT(slow->regression.reason, HasSubstr("86.6"));
+  auto retry = store_->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 40.0, kT0), kT0, check);
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_TRUE(retry->regression.regression);  // the retry reports what was recorded
+  auto device = store_->GetDevice("dev-a");
+  ASSERT_THAT(device, IsOk());
+  EXPECT_EQ(device->regression_count(), 1u);
+  EXPECT_THAT(device->last_regression(), HasSubstr("decode_tok_s 40.0"));
+  // A later resolve refreshes the registry without losing the regression count.
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0 + absl::Hours(1));
+  EXPECT_EQ(store_->GetDevice("dev-a")->regression_count(), 1u);
+}
+
+TEST_P(StoreConformance, VerificationMatrixIsRebuiltFromTheFleet) {
+  // A policy that does not vouch for x86 itself: only fleet evidence counts.
+  const std::vector<PathExpectation> expectations = SeedExpectations(/*x86_policy_verified=*/false);
+  VerificationConfig config;  // 3 devices, 7 days, 0.8
+  for (int i = 0; i < 3; ++i) Register(absl::StrCat("amx-", i));
+  const absl::Time now = kT0 + absl::Hours(1);
+  ASSERT_THAT(store_->RecordMeasurement(Measurement("m0", "amx-0", "w4a8-amx", 86.0, kT0), now), IsOk());
+  ASSERT_THAT(store_->RecordMeasurement(Measurement("m1", "amx-1", "w4a8-amx", 84.5, kT0), now), IsOk());
+  auto matrix = store_->VerificationMatrix(expectations, config, now);
+  ASSERT_THAT(matrix, IsOk());
+  ASSERT_THAT(*matrix, SizeIs(1));
+  EXPECT_FALSE((*matrix)[0].verified());
+  EXPECT_EQ((*matrix)[0].device_count(), 2u);
+
+  ASSERT_THAT(store_->RecordMeasurement(Measurement("m2", "amx-2", "w4a8-amx", 88.0, kT0), now), IsOk());
+  matrix = store_->VerificationMatrix(expectations, config, now);
+  ASSERT_THAT(matrix, IsOk());
+  ASSERT_THAT(*matrix, SizeIs(1));
+  const v1::VerificationCell& cell = (*matrix)[0];
+  EXPECT_TRUE(cell.verified());
+  EXPECT_EQ(cell.verification().source(), v1::Verification::SOURCE_FLEET);
+  EXPECT_EQ(cell.verification().device_count(), 3u);
+  EXPECT_EQ(cell.decode_tok_s().median(), 86.0);
+  EXPECT_EQ(cell.decode_tok_s().min(), 84.5);
+  EXPECT_EQ(cell.decode_tok_s().max(), 88.0);
+  EXPECT_EQ(cell.fidelity_exact_matches(), 3u);
+  EXPECT_EQ(cell.fidelity_prompts(), 36u);
+  // Past the window the evidence expires.
+  auto later = store_->VerificationMatrix(expectations, config, kT0 + absl::Hours(8 * 24));
+  ASSERT_THAT(later, IsOk());
+  EXPECT_THAT(*later, SizeIs(0));
+}
+
+// --- Rollouts ----------------------------------------------------------------
+
+v1::Rollout MakeRollout(const std::string& id, absl::Time created_at) {
+  v1::Rollout rollout;
+  rollout.set_id(id);
+  rollout.set_description("agentic devices onto fidelity");
+  (*rollout.mutable_selector()->mutable_match_labels())["workload"] = "agentic";
+  rollout.mutable_action()->set_set_priority(v1::PRIORITY_FIDELITY);
+  for (uint32_t percent : {1u, 10u, 50u, 100u}) {
+    v1::RolloutStage* stage = rollout.add_stages();
+    stage->set_percent(percent);
+    stage->set_min_bake_seconds(600);
+  }
+  rollout.set_state(v1::ROLLOUT_STATE_PROGRESSING);
+  *rollout.mutable_created_at() = ToTimestamp(created_at);
+  return rollout;
+}
+
+TEST_P(StoreConformance, RolloutCreateGetListAndDuplicate) {
+  auto revision = store_->CreateRollout(MakeRollout("r-b", kT0));
+  ASSERT_THAT(revision, IsOk());
+  EXPECT_EQ(*revision, 1);
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r-a", kT0 + absl::Seconds(1))), IsOk());
+  EXPECT_THAT(store_->CreateRollout(MakeRollout("r-b", kT0)),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("r-b")));
+  auto stored = store_->GetRollout("r-b");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->revision, 1);
+  EXPECT_EQ(stored->rollout.SerializeAsString(), MakeRollout("r-b", kT0).SerializeAsString());
+  auto all = store_->ListRollouts();
+  ASSERT_THAT(all, IsOk());
+  ASSERT_THAT(*all, SizeIs(2));
+  EXPECT_EQ((*all)[0].rollout.id(), "r-b");  // created first
+  EXPECT_THAT(store_->GetRollout("nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  EXPECT_THAT(store_->CreateRollout(v1::Rollout{}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.id")));
+}
+
+TEST_P(StoreConformance, RolloutUpdateRefusesAStaleRevision) {
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0)), IsOk());
+  v1::Rollout advanced = MakeRollout("r", kT0);
+  advanced.set_current_stage(1);
+  auto revision = store_->UpdateRollout(advanced, 1);
+  ASSERT_THAT(revision, IsOk());
+  EXPECT_EQ(*revision, 2);
+  v1::Rollout paused = MakeRollout("r", kT0);
+  paused.set_state(v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_THAT(store_->UpdateRollout(paused, 1),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("revision 2")));
+  EXPECT_EQ(store_->GetRollout("r")->rollout.current_stage(), 1u);
+  EXPECT_THAT(store_->UpdateRollout(MakeRollout("other", kT0), 1),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("other")));
+}
+
+TEST_P(StoreConformance, ConcurrentRolloutUpdatesFromOneRevisionHaveOneWinner) {
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0)), IsOk());
+  auto second = OpenFleetStore(url_);  // a second writer, as another replica would be
+  ASSERT_THAT(second, IsOk());
+  std::atomic<int> won{0}, aborted{0};
+  auto update = [&](FleetStore* store, uint32_t stage) {
+    v1::Rollout rollout = MakeRollout("r", kT0);
+    rollout.set_current_stage(stage);
+    absl::StatusOr<int64_t> result = store->UpdateRollout(rollout, 1);
+    if (result.ok()) ++won;
+    if (result.status().code() == absl::StatusCode::kAborted) ++aborted;
+  };
+  std::thread a(update, store_.get(), 1u);
+  std::thread b(update, second->get(), 2u);
+  a.join();
+  b.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(aborted.load(), 1);
+  EXPECT_EQ(store_->GetRollout("r")->revision, 2);
+}
+
+// --- Outcomes ----------------------------------------------------------------
+
+v1::ReportOutcomeRequest Outcome(const std::string& key, const std::string& device,
+                                 v1::Outcome outcome, absl::Time observed_at) {
+  v1::ReportOutcomeRequest request;
+  request.set_idempotency_key(key);
+  request.set_device_id(device);
+  request.set_outcome(outcome);
+  request.set_rollout_id("r");
+  request.set_path("w4a16-tinygemm");
+  *request.mutable_observed_at() = ToTimestamp(observed_at);
+  return request;
+}
+
+TEST_P(StoreConformance, OutcomesAreIdempotentAndFoldPerDevice) {
+  ASSERT_THAT(store_->RecordOutcome(Outcome("o1", "a", v1::OUTCOME_BOOT_OK, kT0), kT0), IsOk());
+  auto duplicate = store_->RecordOutcome(Outcome("o1", "a", v1::OUTCOME_BOOT_OK, kT0), kT0);
+  ASSERT_THAT(duplicate, IsOk());
+  EXPECT_TRUE(*duplicate);
+  ASSERT_THAT(store_->RecordOutcome(
+                  Outcome("o2", "a", v1::OUTCOME_ENGINE_STARTED, kT0 + absl::Seconds(10)), kT0),
+              IsOk());
+  v1::ReportOutcomeRequest tasks = Outcome("o3", "a", v1::OUTCOME_TASKS, kT0 + absl::Seconds(20));
+  tasks.set_tasks_completed(5);
+  tasks.set_tasks_undone(1);
+  ASSERT_THAT(store_->RecordOutcome(tasks, kT0), IsOk());
+  tasks.set_idempotency_key("o4");
+  tasks.set_tasks_completed(2);
+  tasks.set_tasks_undone(0);
+  tasks.set_tasks_failed(1);
+  ASSERT_THAT(store_->RecordOutcome(tasks, kT0), IsOk());
+  ASSERT_THAT(store_->RecordOutcome(Outcome("o5", "b", v1::OUTCOME_ENGINE_START_FAILED, kT0), kT0),
+              IsOk());
+  v1::ReportOutcomeRequest elsewhere = Outcome("o6", "c", v1::OUTCOME_BOOT_OK, kT0);
+  elsewhere.set_rollout_id("other");
+  ASSERT_THAT(store_->RecordOutcome(elsewhere, kT0), IsOk());
+
+  auto outcomes = store_->LatestOutcomes("r");
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_THAT(*outcomes, SizeIs(2));
+  const DeviceOutcomes& a = (*outcomes)[0];
+  EXPECT_EQ(a.device_id, "a");
+  EXPECT_EQ(a.latest_outcome, v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_TRUE(a.engine_started);
+  EXPECT_EQ(a.tasks_completed, 7u);
+  EXPECT_EQ(a.tasks_undone, 1u);
+  EXPECT_EQ(a.tasks_failed, 1u);
+  EXPECT_EQ(a.reports, 4u);
+  EXPECT_EQ(a.last_report_at, kT0 + absl::Seconds(20));
+  EXPECT_EQ((*outcomes)[1].latest_outcome, v1::OUTCOME_ENGINE_START_FAILED);
+  EXPECT_FALSE((*outcomes)[1].engine_started);
+  EXPECT_THAT(*store_->LatestOutcomes(""), SizeIs(3));
+  EXPECT_THAT(store_->RecordOutcome(Outcome("o7", "a", v1::OUTCOME_UNSPECIFIED, kT0), kT0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outcome")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
+
+// --- Opening -----------------------------------------------------------------
+
+TEST(StoreOpen, UnknownSchemeIsRefusedWithoutEchoingTheUrl) {
+  EXPECT_THAT(OpenFleetStore("mysql://root:secret@db/fleet"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("\"mysql\""), ::testing::Not(HasSubstr("secret")))));
+  EXPECT_THAT(OpenFleetStore("sqlite:"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file name")));
+}
+
+TEST(StoreOpen, UnreachablePostgresIsUnavailableWithThePasswordRedacted) {
+  // Port 1 on loopback: nothing listens there.
+  EXPECT_THAT(OpenFleetStore("postgres://fleet:secret@127.0.0.1:1/fleet?connect_timeout=5"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       ::testing::AllOf(HasSubstr("127.0.0.1:1"), ::testing::Not(HasSubstr("secret")))));
+}
+
+TEST(StoreOpen, UnwritableSqliteFileIsUnavailable) {
+  EXPECT_THAT(OpenFleetStore("sqlite:/nonexistent-dir/fleet.db"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/nonexistent-dir/fleet.db")));
+}
+
+}  // namespace
+}  // namespace weightpath::store::testing

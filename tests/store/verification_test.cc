@@ -1,0 +1,265 @@
+// The verification rules alone: no database, figures from the seed.
+#include "store/verification.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/measurement_validation.h"
+#include "store/time_convert.h"
+#include "tests/store/seed_expectations.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::store::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
+StoredMeasurement Report(const std::string& device, const std::string& path, double decode,
+                         absl::Time at, uint32_t exact = 1, uint32_t prompts = 12) {
+  StoredMeasurement m;
+  m.measurement_id = absl::StrCat(device, "-", absl::ToUnixSeconds(at));
+  m.device_id = device;
+  m.hardware_class = "x86_cpu";
+  m.cpu_model = kSeedCpuAsProbed;
+  m.path = path;
+  m.decode_tok_s = decode;
+  m.prefill_tok_s = 1000;
+  m.gemm_ms_per_step = 5.91;
+  m.step_ms = 11.55;
+  m.threads = 24;
+  m.fidelity_exact_matches = exact;
+  m.fidelity_prompts = prompts;
+  m.measured_at = at;
+  return m;
+}
+
+TEST(StoreVerification, CpuModelsFromProbeAndPolicyCompareEqual) {
+  EXPECT_EQ(NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480C"), "intel xeon platinum 8480c");
+  EXPECT_EQ(NormalizeCpuModel("Intel Xeon Platinum 8480C"), "intel xeon platinum 8480c");
+  EXPECT_EQ(NormalizeCpuModel("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz"), "intel core i7-8700");
+  EXPECT_NE(NormalizeCpuModel("Intel Xeon Platinum 8480C"), NormalizeCpuModel("Intel Xeon Platinum 8468"));
+}
+
+TEST(StoreVerification, RegressionIsBelowTheFractionOfTheSameCpusExpectation) {
+  const auto expected = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");
+  // 0.8 x 86.6 = 69.28 tok/s.
+  RegressionVerdict slow = IsRegression(Report("d", "w4a8-amx", 69.2, kNow), expected, 0.8);
+  EXPECT_TRUE(slow.regression);
+  EXPECT_THAT(slow.reason, HasSubstr("decode_tok_s 69.2"));
+  EXPECT_THAT(slow.reason, HasSubstr("86.6 tok/s expected"));
+  EXPECT_THAT(slow.reason, HasSubstr("24 threads"));
+  EXPECT_FALSE(IsRegression(Report("d", "w4a8-amx", 69.3, kNow), expected, 0.8).regression);
+  EXPECT_TRUE(IsRegression(Report("d", "w4a8-amx", 80.0, kNow), expected, 0.95).regression);
+}
+
+TEST(StoreVerification, OtherCpusAndThreadCountsAreNotJudged) {
+  const auto expected = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");
+  StoredMeasurement other_cpu = Report("d", "w4a8-amx", 10, kNow);
+  other_cpu.cpu_model = "Intel(R) Xeon(R) Gold 6430";
+  EXPECT_FALSE(IsRegression(other_cpu, expected, 0.8).regression);
+  StoredMeasurement fewer_threads = Report("d", "w4a8-amx", 30, kNow);
+  fewer_threads.threads = 8;
+  EXPECT_FALSE(IsRegression(fewer_threads, expected, 0.8).regression);
+}
+
+TEST(StoreVerification, FidelityCollapsesBelowHalfTheExpectedRate) {
+  const auto w4a8 = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");  // 1/12 expected
+  EXPECT_TRUE(FidelityCollapsed(0, 36, kSeedCpu, w4a8));
+  EXPECT_FALSE(FidelityCollapsed(1, 24, kSeedCpu, w4a8));  // exactly half: not below
+  EXPECT_TRUE(FidelityCollapsed(1, 25, kSeedCpu, w4a8));
+  const auto w4a16 = ExpectedFor(SeedExpectations(), "w4a16-tinygemm", "x86_cpu");  // 2/12
+  EXPECT_TRUE(FidelityCollapsed(1, 13, kSeedCpu, w4a16));
+  EXPECT_FALSE(FidelityCollapsed(1, 12, kSeedCpu, w4a16));
+  // No fidelity expectation (arm64 was never measured): nothing to collapse from.
+  EXPECT_FALSE(FidelityCollapsed(0, 12, "Neoverse-N1", ExpectedFor(SeedExpectations(), "w4a16-tinygemm", "arm64_cpu")));
+  EXPECT_FALSE(FidelityCollapsed(0, 0, kSeedCpu, w4a8));
+}
+
+TEST(StoreVerification, PolicyFlagVerifiesWhateverTheFleetSays) {
+  const std::vector<StoredMeasurement> reports = {Report("a", "w4a8-amx", 50, kNow)};
+  auto cells = BuildVerificationMatrix(reports, SeedExpectations(true), VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_TRUE(cells[0].verified());
+  EXPECT_EQ(cells[0].verification().source(), v1::Verification::SOURCE_POLICY);
+  EXPECT_EQ(cells[0].regressions(), 1u);
+}
+
+TEST(StoreVerification, ThreeHealthyDevicesVerifyAPathTheFleetMeasured) {
+  const auto expectations = SeedExpectations(/*x86_policy_verified=*/false);
+  std::vector<StoredMeasurement> reports = {
+      Report("a", "w4a8-amx", 86.6, kNow - absl::Hours(3)),
+      Report("b", "w4a8-amx", 84.5, kNow - absl::Hours(2)),
+      Report("b", "w4a8-amx", 85.5, kNow - absl::Hours(1)),
+  };
+  auto cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_FALSE(cells[0].verified());
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("measured, not verified: 2 of 3"));
+
+  reports.push_back(Report("c", "w4a8-amx", 90.0, kNow));
+  cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  const v1::VerificationCell& cell = cells[0];
+  EXPECT_TRUE(cell.verified());
+  EXPECT_EQ(cell.verification().source(), v1::Verification::SOURCE_FLEET);
+  EXPECT_EQ(cell.verification().device_count(), 3u);
+  EXPECT_THAT(cell.verification().reason(), HasSubstr("3 x86_cpu devices"));
+  EXPECT_EQ(cell.device_count(), 3u);
+  EXPECT_EQ(cell.cpu_model(), kSeedCpuAsProbed);
+  EXPECT_DOUBLE_EQ(cell.decode_tok_s().median(), (85.5 + 86.6) / 2);
+  EXPECT_EQ(cell.decode_tok_s().min(), 84.5);
+  EXPECT_EQ(cell.decode_tok_s().max(), 90.0);
+  EXPECT_EQ(cell.decode_tok_s().samples(), 4u);
+  EXPECT_EQ(cell.fidelity_exact_matches(), 4u);
+  EXPECT_EQ(cell.fidelity_prompts(), 48u);
+  EXPECT_EQ(FromTimestamp(cell.last_measured()), kNow);
+}
+
+TEST(StoreVerification, ADeviceWhoseLatestReportRegressesDoesNotCount) {
+  const auto expectations = SeedExpectations(false);
+  const std::vector<StoredMeasurement> reports = {
+      Report("a", "w4a8-amx", 86.0, kNow - absl::Hours(2)),
+      Report("b", "w4a8-amx", 86.0, kNow - absl::Hours(2)),
+      Report("c", "w4a8-amx", 86.0, kNow - absl::Hours(2)),
+      Report("c", "w4a8-amx", 40.0, kNow - absl::Hours(1)),  // c regressed since
+  };
+  auto cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_FALSE(cells[0].verified());
+  EXPECT_EQ(cells[0].regressions(), 1u);
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("(1 regressed)"));
+}
+
+TEST(StoreVerification, CollapsedFidelityIsMeasuredNotVerified) {
+  const auto expectations = SeedExpectations(false);
+  std::vector<StoredMeasurement> reports;
+  for (const char* device : {"a", "b", "c", "d"}) reports.push_back(Report(device, "w4a8-amx", 86, kNow, 0, 12));
+  auto cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_FALSE(cells[0].verified());
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("fidelity collapsed (0/48"));
+}
+
+TEST(StoreVerification, WindowAndMinDevicesAreConfigurable) {
+  const auto expectations = SeedExpectations(false);
+  const std::vector<StoredMeasurement> reports = {
+      Report("a", "w4a8-amx", 86.0, kNow - absl::Hours(30)),
+      Report("b", "w4a8-amx", 86.0, kNow - absl::Hours(1)),
+  };
+  VerificationConfig config;
+  config.min_devices = 1;
+  config.window = absl::Hours(24);
+  auto cells = BuildVerificationMatrix(reports, expectations, config, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_EQ(cells[0].device_count(), 1u);  // a is outside the day
+  EXPECT_TRUE(cells[0].verified());
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("within 1d"));
+}
+
+TEST(StoreVerification, CellsSplitByPathClassAndCpuModelAndSkipUnmeasuredFigures) {
+  std::vector<StoredMeasurement> reports = {
+      Report("a", "w4a8-amx", 86.0, kNow),
+      Report("b", "w4a16-tinygemm", 80.0, kNow),
+      Report("c", "w4a16-tinygemm", 79.0, kNow),
+  };
+  reports[2].cpu_model = "Intel(R) Xeon(R) Gold 6430";
+  reports[2].gemm_ms_per_step = 0;  // not measured by that engine
+  auto cells = BuildVerificationMatrix(reports, SeedExpectations(), VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(3));
+  EXPECT_EQ(cells[0].path(), "w4a16-tinygemm");
+  EXPECT_EQ(cells[0].cpu_model(), "Intel(R) Xeon(R) Gold 6430");
+  EXPECT_EQ(cells[0].gemm_ms_per_step().samples(), 0u);
+  EXPECT_EQ(cells[1].cpu_model(), kSeedCpuAsProbed);
+  EXPECT_EQ(cells[2].path(), "w4a8-amx");
+}
+
+TEST(StoreVerification, DeviceVerificationFallsBackToThePolicyFlag) {
+  const auto expectations = SeedExpectations();
+  const std::vector<v1::VerificationCell> empty;
+  v1::Verification amx = VerificationForDevice(empty, expectations, "w4a8-amx", "x86_cpu", kSeedCpuAsProbed);
+  EXPECT_EQ(amx.source(), v1::Verification::SOURCE_POLICY);
+  v1::Verification arm = VerificationForDevice(empty, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
+  EXPECT_EQ(arm.source(), v1::Verification::SOURCE_NONE);
+  EXPECT_THAT(arm.reason(), HasSubstr("no fleet reports"));
+
+  StoredMeasurement on_arm = Report("a", "w4a16-tinygemm", 20, kNow);
+  on_arm.hardware_class = "arm64_cpu";
+  on_arm.cpu_model = "Neoverse-N1";
+  auto cells = BuildVerificationMatrix({on_arm}, expectations, VerificationConfig{}, kNow);
+  v1::Verification measured = VerificationForDevice(cells, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
+  EXPECT_EQ(measured.source(), v1::Verification::SOURCE_FLEET);
+  EXPECT_EQ(measured.device_count(), 1u);
+}
+
+v1::ReportMeasurementRequest ValidRequest() {
+  v1::ReportMeasurementRequest request;
+  request.set_idempotency_key("k");
+  request.set_device_id("d");
+  request.set_path("w4a8-amx");
+  request.set_decode_tok_s(86.6);
+  request.set_prefill_tok_s(1000);
+  request.set_gemm_ms_per_step(5.91);
+  request.set_step_ms(11.55);
+  request.set_threads(24);
+  request.set_fidelity_exact_matches(1);
+  request.set_fidelity_prompts(12);
+  return request;
+}
+
+TEST(StoreValidation, AcceptsTheSeedsFigures) { EXPECT_THAT(ValidateMeasurement(ValidRequest()), IsOk()); }
+
+TEST(StoreValidation, EachBadFieldIsNamed) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    std::function<void(v1::ReportMeasurementRequest&)> spoil;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& r) { r.clear_idempotency_key(); }, "idempotency_key"},
+      {[](auto& r) { r.set_device_id(std::string(257, 'x')); }, "device_id"},
+      {[](auto& r) { r.clear_path(); }, "path"},
+      {[&](auto& r) { r.set_decode_tok_s(nan); }, "decode_tok_s"},
+      {[](auto& r) { r.set_decode_tok_s(0); }, "decode_tok_s"},
+      {[&](auto& r) { r.set_prefill_tok_s(inf); }, "prefill_tok_s"},
+      {[](auto& r) { r.set_gemm_ms_per_step(-1); }, "gemm_ms_per_step"},
+      {[](auto& r) { r.set_step_ms(2e6); }, "step_ms"},
+      {[](auto& r) { r.set_threads(0); }, "threads"},
+      {[](auto& r) { r.set_fidelity_exact_matches(13); }, "fidelity_exact_matches"},
+      {[](auto& r) { r.set_fidelity_prompts(20000); r.set_fidelity_exact_matches(0); }, "fidelity_prompts"},
+      {[](auto& r) { r.mutable_measured_at()->set_nanos(-1); }, "measured_at"},
+  };
+  for (const Case& c : cases) {
+    v1::ReportMeasurementRequest request = ValidRequest();
+    c.spoil(request);
+    EXPECT_THAT(ValidateMeasurement(request),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)))
+        << request.ShortDebugString();
+  }
+}
+
+TEST(StoreValidation, OutcomeNeedsKeyDeviceAndAKnownOutcome) {
+  v1::ReportOutcomeRequest request;
+  request.set_idempotency_key("k");
+  request.set_device_id("d");
+  request.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_THAT(ValidateOutcome(request), IsOk());
+  request.set_tasks_failed(2);
+  EXPECT_THAT(ValidateOutcome(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("OUTCOME_TASKS")));
+  request.set_outcome(v1::OUTCOME_TASKS);
+  EXPECT_THAT(ValidateOutcome(request), IsOk());
+  request.clear_device_id();
+  EXPECT_THAT(ValidateOutcome(request), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_id")));
+}
+
+}  // namespace
+}  // namespace weightpath::store::testing

@@ -1,0 +1,135 @@
+// The write-behind queue with a recording sink; flushes are driven by the
+// test (no flusher thread, no sleeps) except where the thread itself is
+// the subject.
+#include "store/write_behind.h"
+
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weightpath::store {
+namespace {
+
+using ::testing::ElementsAre;
+
+v1::Device Record(const std::string& id, const std::string& path) {
+  v1::Device device;
+  device.set_device_id(id);
+  device.set_path(path);
+  return device;
+}
+
+struct RecordingSink {
+  std::mutex mutex;
+  std::vector<std::vector<std::string>> batches;  // "id:path" per record
+  absl::Status next_status = absl::OkStatus();
+
+  DeviceWriteBehind::Sink AsSink() {
+    return [this](const std::vector<v1::Device>& batch) {
+      std::lock_guard lock(mutex);
+      std::vector<std::string> names;
+      for (const auto& d : batch) names.push_back(absl::StrCat(d.device_id(), ":", d.path()));
+      batches.push_back(names);
+      return next_status;
+    };
+  }
+};
+
+WriteBehindOptions Manual(size_t capacity, size_t max_batch) {
+  WriteBehindOptions options;
+  options.capacity = capacity;
+  options.max_batch = max_batch;
+  options.start_flusher = false;
+  return options;
+}
+
+TEST(StoreWriteBehind, FullQueueDropsAndCountsWithoutWaiting) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(3, 10));
+  EXPECT_TRUE(queue.TryEnqueue(Record("a", "p")));
+  EXPECT_TRUE(queue.TryEnqueue(Record("b", "p")));
+  EXPECT_TRUE(queue.TryEnqueue(Record("c", "p")));
+  EXPECT_FALSE(queue.TryEnqueue(Record("d", "p")));
+  EXPECT_FALSE(queue.TryEnqueue(Record("e", "p")));
+  EXPECT_EQ(queue.counters().enqueued, 3u);
+  EXPECT_EQ(queue.counters().dropped, 2u);
+  EXPECT_EQ(queue.pending(), 3u);
+  EXPECT_EQ(queue.FlushOnce(), 3u);
+  EXPECT_TRUE(queue.TryEnqueue(Record("f", "p")));  // room again after a flush
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:p", "b:p", "c:p")));
+}
+
+TEST(StoreWriteBehind, RepeatedDeviceInABatchIsWrittenOnceWithItsNewestRecord) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 100));
+  queue.TryEnqueue(Record("a", "old"));
+  queue.TryEnqueue(Record("b", "p"));
+  queue.TryEnqueue(Record("a", "new"));
+  queue.TryEnqueue(Record("a", "newest"));
+  queue.FlushOnce();
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:newest", "b:p")));
+  EXPECT_EQ(queue.counters().coalesced, 2u);
+  EXPECT_EQ(queue.counters().flushed, 2u);
+}
+
+TEST(StoreWriteBehind, BatchesAreCappedInQueueOrder) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 2));
+  for (const char* id : {"a", "b", "c", "d", "e"}) queue.TryEnqueue(Record(id, "p"));
+  EXPECT_EQ(queue.FlushOnce(), 2u);
+  EXPECT_EQ(queue.FlushOnce(), 2u);
+  EXPECT_EQ(queue.FlushOnce(), 1u);
+  EXPECT_EQ(queue.FlushOnce(), 0u);
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:p", "b:p"), ElementsAre("c:p", "d:p"),
+                                        ElementsAre("e:p")));
+}
+
+TEST(StoreWriteBehind, SinkErrorsAreCountedAndDoNotBlockLaterBatches) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
+  sink.next_status = absl::UnavailableError("store down");
+  queue.TryEnqueue(Record("a", "p"));
+  queue.TryEnqueue(Record("b", "p"));
+  queue.FlushOnce();
+  sink.next_status = absl::OkStatus();
+  queue.TryEnqueue(Record("c", "p"));
+  queue.FlushOnce();
+  EXPECT_EQ(queue.counters().failed_batches, 1u);
+  EXPECT_EQ(queue.counters().failed_records, 2u);
+  EXPECT_EQ(queue.counters().flushed, 1u);
+}
+
+TEST(StoreWriteBehind, ShutdownFlushesEverythingQueuedAndRefusesMore) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 2));
+  for (const char* id : {"a", "b", "c"}) queue.TryEnqueue(Record(id, "p"));
+  queue.Shutdown();
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:p", "b:p"), ElementsAre("c:p")));
+  EXPECT_FALSE(queue.TryEnqueue(Record("d", "p")));
+  EXPECT_EQ(queue.counters().dropped, 1u);
+}
+
+TEST(StoreWriteBehind, FlusherThreadDrainsOnShutdown) {
+  RecordingSink sink;
+  WriteBehindOptions options;
+  options.capacity = 10000;
+  options.max_batch = 64;
+  options.flush_period = absl::Hours(1);  // only full batches and shutdown trigger writes
+  DeviceWriteBehind queue(sink.AsSink(), options);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(queue.TryEnqueue(Record(absl::StrCat("d", i), "p")));
+  queue.Shutdown();
+  size_t written = 0;
+  for (const auto& batch : sink.batches) {
+    EXPECT_LE(batch.size(), 64u);
+    written += batch.size();
+  }
+  EXPECT_EQ(written, 1000u);
+  EXPECT_EQ(queue.counters().flushed, 1000u);
+  EXPECT_EQ(queue.pending(), 0u);
+}
+
+}  // namespace
+}  // namespace weightpath::store
