@@ -1,0 +1,228 @@
+#include "tests/server/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace weightpath::server::testing {
+namespace {
+
+// Start-up on a 2-core CI machine running other suites can be slow.
+constexpr absl::Duration kStartTimeout = absl::Seconds(30);
+
+bool Names(const std::vector<std::string>& args, const std::string& flag) {
+  for (const std::string& arg : args) {
+    if (absl::StartsWith(arg, "--" + flag + "=")) return true;
+  }
+  return false;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, int stdout_fd, const std::string& log_path) {
+  std::vector<char*> argv;
+  static std::string binary = WEIGHTPATH_SERVER_BINARY;
+  argv.push_back(binary.data());
+  std::vector<std::string> copies = args;
+  for (std::string& arg : copies) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(stdout_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    // The test runner may have signals blocked or ignored; the server must
+    // start from the defaults a service manager would give it.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+ExitResult WaitPid(pid_t pid, absl::Duration timeout) {
+  ExitResult result;
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(10000);
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/wp-server-test-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void WriteFileOrDie(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  if (!out) {
+    ADD_FAILURE() << "cannot write " << path;
+    std::abort();
+  }
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path;
+    std::abort();
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args) {
+  if (!Names(args, "listen")) args.push_back("--listen=127.0.0.1:0");
+  if (!Names(args, "metrics_listen")) args.push_back("--metrics_listen=127.0.0.1:0");
+  std::unique_ptr<ServerProcess> process(new ServerProcess());
+  process->log_dir_ = std::make_unique<TempDir>();
+  process->log_path_ = process->log_dir_->File("server.log");
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  process->pid_ = Spawn(args, pipe_fds[1], process->log_path_);
+  close(pipe_fds[1]);
+
+  std::string out;
+  const absl::Time deadline = absl::Now() + kStartTimeout;
+  while (!absl::StrContains(out, "\n")) {
+    pollfd poll_fd{pipe_fds[0], POLLIN, 0};
+    const int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (wait_ms <= 0 || poll(&poll_fd, 1, wait_ms) <= 0) break;
+    char buffer[512];
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    out.append(buffer, n);
+  }
+  close(pipe_fds[0]);
+  for (absl::string_view field : absl::StrSplit(absl::StripSuffix(out, "\n"), ' ')) {
+    if (absl::ConsumePrefix(&field, "grpc=")) process->grpc_address_ = std::string(field);
+    if (absl::ConsumePrefix(&field, "metrics=")) process->metrics_address_ = std::string(field);
+  }
+  if (!absl::StartsWith(out, "listening ") || process->grpc_address_.empty()) {
+    return absl::UnavailableError(absl::StrCat("server did not start; stdout: ", out,
+                                               "\nlog:\n", process->Log()));
+  }
+  return process;
+}
+
+ExitResult ServerProcess::RunToExit(std::vector<std::string> args, absl::Duration timeout) {
+  TempDir dir;
+  const std::string log_path = dir.File("server.log");
+  const int dev_null = open("/dev/null", O_WRONLY);
+  const pid_t pid = Spawn(args, dev_null, log_path);
+  close(dev_null);
+  ExitResult result = WaitPid(pid, timeout);
+  result.log = ReadFileOrDie(log_path);
+  return result;
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void ServerProcess::Signal(int signal_number) const { kill(pid_, signal_number); }
+
+ExitResult ServerProcess::WaitForExit(absl::Duration timeout) {
+  ExitResult result = WaitPid(pid_, timeout);
+  pid_ = -1;
+  result.log = Log();
+  return result;
+}
+
+std::string ServerProcess::Log() const { return ReadFileOrDie(log_path_); }
+
+absl::StatusOr<std::string> HttpGet(const std::string& host_port, const std::string& path) {
+  const size_t colon = host_port.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(host_port.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad address ", host_port));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &address.sin_addr);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect ", host_port, ": ", std::strerror(errno)));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host_port, "\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("write failed");
+  }
+  std::string response;
+  char buffer[16384];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
+    return absl::DataLossError(absl::StrCat("not an HTTP response: ", response.substr(0, 200)));
+  }
+  if (!absl::StrContains(response.substr(0, response.find("\r\n")), " 200")) {
+    return absl::UnavailableError(response.substr(0, response.find("\r\n")));
+  }
+  return response.substr(body + 4);
+}
+
+absl::StatusOr<double> SampleValue(const std::string& exposition, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::ConsumePrefix(&line, series)) continue;
+    if (!absl::ConsumePrefix(&line, " ")) continue;
+    double value = 0;
+    if (!absl::SimpleAtod(line, &value)) {
+      return absl::DataLossError(absl::StrCat("unparsable sample: ", series, " ", line));
+    }
+    return value;
+  }
+  return absl::NotFoundError(absl::StrCat("no sample ", series));
+}
+
+}  // namespace weightpath::server::testing
