@@ -1,0 +1,84 @@
+#include "agent/probe/profile_text.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "policy/hardware_class.h"
+
+namespace weightpath::probe {
+namespace {
+
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
+// "3-6" for a run of consecutive CPUs, "0,2" otherwise.
+std::string CpuList(const v1::CpuCluster& cluster) {
+  std::vector<std::string> ranges;
+  const auto& cpus = cluster.cpus();
+  for (int i = 0; i < cpus.size();) {
+    int j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    ranges.push_back(i == j ? absl::StrCat(cpus[i]) : absl::StrCat(cpus[i], "-", cpus[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(ranges, ",");
+}
+
+}  // namespace
+
+std::string ProfileText(const v1::HardwareProfile& profile) {
+  std::string text;
+  absl::StrAppend(&text, "source:         ", profile.source(), "\n");
+  absl::StrAppend(&text, "arch:           ", profile.arch(), "\n");
+  absl::StrAppend(&text, "cpu_model:      ", profile.cpu_model(), "\n");
+  absl::StrAppend(&text, "cpu_flags:      ", absl::StrJoin(profile.cpu_flags(), " "), "\n");
+  absl::StrAppend(&text, "cpus:           ", profile.n_logical(), " logical, ",
+                  profile.n_physical(), " physical, ", profile.numa_nodes(), " NUMA node(s)\n");
+  std::vector<std::string> clusters;
+  for (const v1::CpuCluster& cluster : profile.clusters()) {
+    clusters.push_back(absl::StrCat(cluster.max_khz(), " kHz [", CpuList(cluster), "]"));
+  }
+  absl::StrAppend(&text, "clusters:       ",
+                  clusters.empty() ? "(unknown)" : absl::StrJoin(clusters, "; "), "\n");
+  absl::StrAppend(&text, "ram:            ", GiB(profile.ram_total_bytes()), " total, ",
+                  GiB(profile.ram_available_bytes()), " available\n");
+  absl::StrAppend(&text, "accelerator:    ", profile.accelerator(), "\n");
+  if (!profile.gpu_name().empty()) {
+    absl::StrAppend(&text, "gpu:            ", profile.gpu_name(), ", ",
+                    GiB(profile.gpu_mem_bytes()));
+    if (profile.gpu_capability_size() == 2) {
+      absl::StrAppend(&text, ", capability ", profile.gpu_capability(0), ".",
+                      profile.gpu_capability(1));
+    }
+    if (profile.gpu_sm_count() > 0) absl::StrAppend(&text, ", ", profile.gpu_sm_count(), " SMs");
+    absl::StrAppend(&text, "\n");
+  }
+  absl::StrAppend(&text, "precision:      bf16 ", profile.supports_bf16() ? "yes" : "no",
+                  ", fp16 ", profile.supports_fp16() ? "yes" : "no", "\n");
+  absl::StrAppend(&text, "host_os:        ", profile.host_os(), ", ", profile.thermal_zones(),
+                  " thermal zone(s)\n");
+
+  const auto hardware_class = policy::ClassifyHardware(profile);
+  absl::StrAppend(&text, "hardware_class: ",
+                  hardware_class.ok() ? std::string(policy::HardwareClassName(*hardware_class))
+                                      : absl::StrCat("none (", hardware_class.status().message(),
+                                                     ")"),
+                  "\n");
+
+  absl::StrAppend(&text, "accelerators:\n");
+  if (profile.accelerators().empty()) absl::StrAppend(&text, "  (none found)\n");
+  for (const v1::AcceleratorInfo& info : profile.accelerators()) {
+    absl::StrAppend(&text, "  ", info.usable() ? "usable:     " : "not usable: ", info.kind(), " ",
+                    info.vendor(), " ", info.name(), " -- ", info.reason(), "\n");
+  }
+  if (!profile.probe_notes().empty()) {
+    absl::StrAppend(&text, "notes:\n");
+    for (const std::string& note : profile.probe_notes()) absl::StrAppend(&text, "  ", note, "\n");
+  }
+  return text;
+}
+
+}  // namespace weightpath::probe

@@ -1,0 +1,22 @@
+// NVIDIA Tegra (Jetson) detection. NVML does not run on Jetson and its GPU
+// has no PCI identity, so the SoC's own markers are the evidence.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/probe/filesystem.h"
+
+namespace weightpath::probe {
+
+struct TegraSoc {
+  std::string soc;       // e.g. "tegra234" from the device tree; may be empty
+  std::string evidence;  // the file that showed it
+};
+
+// /etc/nv_tegra_release (written by NVIDIA's L4T), or a "tegra" entry in
+// /proc/device-tree/compatible (NUL-separated strings such as
+// "nvidia,tegra234"). Either one is enough.
+std::optional<TegraSoc> DetectTegra(const Filesystem& filesystem);
+
+}  // namespace weightpath::probe
