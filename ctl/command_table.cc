@@ -1,0 +1,48 @@
+#include "ctl/command_table.h"
+
+#include <algorithm>
+
+#include "ctl/resolve_command.h"
+
+namespace weightpath::ctl {
+namespace {
+
+void WriteUsage(std::ostream& out) {
+  out << "usage: weightpathctl <command> [flags]\n\ncommands:\n";
+  for (const Command& command : Commands()) {
+    out << "  " << command.name << std::string(12 - std::min<size_t>(command.name.size(), 11), ' ')
+        << command.summary << "\n";
+  }
+  out << "\nRun 'weightpathctl <command> --help' for the flags of one command.\n";
+}
+
+}  // namespace
+
+const std::vector<Command>& Commands() {
+  // One line per subcommand; keep alphabetical.
+  static const std::vector<Command> commands = {
+      {"resolve", "decide the weight path for a device profile", RunResolveCommand},
+  };
+  return commands;
+}
+
+int Dispatch(const std::vector<std::string>& args, CommandIo io) {
+  if (args.empty()) {
+    WriteUsage(io.err);
+    return kExitUsage;
+  }
+  const std::string& name = args.front();
+  if (name == "help" || name == "--help" || name == "-h") {
+    WriteUsage(io.out);
+    return kExitOk;
+  }
+  for (const Command& command : Commands()) {
+    if (command.name == name) {
+      return command.run(std::vector<std::string>(args.begin() + 1, args.end()), io);
+    }
+  }
+  io.err << "weightpathctl: unknown command '" << name << "'; run 'weightpathctl help'\n";
+  return kExitUsage;
+}
+
+}  // namespace weightpath::ctl

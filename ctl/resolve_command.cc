@@ -1,0 +1,111 @@
+#include "ctl/resolve_command.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "ctl/arguments.h"
+#include "ctl/command_error.h"
+#include "ctl/resolve_offline.h"
+#include "ctl/resolve_output.h"
+#include "ctl/text_file.h"
+#include "policy/policy.h"
+#include "policy/profile_json.h"
+
+namespace weightpath::ctl {
+namespace {
+
+constexpr std::string_view kCommand = "resolve";
+
+const std::vector<FlagSpec>& ResolveFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"offline", '\0', false, "evaluate locally with the policy library, no server"},
+      {"profile", '\0', true, "hardware profile JSON, as the prober writes it (required)"},
+      {"priority", '\0', true, "speed (default) or fidelity"},
+      {"policy", '\0', true, "policy YAML to use instead of the bundled default"},
+      {"labels", '\0', true, "device labels, k=v,k2=v2"},
+      {"output", 'o', true, "text (default) or json"},
+      {"help", 'h', false, "show this help"},
+  };
+  return flags;
+}
+
+void WriteHelp(std::ostream& out) {
+  out << "usage: weightpathctl resolve --offline --profile FILE [--priority speed|fidelity]\n"
+         "                             [--policy FILE] [--labels k=v,...] [-o json|text]\n\n"
+      << FlagHelp(ResolveFlags());
+}
+
+// Everything resolve needs, read and validated before anything is decided.
+struct ResolveInputs {
+  v1::ResolveWeightPathRequest request;
+  std::shared_ptr<const policy::Policy> policy;
+  OutputFormat format = OutputFormat::kText;
+};
+
+absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
+  ResolveInputs inputs;
+  std::optional<std::string> profile_path = arguments.Value("profile");
+  if (!profile_path) {
+    return absl::InvalidArgumentError("--profile FILE is required (a hardware profile JSON)");
+  }
+  absl::StatusOr<std::string> profile_text = ReadTextFile(*profile_path);
+  if (!profile_text.ok()) return profile_text.status();
+  absl::StatusOr<v1::HardwareProfile> profile =
+      policy::ParseProfileJson(*profile_text, *profile_path);
+  if (!profile.ok()) return profile.status();
+  *inputs.request.mutable_profile() = *std::move(profile);
+
+  if (std::optional<std::string> priority = arguments.Value("priority")) {
+    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
+    if (!parsed.ok()) return parsed.status();
+    inputs.request.set_priority(*parsed);
+  }
+  if (std::optional<std::string> labels = arguments.Value("labels")) {
+    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
+    if (!parsed.ok()) return parsed.status();
+    *inputs.request.mutable_labels() = *std::move(parsed);
+  }
+  if (std::optional<std::string> format = arguments.Value("output")) {
+    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*format);
+    if (!parsed.ok()) return parsed.status();
+    inputs.format = *parsed;
+  }
+  if (std::optional<std::string> policy_path = arguments.Value("policy")) {
+    absl::StatusOr<std::string> policy_text = ReadTextFile(*policy_path);
+    if (!policy_text.ok()) return policy_text.status();
+    absl::StatusOr<std::shared_ptr<const policy::Policy>> loaded =
+        policy::LoadPolicy(*policy_text, *policy_path);
+    if (!loaded.ok()) return loaded.status();
+    inputs.policy = *std::move(loaded);
+  } else {
+    inputs.policy = policy::DefaultPolicy();
+  }
+  return inputs;
+}
+
+}  // namespace
+
+int RunResolveCommand(const std::vector<std::string>& args, CommandIo io) {
+  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, ResolveFlags());
+  if (!arguments.ok()) return ReportError(kCommand, arguments.status(), io.err);
+  if (arguments->Has("help")) {
+    WriteHelp(io.out);
+    return kExitOk;
+  }
+  if (!arguments->Has("offline")) {
+    return ReportError(kCommand,
+                       absl::InvalidArgumentError(
+                           "--server ADDR or --offline is required (where to decide)"),
+                       io.err);
+  }
+  absl::StatusOr<ResolveInputs> inputs = ReadInputs(*arguments);
+  if (!inputs.ok()) return ReportError(kCommand, inputs.status(), io.err);
+  absl::StatusOr<v1::ResolveWeightPathResponse> response =
+      ResolveOffline(*inputs->policy, inputs->request);
+  if (!response.ok()) return ReportError(kCommand, response.status(), io.err);
+  absl::Status written = WriteResolveResponse(*response, inputs->format, io.out);
+  if (!written.ok()) return ReportError(kCommand, written, io.err);
+  return kExitOk;
+}
+
+}  // namespace weightpath::ctl

@@ -1,0 +1,83 @@
+#include "ctl/resolve_output.h"
+
+#include <iomanip>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace weightpath::ctl {
+namespace {
+
+std::string PriorityWord(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED:
+      return "speed";
+    case v1::PRIORITY_FIDELITY:
+      return "fidelity";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string KwargsText(const google::protobuf::Struct& kwargs) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(kwargs, &json, options).ok()) return "?";
+  return json;
+}
+
+void Line(std::ostream& out, std::string_view label, const std::string& value) {
+  out << std::left << std::setw(16) << label << value << "\n";
+}
+
+}  // namespace
+
+absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
+  if (text == "text") return OutputFormat::kText;
+  if (text == "json") return OutputFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("output format '", std::string(text), "' is not one of: json, text"));
+}
+
+absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
+                                  OutputFormat format, std::ostream& out) {
+  if (format == OutputFormat::kJson) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    std::string json;
+    auto status = google::protobuf::util::MessageToJsonString(response, &json, options);
+    if (!status.ok()) {
+      return absl::InternalError(
+          absl::StrCat("cannot print the response as JSON: ", std::string(status.message())));
+    }
+    out << json;
+    if (json.empty() || json.back() != '\n') out << "\n";
+    return absl::OkStatus();
+  }
+
+  const v1::WeightPathSpec& path = response.weight_path();
+  std::string build = path.quantization().empty() ? "model dtype" : path.quantization();
+  if (path.has_group_size()) absl::StrAppend(&build, ", group ", path.group_size());
+  if (path.has_bits_per_weight()) {
+    absl::StrAppend(&build, ", ", path.bits_per_weight(), " bits/weight");
+  }
+  Line(out, "hardware class", response.hardware_class());
+  Line(out, "weight path", absl::StrCat(path.name(), "  (policy path ", path.path_id(), ")"));
+  Line(out, "build", build);
+  Line(out, "runs in vLLM", path.runs_in_vllm() ? "yes" : "no (exported artifact)");
+  Line(out, "verified", path.verified() ? "yes" : "no, measure before trusting it");
+  Line(out, "engine kwargs", KwargsText(response.engine_kwargs()));
+  Line(out, "priority", PriorityWord(response.effective_priority()));
+  Line(out, "matched rule", response.matched_rule());
+  Line(out, "policy", response.policy_version());
+  if (!response.artifact().uri().empty()) Line(out, "artifact", response.artifact().uri());
+  Line(out, "rationale", path.rationale());
+  return absl::OkStatus();
+}
+
+}  // namespace weightpath::ctl
