@@ -38,10 +38,10 @@ std::string BackendName(Backend backend) {
   return backend == Backend::kSqlite ? "Sqlite" : "Postgres";
 }
 
-absl::StatusOr<std::string> FreshDatabaseUrl(Backend backend) {
+absl::StatusOr<std::string> FreshDatabaseUrl(Backend backend, bool sync_to_disk) {
   const int number = next_database.fetch_add(1);
   if (backend == Backend::kPostgres) {
-    return SharedPostgres().CreateDatabase(absl::StrCat("store_test_", number));
+    return SharedPostgres(sync_to_disk).CreateDatabase(absl::StrCat("store_test_", number));
   }
   std::lock_guard lock(directory_mutex);
   if (sqlite_directory.empty()) {

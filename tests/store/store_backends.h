@@ -15,8 +15,9 @@ enum class Backend { kSqlite, kPostgres };
 std::string BackendName(Backend backend);
 
 // A URL no other test uses: a new file in this binary's temp directory, or a
-// new database on the shared test PostgreSQL.
-absl::StatusOr<std::string> FreshDatabaseUrl(Backend backend);
+// new database on the shared test PostgreSQL (see SharedPostgres for
+// `sync_to_disk`).
+absl::StatusOr<std::string> FreshDatabaseUrl(Backend backend, bool sync_to_disk = false);
 
 // A registry record as the server would build it after a resolve.
 v1::Device MakeDevice(const std::string& device_id, const std::string& hardware_class,
