@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,8 @@
 
 namespace weightpath::store {
 namespace {
+
+constexpr size_t kUpsertRowsPerStatement = 100;
 
 constexpr char kDeviceColumns[] =
     "device_id, first_seen_us, last_seen_us, regression_count, last_regression, body";
@@ -108,32 +111,56 @@ class SqlFleetStore : public FleetStore {
       }
     }
     if (batch.empty()) return absl::OkStatus();
+    // One statement may not touch a row twice (PostgreSQL refuses it), so a
+    // device listed more than once keeps only its newest record.
+    std::unordered_map<std::string_view, size_t> newest;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto [it, inserted] = newest.emplace(batch[i].device_id(), i);
+      if (!inserted && FromTimestamp(batch[i].last_seen()) >= FromTimestamp(batch[it->second].last_seen())) {
+        it->second = i;
+      }
+    }
+    std::vector<const v1::Device*> unique;
+    unique.reserve(newest.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (newest.at(batch[i].device_id()) == i) unique.push_back(&batch[i]);
+    }
+
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
-    for (const v1::Device& device : batch) {
-      // Times and regression figures live in columns; the body keeps the rest.
-      v1::Device body = device;
-      body.clear_first_seen();
-      body.clear_last_seen();
-      body.clear_regression_count();
-      body.clear_last_regression();
-      body.clear_device_id();
-      const int64_t last_seen = ToMicros(FromTimestamp(device.last_seen()));
-      const int64_t first_seen =
-          device.has_first_seen() ? ToMicros(FromTimestamp(device.first_seen())) : last_seen;
-      RETURN_IF_ERROR(
-          session
-              ->Query(
-                  "INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
-                  "first_seen_us, last_seen_us, body) VALUES ($1, $2, $3, $4, $5, $6, $7) "
-                  "ON CONFLICT (device_id) DO UPDATE SET hardware_class = excluded.hardware_class, "
-                  "path = excluded.path, cpu_model = excluded.cpu_model, "
-                  "last_seen_us = excluded.last_seen_us, body = excluded.body "
-                  "WHERE excluded.last_seen_us >= devices.last_seen_us",
-                  {device.device_id(), device.hardware_class(), device.path(),
-                   device.profile().cpu_model(), first_seen, last_seen,
-                   SqlBlob{body.SerializeAsString()}})
-              .status());
+    // Many rows per statement: one round trip per chunk instead of per device.
+    for (size_t offset = 0; offset < unique.size(); offset += kUpsertRowsPerStatement) {
+      const size_t rows = std::min(kUpsertRowsPerStatement, unique.size() - offset);
+      std::string sql =
+          "INSERT INTO devices (device_id, hardware_class, path, cpu_model, first_seen_us, "
+          "last_seen_us, body) VALUES ";
+      std::vector<SqlValue> params;
+      params.reserve(rows * 7);
+      for (size_t r = 0; r < rows; ++r) {
+        const v1::Device& device = *unique[offset + r];
+        // Times and regression figures live in columns; the body keeps the rest.
+        v1::Device body = device;
+        body.clear_first_seen();
+        body.clear_last_seen();
+        body.clear_regression_count();
+        body.clear_last_regression();
+        body.clear_device_id();
+        const int64_t last_seen = ToMicros(FromTimestamp(device.last_seen()));
+        const int64_t first_seen =
+            device.has_first_seen() ? ToMicros(FromTimestamp(device.first_seen())) : last_seen;
+        const size_t p = params.size();
+        absl::StrAppend(&sql, r == 0 ? "" : ", ", "($", p + 1, ", $", p + 2, ", $", p + 3, ", $",
+                        p + 4, ", $", p + 5, ", $", p + 6, ", $", p + 7, ")");
+        params.insert(params.end(), {device.device_id(), device.hardware_class(), device.path(),
+                                     device.profile().cpu_model(), first_seen, last_seen,
+                                     SqlBlob{body.SerializeAsString()}});
+      }
+      absl::StrAppend(&sql,
+                      " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
+                      "excluded.hardware_class, path = excluded.path, cpu_model = "
+                      "excluded.cpu_model, last_seen_us = excluded.last_seen_us, body = "
+                      "excluded.body WHERE excluded.last_seen_us >= devices.last_seen_us");
+      RETURN_IF_ERROR(session->Query(sql, params).status());
     }
     return session->Commit();
   }

@@ -145,6 +145,20 @@ TEST_P(StoreConformance, UpsertKeepsFirstSeenAndIgnoresOlderRecords) {
   EXPECT_EQ(stored->path(), "w4a16-tinygemm");
 }
 
+TEST_P(StoreConformance, DeviceListedTwiceInOneBatchKeepsItsNewestRecord) {
+  ASSERT_THAT(store_->UpsertDevices({
+                  MakeDevice("dev-a", "x86_cpu", "w4a16-tinygemm", kSeedCpu, kT0 + absl::Hours(2)),
+                  MakeDevice("dev-b", "x86_cpu", "w4a8-amx", kSeedCpu, kT0),
+                  MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0 + absl::Hours(1)),
+              }),
+              IsOk());
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->path(), "w4a16-tinygemm");
+  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
+  EXPECT_THAT(store_->GetDevice("dev-b"), IsOk());
+}
+
 TEST_P(StoreConformance, UpsertNamesTheRecordMissingAnId) {
   v1::Device nameless = MakeDevice("", "x86_cpu", "w4a8-amx", kSeedCpu, kT0);
   EXPECT_THAT(store_->UpsertDevices({MakeDevice("ok", "x86_cpu", "w4a8-amx", kSeedCpu, kT0), nameless}),
