@@ -125,8 +125,10 @@ absl::StatusOr<CompiledRules> CompiledRules::Compile(const std::vector<Rule>& ru
 
 uint64_t CompiledRules::FlagMask(const v1::HardwareProfile& profile) const {
   if (flag_names_.empty()) return 0;
+  const uint64_t every_named_flag = (uint64_t{1} << flag_names_.size()) - 1;
   uint64_t mask = 0;
   for (const std::string& flag : profile.cpu_flags()) {
+    if (mask == every_named_flag) break;
     size_t length = flag.size();
     if (length >= 64 || (flag_length_mask_ & (uint64_t{1} << length)) == 0) continue;
     for (size_t i = 0; i < flag_names_.size(); ++i) {
@@ -152,7 +154,7 @@ ProfileFacts CompiledRules::FactsFor(HardwareClass hardware_class,
   }
   facts.supports_bf16 = profile.supports_bf16();
   facts.priority = priority;
-  facts.flags = FlagMask(profile);
+  facts.profile = &profile;
   for (size_t key = 0; key < label_keys_.size(); ++key) {
     auto found = labels.find(label_keys_[key]);
     if (found == labels.end()) {
@@ -180,6 +182,11 @@ RuleCondition CompiledRules::FirstFailedCondition(size_t rule_index,
     return RuleCondition::kSupportsBf16;
   }
   if ((rule.priority_mask & PriorityBit(facts.priority)) == 0) return RuleCondition::kPriority;
+  const bool tests_flags = (rule.flags_any | rule.flags_all | rule.flags_none) != 0;
+  if (tests_flags && !facts.flags_known) {
+    facts.flags = facts.profile != nullptr ? FlagMask(*facts.profile) : 0;
+    facts.flags_known = true;
+  }
   if (rule.flags_any != 0 && (rule.flags_any & facts.flags) == 0) return RuleCondition::kCpuFlagsAny;
   if ((rule.flags_all & facts.flags) != rule.flags_all) return RuleCondition::kCpuFlagsAll;
   if ((rule.flags_none & facts.flags) != 0) return RuleCondition::kCpuFlagsNone;

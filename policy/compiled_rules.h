@@ -31,7 +31,12 @@ struct ProfileFacts {
   uint64_t arch_bit = 0;  // 0 for an arch no rule names
   bool supports_bf16 = false;
   v1::Priority priority = v1::PRIORITY_SPEED;  // SPEED or FIDELITY only
-  uint64_t flags = 0;     // bit i set: the i-th rule-named flag is present
+  // Bit i set: the i-th rule-named flag is present. Mapping a profile's flag
+  // list (~150 names on x86) is the costliest fact, so it is computed only
+  // when a rule with flag conditions is reached.
+  mutable uint64_t flags = 0;
+  mutable bool flags_known = false;
+  const v1::HardwareProfile* profile = nullptr;  // source of flags when not known
   // Per rule-named label key: index of its value among the rule-named values
   // for that key, kLabelAbsent, or kLabelOtherValue.
   std::array<int16_t, kMaxRuleLabelKeys> label_values{};

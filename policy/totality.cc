@@ -92,6 +92,7 @@ absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::s
           facts.priority = priority;
           for (uint64_t flags = 0; flags < (uint64_t{1} << flag_count); ++flags) {
             facts.flags = flags;
+            facts.flags_known = true;
             for (size_t key = 0; key < key_count; ++key) facts.label_values[key] = kLabelAbsent;
             while (true) {
               ++report.profiles_checked;
