@@ -1,0 +1,56 @@
+// The agent's boot configuration, read from one YAML file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/map.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::agent {
+
+// PEM files for the channel to the server. An empty `ca` trusts the system
+// roots; `cert` and `key` come together (mutual TLS) or not at all.
+struct TlsFiles {
+  std::string ca;
+  std::string cert;
+  std::string key;
+};
+
+struct AgentConfig {
+  std::string server;                // host:port of weightpath-server
+  std::optional<TlsFiles> tls;       // absent: plaintext (loopback, labs)
+  std::string device_id;
+  std::string model;                 // empty: the catalog's default model
+  v1::Priority priority = v1::PRIORITY_SPEED;
+  google::protobuf::Map<std::string, std::string> labels;
+  std::string state_dir = "/var/lib/weightpath";
+  std::string cache_dir = "/var/cache/weightpath";
+  std::string decision_file = "/run/weightpath/decision.json";
+  std::string env_file = "/run/weightpath/engine.env";
+  // Bounds the whole boot: resolve with its retries, then the download.
+  absl::Duration budget = absl::Seconds(30);
+  // Deadline of a single ResolveWeightPath call (clipped to what is left of
+  // the budget).
+  absl::Duration call_timeout = absl::Seconds(5);
+  // Exponential backoff between retries: the n-th wait is drawn from
+  // [0, min(retry_max_delay, retry_base_delay * 2^n)].
+  absl::Duration retry_base_delay = absl::Milliseconds(250);
+  absl::Duration retry_max_delay = absl::Seconds(8);
+};
+
+// Parses a config document. `source_name` labels errors ("agent.yaml:7:
+// ..."); `root` is where /etc/machine-id is read from when device_id is not
+// set ("/" on a device, a temporary tree in tests). Every fault, including
+// an unknown key, is INVALID_ARGUMENT naming the line and the key.
+absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
+                                             absl::string_view source_name,
+                                             absl::string_view root = "/");
+
+// Reads and parses `path`; NOT_FOUND when the file cannot be read.
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, absl::string_view root = "/");
+
+}  // namespace weightpath::agent

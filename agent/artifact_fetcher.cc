@@ -1,0 +1,291 @@
+#include "agent/artifact_fetcher.h"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/atomic_file.h"
+#include "agent/sha256_file.h"
+#include "common/status_macros.h"
+
+namespace weightpath::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+void InitCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct CurlDeleter {
+  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+};
+struct FileCloser {
+  void operator()(FILE* file) const { std::fclose(file); }
+};
+
+// Where the bytes of one transfer go, and the guard that stops a source
+// from filling the disk with more than the artifact's declared size.
+struct TransferSink {
+  FILE* file = nullptr;
+  uint64_t offset = 0;        // bytes in the file so far
+  uint64_t expected_size = 0;
+  uint64_t received = 0;
+  bool oversized = false;
+};
+
+size_t WriteToSink(char* data, size_t size, size_t count, void* user) {
+  auto* sink = static_cast<TransferSink*>(user);
+  const size_t bytes = size * count;
+  if (sink->offset + bytes > sink->expected_size) {
+    sink->oversized = true;
+    return 0;  // makes libcurl abort with CURLE_WRITE_ERROR
+  }
+  const size_t written = std::fwrite(data, 1, bytes, sink->file);
+  sink->offset += written;
+  sink->received += written;
+  return written;
+}
+
+uint64_t FileSizeOrZero(const std::string& path) {
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  return error ? 0 : static_cast<uint64_t>(size);
+}
+
+void RemoveQuietly(const std::string& path) {
+  std::error_code ignored;
+  fs::remove(path, ignored);
+}
+
+struct TransferOutcome {
+  CURLcode code = CURLE_OK;
+  long http_status = 0;
+  std::string error_text;
+  bool oversized = false;
+  uint64_t received = 0;
+};
+
+// One libcurl transfer appending to `partial_path` from byte `offset`.
+absl::StatusOr<TransferOutcome> Transfer(const v1::Artifact& artifact,
+                                         const std::string& partial_path, uint64_t offset,
+                                         absl::Duration time_limit) {
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(partial_path.c_str(), offset > 0 ? "ab" : "wb"));
+  if (!file) {
+    return absl::InternalError(
+        absl::StrCat("cannot open ", partial_path, " for writing: ", std::strerror(errno)));
+  }
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) return absl::InternalError("curl_easy_init failed");
+  TransferSink sink{file.get(), offset, artifact.size_bytes(), 0, false};
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+  CURL* handle = curl.get();
+  curl_easy_setopt(handle, CURLOPT_URL, artifact.uri().c_str());
+  curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https,file");
+  curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
+  curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &WriteToSink);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(time_limit))));
+  if (offset > 0) {
+    curl_easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(offset));
+  }
+  TransferOutcome outcome;
+  outcome.code = curl_easy_perform(handle);
+  curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &outcome.http_status);
+  outcome.error_text = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(outcome.code);
+  outcome.oversized = sink.oversized;
+  outcome.received = sink.received;
+  // The partial file must hold every byte received so far, whatever
+  // happened to the transfer, or a resume would leave a hole.
+  if (std::fflush(file.get()) != 0 || ::fsync(fileno(file.get())) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
+  }
+  return outcome;
+}
+
+// Turns a failed transfer into the error the caller acts on. The partial
+// file stays for network trouble and goes for anything that says the bytes
+// themselves are wrong.
+absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& outcome,
+                           const std::string& partial_path) {
+  const uint64_t have = FileSizeOrZero(partial_path);
+  const std::string progress =
+      absl::StrCat(have, " of ", artifact.size_bytes(), " bytes in ", partial_path);
+  if (outcome.oversized) {
+    RemoveQuietly(partial_path);
+    return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(),
+                                            " is larger than artifact.size_bytes (",
+                                            artifact.size_bytes(), "); download discarded"));
+  }
+  switch (outcome.code) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::DeadlineExceededError(absl::StrCat("download of ", artifact.uri(),
+                                                      " ran out of time with ", progress,
+                                                      " (kept for resume)"));
+    case CURLE_HTTP_RETURNED_ERROR:
+      if (outcome.http_status == 404 || outcome.http_status == 410) {
+        return absl::NotFoundError(absl::StrCat("artifact.uri: ", artifact.uri(), " answered HTTP ",
+                                                outcome.http_status));
+      }
+      return absl::UnavailableError(absl::StrCat("artifact.uri: ", artifact.uri(),
+                                                 " answered HTTP ", outcome.http_status));
+    case CURLE_FILE_COULDNT_READ_FILE:
+      return absl::NotFoundError(
+          absl::StrCat("artifact.uri: cannot read ", artifact.uri(), ": ", outcome.error_text));
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+      return absl::InvalidArgumentError(
+          absl::StrCat("artifact.uri: ", artifact.uri(), ": ", outcome.error_text));
+    default:
+      return absl::UnavailableError(absl::StrCat("download of ", artifact.uri(),
+                                                 " interrupted with ", progress,
+                                                 " (kept for resume): ", outcome.error_text));
+  }
+}
+
+// Checks a complete download against the catalog entry; installs it or
+// deletes it.
+absl::Status VerifyAndInstall(const v1::Artifact& artifact, const std::string& partial_path,
+                              const std::string& final_path, const std::string& cache_dir) {
+  const uint64_t size = FileSizeOrZero(partial_path);
+  if (size != artifact.size_bytes()) {
+    RemoveQuietly(partial_path);
+    return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(), " is truncated: got ",
+                                            size, " bytes, artifact.size_bytes is ",
+                                            artifact.size_bytes(), "; download discarded"));
+  }
+  ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(partial_path));
+  if (digest != artifact.sha256()) {
+    RemoveQuietly(partial_path);
+    return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(),
+                                            " is corrupted: sha256 is ", digest,
+                                            ", artifact.sha256 is ", artifact.sha256(),
+                                            "; download discarded"));
+  }
+  if (::rename(partial_path.c_str(), final_path.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", partial_path, " to ", final_path, ": ", std::strerror(errno)));
+  }
+  return SyncDirectory(cache_dir);
+}
+
+}  // namespace
+
+absl::Status ValidateArtifact(const v1::Artifact& artifact) {
+  const std::string& uri = artifact.uri();
+  if (uri.empty()) return absl::InvalidArgumentError("artifact.uri: empty");
+  if (!absl::StartsWith(uri, "https://") && !absl::StartsWith(uri, "http://") &&
+      !absl::StartsWith(uri, "file://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact.uri: '", uri, "' is not https://, http:// or file://"));
+  }
+  if (!IsSha256Hex(artifact.sha256())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact.sha256: '", artifact.sha256(), "' is not 64 lowercase hex digits"));
+  }
+  if (artifact.size_bytes() == 0) {
+    return absl::InvalidArgumentError("artifact.size_bytes: must be positive");
+  }
+  return absl::OkStatus();
+}
+
+ArtifactFetcher::ArtifactFetcher(std::string cache_dir) : cache_dir_(std::move(cache_dir)) {}
+
+std::string ArtifactFetcher::CachedPath(const std::string& sha256) const {
+  return (fs::path(cache_dir_) / sha256).string();
+}
+
+absl::StatusOr<std::string> ArtifactFetcher::VerifyCached(const v1::Artifact& artifact) {
+  RETURN_IF_ERROR(ValidateArtifact(artifact));
+  const std::string path = CachedPath(artifact.sha256());
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  if (error) return absl::NotFoundError(absl::StrCat("artifact not cached at ", path));
+  if (size != artifact.size_bytes()) {
+    RemoveQuietly(path);
+    return absl::DataLossError(absl::StrCat("cached artifact ", path, " has ", size,
+                                            " bytes, artifact.size_bytes is ",
+                                            artifact.size_bytes(), "; deleted"));
+  }
+  ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(path));
+  if (digest != artifact.sha256()) {
+    RemoveQuietly(path);
+    return absl::DataLossError(absl::StrCat("cached artifact ", path, " is corrupted: sha256 is ",
+                                            digest, "; deleted"));
+  }
+  return path;
+}
+
+absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
+                                                   absl::Duration time_limit) {
+  RETURN_IF_ERROR(ValidateArtifact(artifact));
+  std::error_code error;
+  fs::create_directories(cache_dir_, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache_dir: cannot create ", cache_dir_, ": ", error.message()));
+  }
+  FetchResult result;
+  result.path = CachedPath(artifact.sha256());
+  absl::StatusOr<std::string> cached = VerifyCached(artifact);
+  if (cached.ok()) return result;
+  // DATA_LOSS: a damaged copy was just deleted, so download it afresh.
+  if (cached.status().code() != absl::StatusCode::kNotFound &&
+      cached.status().code() != absl::StatusCode::kDataLoss) {
+    return cached.status();
+  }
+  if (time_limit <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no time left in the budget to download ", artifact.uri()));
+  }
+
+  const std::string partial_path = result.path + ".partial";
+  uint64_t offset = FileSizeOrZero(partial_path);
+  if (offset >= artifact.size_bytes()) {
+    // Complete but never renamed (a crash between the two), or garbage:
+    // the digest decides; a bad one is started over rather than resumed.
+    if (offset == artifact.size_bytes() &&
+        VerifyAndInstall(artifact, partial_path, result.path, cache_dir_).ok()) {
+      return result;
+    }
+    RemoveQuietly(partial_path);
+    offset = 0;
+  }
+  InitCurlOnce();
+  result.downloaded = true;
+  result.resumed_from = offset;
+  const absl::Time transfer_start = absl::Now();
+  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(artifact, partial_path, offset, time_limit));
+  if (outcome.code == CURLE_RANGE_ERROR && offset > 0) {
+    // The source ignores Range requests: the only safe choice is the whole
+    // file again.
+    result.resumed_from = 0;
+    const absl::Duration time_left = time_limit - (absl::Now() - transfer_start);
+    ASSIGN_OR_RETURN(outcome, Transfer(artifact, partial_path, 0, time_left));
+  }
+  result.bytes_transferred = outcome.received;
+  if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path);
+  RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+  return result;
+}
+
+}  // namespace weightpath::agent

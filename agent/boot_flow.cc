@@ -1,0 +1,178 @@
+#include "agent/boot_flow.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "agent/handover.h"
+#include "agent/last_good_store.h"
+#include "agent/offline_decision.h"
+#include "agent/retry_policy.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::agent {
+namespace {
+
+absl::Status WithContext(const absl::Status& status, absl::string_view context) {
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+v1::ResolveWeightPathRequest BuildRequest(const AgentConfig& config,
+                                          const v1::HardwareProfile& profile,
+                                          const std::string& agent_version) {
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id(config.device_id);
+  *request.mutable_profile() = profile;
+  request.set_priority(config.priority);
+  request.set_model(config.model);
+  *request.mutable_labels() = config.labels;
+  request.set_agent_version(agent_version);
+  return request;
+}
+
+// Step 1: the server's decision with its artifact verified in the cache.
+absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
+                                                BootDependencies& dependencies,
+                                                const v1::HardwareProfile& profile,
+                                                absl::Time budget_end, ArtifactFetcher& fetcher) {
+  const v1::ResolveWeightPathRequest request =
+      BuildRequest(config, profile, dependencies.agent_version);
+  const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
+  DecisionRecord record;
+  RetryTrace trace;
+  const absl::Status resolved = CallWithRetries(
+      options, budget_end, *dependencies.clock, *dependencies.random,
+      [&](absl::Time call_deadline) -> absl::Status {
+        absl::StatusOr<v1::ResolveWeightPathResponse> response =
+            dependencies.resolve(request, call_deadline);
+        if (!response.ok()) {
+          spdlog::info("boot: resolve attempt failed: {}", response.status().ToString());
+          return response.status();
+        }
+        record.response = *std::move(response);
+        return absl::OkStatus();
+      },
+      &trace);
+  if (!resolved.ok()) return WithContext(resolved, "resolve");
+  spdlog::info("boot: server chose path {} for model {} after {} attempt(s)",
+               record.response.weight_path().name(), record.response.model(), trace.attempts);
+
+  if (absl::Status valid = ValidateArtifact(record.response.artifact()); !valid.ok()) {
+    return WithContext(valid, "server response");
+  }
+  absl::StatusOr<FetchResult> fetched =
+      fetcher.Fetch(record.response.artifact(), budget_end - dependencies.clock->Now());
+  if (!fetched.ok()) return WithContext(fetched.status(), "artifact");
+  if (fetched->downloaded) {
+    spdlog::info("boot: downloaded {} bytes of {} (resumed from byte {})",
+                 fetched->bytes_transferred, record.response.artifact().uri(),
+                 fetched->resumed_from);
+  } else {
+    spdlog::info("boot: artifact {} already cached and verified", fetched->path);
+  }
+  record.artifact_path = fetched->path;
+  record.source = DecisionSource::kServer;
+  return record;
+}
+
+absl::StatusOr<BootOutcome> HandOver(DecisionRecord record, std::string fallback_reason,
+                                     const AgentConfig& config) {
+  if (absl::Status written = WriteHandover(record, config.decision_file, config.env_file);
+      !written.ok()) {
+    return WithContext(written, "hand-over");
+  }
+  return BootOutcome{std::move(record), std::move(fallback_reason)};
+}
+
+// The model a last good decision can stand in for: the one configured, or
+// any when the config leaves the choice to the catalog.
+bool SameModel(const AgentConfig& config, const DecisionRecord& last_good) {
+  return config.model.empty() || config.model == last_good.response.model();
+}
+
+}  // namespace
+
+int ExitCodeFor(DecisionSource source) {
+  switch (source) {
+    case DecisionSource::kServer:
+      return kExitServerDecision;
+    case DecisionSource::kLastGood:
+      return kExitLastGoodDecision;
+    case DecisionSource::kOffline:
+      return kExitOfflineDecision;
+  }
+  return kExitNothingUsable;
+}
+
+absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
+                                        BootDependencies& dependencies) {
+  const absl::Time budget_end = dependencies.clock->Now() + config.budget;
+  ArtifactFetcher fetcher(config.cache_dir);
+
+  const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
+  std::string fallback_reason;
+  if (profile.ok()) {
+    absl::StatusOr<DecisionRecord> from_server =
+        DecideWithServer(config, dependencies, *profile, budget_end, fetcher);
+    if (from_server.ok()) {
+      ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
+      if (absl::Status saved = SaveLastGood(outcome.record, config.state_dir); !saved.ok()) {
+        // The engine has its decision; only a later offline boot loses out.
+        spdlog::warn("boot: could not record the last good decision: {}", saved.ToString());
+      }
+      return outcome;
+    }
+    fallback_reason = from_server.status().ToString();
+  } else {
+    fallback_reason = WithContext(profile.status(), "probe").ToString();
+  }
+  spdlog::warn("boot: no usable server decision: {}", fallback_reason);
+
+  absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
+  if (last_good.ok()) {
+    absl::StatusOr<std::string> artifact_path = fetcher.VerifyCached(last_good->response.artifact());
+    if (artifact_path.ok() && SameModel(config, *last_good)) {
+      DecisionRecord record = *last_good;
+      record.source = DecisionSource::kLastGood;
+      record.artifact_path = *artifact_path;
+      return HandOver(std::move(record), fallback_reason, config);
+    }
+    spdlog::warn("boot: last good decision unusable: {}",
+                 artifact_path.ok() ? "it was for another model"
+                                    : artifact_path.status().ToString());
+  } else if (last_good.status().code() != absl::StatusCode::kNotFound) {
+    spdlog::warn("boot: last good decision unreadable: {}", last_good.status().ToString());
+  }
+
+  if (!profile.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no decision possible: ", fallback_reason, ", and no last good decision verifies"));
+  }
+  absl::StatusOr<v1::ResolveWeightPathResponse> offline = EvaluateOffline(*profile, config);
+  if (!offline.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no decision possible: the server failed (", fallback_reason,
+        "), no last good decision verifies, and the default policy refused the profile: ",
+        offline.status().message()));
+  }
+  DecisionRecord record{*std::move(offline), "", DecisionSource::kOffline};
+  if (last_good.ok() && SameModel(config, *last_good) &&
+      last_good->response.weight_path().name() == record.response.weight_path().name()) {
+    // The catalog entry for this path is known from the last server
+    // decision, and the artifact host may answer while the server does not.
+    absl::StatusOr<FetchResult> fetched =
+        fetcher.Fetch(last_good->response.artifact(), budget_end - dependencies.clock->Now());
+    if (fetched.ok()) {
+      *record.response.mutable_artifact() = last_good->response.artifact();
+      record.response.set_model(last_good->response.model());
+      record.artifact_path = fetched->path;
+    } else {
+      spdlog::warn("boot: offline path {} has a known artifact, but it is unavailable: {}",
+                   record.response.weight_path().name(), fetched.status().ToString());
+    }
+  }
+  return HandOver(std::move(record), fallback_reason, config);
+}
+
+}  // namespace weightpath::agent

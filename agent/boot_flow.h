@@ -1,0 +1,67 @@
+// What the agent does at boot: probe, resolve within the budget, fetch and
+// verify the artifact, hand the decision to the engine; and when the server
+// cannot be used, fall back so the device boots anyway.
+//
+// Fallback order:
+//   1. the server's decision, once its artifact is in the cache and verified;
+//   2. the last good server decision in state_dir, if its artifact still
+//      verifies in the cache (no network needed);
+//   3. the embedded default policy evaluated on the device ("offline"). Only
+//      the catalog knows where a build lives, so an offline decision carries
+//      an artifact only when the last good decision named the same path and
+//      model: that catalog entry is then known, and the artifact is taken
+//      from the cache or downloaded again within the budget. Otherwise the
+//      decision names the path with no artifact, and the engine's unit runs
+//      its own configured model.
+// The decision file and env file are each replaced atomically, or not at all.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/agent_config.h"
+#include "agent/artifact_fetcher.h"
+#include "agent/clock.h"
+#include "agent/decision_record.h"
+#include "agent/random_source.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::agent {
+
+// Exit codes of `weightpath-agent boot`. The fallback codes are nonzero so a
+// supervisor can tell them apart, and listed in the unit's SuccessExitStatus
+// so the engine still starts.
+inline constexpr int kExitServerDecision = 0;
+inline constexpr int kExitNothingUsable = 1;  // also: unreadable or invalid config
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitLastGoodDecision = 3;
+inline constexpr int kExitOfflineDecision = 4;
+
+int ExitCodeFor(DecisionSource source);
+
+// The outside world of the boot flow, injected so tests can drive time,
+// randomness, the probe and the server.
+struct BootDependencies {
+  Clock* clock = nullptr;
+  RandomSource* random = nullptr;
+  std::function<absl::StatusOr<v1::HardwareProfile>()> probe;
+  std::function<absl::StatusOr<v1::ResolveWeightPathResponse>(
+      const v1::ResolveWeightPathRequest& request, absl::Time deadline)>
+      resolve;
+  std::string agent_version;
+};
+
+struct BootOutcome {
+  DecisionRecord record;
+  // Why the server's decision was not used (empty when it was).
+  std::string fallback_reason;
+};
+
+// Runs the whole flow and writes the hand-over files. An error means no
+// decision could be made at all (FAILED_PRECONDITION naming what was
+// missing) or the hand-over could not be written.
+absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config, BootDependencies& dependencies);
+
+}  // namespace weightpath::agent

@@ -1,0 +1,36 @@
+// The decision the agent hands to the engine, and its JSON form: the
+// ResolveWeightPathResponse in protobuf JSON (proto field names) plus
+// `artifact_path` and `decision_source` at the top level.
+#pragma once
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::agent {
+
+enum class DecisionSource {
+  kServer,    // resolved by weightpath-server on this boot
+  kLastGood,  // the last server decision whose artifact still verifies
+  kOffline,   // evaluated on the device with the embedded default policy
+};
+
+// "server" | "last_good" | "offline"
+absl::string_view DecisionSourceName(DecisionSource source);
+
+struct DecisionRecord {
+  v1::ResolveWeightPathResponse response;
+  std::string artifact_path;  // empty when no verified artifact is available
+  DecisionSource source = DecisionSource::kServer;
+};
+
+absl::StatusOr<std::string> DecisionToJson(const DecisionRecord& record);
+
+// INVALID_ARGUMENT naming `source_name` and the field when the text is not
+// a decision this agent wrote.
+absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
+                                                absl::string_view source_name);
+
+}  // namespace weightpath::agent

@@ -1,0 +1,106 @@
+#include "agent/handover.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "agent/atomic_file.h"
+#include "agent/shell_quote.h"
+#include "common/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace weightpath::agent {
+namespace {
+
+std::string FlagName(const std::string& key) {
+  return absl::StrCat("--", absl::StrReplaceAll(key, {{"_", "-"}}));
+}
+
+std::string ScalarText(const google::protobuf::Value& value) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kStringValue:
+      return value.string_value();
+    case google::protobuf::Value::kNumberValue:
+      return absl::StrCat(value.number_value());
+    case google::protobuf::Value::kBoolValue:
+      return value.bool_value() ? "true" : "false";
+    default: {
+      // Nested objects reach the engine as JSON, the form vLLM's dict
+      // arguments take.
+      std::string json;
+      (void)google::protobuf::util::MessageToJsonString(value, &json);
+      return json;
+    }
+  }
+}
+
+void AppendKwarg(const std::string& key, const google::protobuf::Value& value,
+                 std::vector<std::string>* args) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kNullValue:
+      return;
+    case google::protobuf::Value::kBoolValue:
+      if (value.bool_value()) args->push_back(FlagName(key));
+      return;
+    case google::protobuf::Value::kListValue:
+      args->push_back(FlagName(key));
+      for (const auto& element : value.list_value().values()) {
+        args->push_back(ShellQuote(ScalarText(element)));
+      }
+      return;
+    default:
+      args->push_back(FlagName(key));
+      args->push_back(ShellQuote(ScalarText(value)));
+      return;
+  }
+}
+
+}  // namespace
+
+std::string EngineArgs(const DecisionRecord& record) {
+  const auto& kwargs = record.response.engine_kwargs().fields();
+  // protobuf maps iterate in no fixed order; sorted keys keep the line
+  // stable from boot to boot.
+  std::vector<std::string> keys;
+  for (const auto& entry : kwargs) keys.push_back(entry.first);
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> args;
+  for (const std::string& key : keys) {
+    if (key == "model" && !record.artifact_path.empty()) continue;  // the artifact decides
+    AppendKwarg(key, kwargs.at(key), &args);
+  }
+  if (!record.artifact_path.empty()) {
+    args.push_back("--model");
+    args.push_back(ShellQuote(record.artifact_path));
+  }
+  return absl::StrJoin(args, " ");
+}
+
+std::string EnvFileContents(const DecisionRecord& record) {
+  const auto& response = record.response;
+  std::string contents =
+      "# Written by weightpath-agent boot. Source it from sh, or name it in the engine unit's\n"
+      "# EnvironmentFile=; WEIGHTPATH_ENGINE_ARGS is quoted for `eval`.\n";
+  auto line = [&contents](absl::string_view name, absl::string_view value) {
+    absl::StrAppend(&contents, name, "=", value.empty() ? "''" : ShellQuote(value), "\n");
+  };
+  line("WEIGHTPATH_SOURCE", DecisionSourceName(record.source));
+  line("WEIGHTPATH_PATH", response.weight_path().name());
+  line("WEIGHTPATH_MODEL", response.model());
+  line("WEIGHTPATH_ARTIFACT", record.artifact_path);
+  line("WEIGHTPATH_QUANTIZATION", response.weight_path().quantization());
+  line("WEIGHTPATH_ENGINE_ARGS", EngineArgs(record));
+  return contents;
+}
+
+absl::Status WriteHandover(const DecisionRecord& record, const std::string& decision_file,
+                           const std::string& env_file) {
+  ASSIGN_OR_RETURN(std::string json, DecisionToJson(record));
+  RETURN_IF_ERROR(WriteFileAtomically(env_file, EnvFileContents(record)));
+  return WriteFileAtomically(decision_file, json);
+}
+
+}  // namespace weightpath::agent

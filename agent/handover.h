@@ -1,0 +1,28 @@
+// What the engine's unit consumes: the decision JSON and a shell-sourceable
+// env file, both replaced atomically.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/decision_record.h"
+
+namespace weightpath::agent {
+
+// The engine's command-line arguments: each engine_kwargs entry as
+// --key-with-dashes value (true booleans as a bare flag), then
+// --model <artifact_path> when there is an artifact. Values are shell-quoted
+// where needed, so `eval "vllm serve $WEIGHTPATH_ENGINE_ARGS"` is exact.
+std::string EngineArgs(const DecisionRecord& record);
+
+// Lines of NAME=value, every value shell-quoted: WEIGHTPATH_SOURCE,
+// WEIGHTPATH_PATH, WEIGHTPATH_MODEL, WEIGHTPATH_ARTIFACT,
+// WEIGHTPATH_QUANTIZATION, WEIGHTPATH_ENGINE_ARGS.
+std::string EnvFileContents(const DecisionRecord& record);
+
+// Env file first, decision JSON second: the JSON is the record a human or
+// tool inspects, so it only changes once the engine's input already has.
+absl::Status WriteHandover(const DecisionRecord& record, const std::string& decision_file,
+                           const std::string& env_file);
+
+}  // namespace weightpath::agent

@@ -1,0 +1,34 @@
+// The agent's side of WeightPath.ResolveWeightPath.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/agent_config.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace weightpath::agent {
+
+// One channel to the server; each call carries its own deadline.
+class ResolveClient {
+ public:
+  // Reads the PEM files named by `tls` (plaintext when absent);
+  // FAILED_PRECONDITION naming tls.ca / tls.cert / tls.key when one is
+  // unreadable. Creating the channel does not connect yet.
+  static absl::StatusOr<std::unique_ptr<ResolveClient>> Create(const std::string& server,
+                                                               const std::optional<TlsFiles>& tls);
+
+  // The gRPC status code carries over unchanged, so the retry policy can
+  // tell an unreachable server from a rejected request.
+  absl::StatusOr<v1::ResolveWeightPathResponse> Resolve(
+      const v1::ResolveWeightPathRequest& request, absl::Time deadline);
+
+ private:
+  explicit ResolveClient(std::unique_ptr<v1::WeightPath::Stub> stub) : stub_(std::move(stub)) {}
+  std::unique_ptr<v1::WeightPath::Stub> stub_;
+};
+
+}  // namespace weightpath::agent

@@ -1,0 +1,58 @@
+#include "agent/retry_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace weightpath::agent {
+namespace {
+
+// Past 2^40 any sane base delay has long exceeded any sane cap; stopping
+// the doubling there keeps the arithmetic away from overflow.
+constexpr int kMaxDoublings = 40;
+
+absl::Status BudgetExhausted(int attempts, const absl::Status& last_error) {
+  return absl::DeadlineExceededError(absl::StrCat("budget exhausted after ", attempts,
+                                                  " attempt(s); last error: ",
+                                                  last_error.ToString()));
+}
+
+}  // namespace
+
+bool IsRetryable(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
+         code == absl::StatusCode::kResourceExhausted;
+}
+
+absl::Duration BackoffCeiling(const RetryOptions& options, int attempt) {
+  const int doublings = std::clamp(attempt, 0, kMaxDoublings);
+  return std::min(options.max_delay, options.base_delay * (int64_t{1} << doublings));
+}
+
+absl::Status CallWithRetries(const RetryOptions& options, absl::Time budget_end, Clock& clock,
+                             RandomSource& random,
+                             const std::function<absl::Status(absl::Time call_deadline)>& call,
+                             RetryTrace* trace) {
+  RetryTrace local_trace;
+  RetryTrace& record = trace != nullptr ? *trace : local_trace;
+  absl::Status last_error = absl::DeadlineExceededError("the budget was spent before any call");
+  for (int attempt = 0;; ++attempt) {
+    const absl::Time now = clock.Now();
+    if (now >= budget_end) return BudgetExhausted(record.attempts, last_error);
+    const absl::Time call_deadline = std::min(now + options.call_timeout, budget_end);
+    ++record.attempts;
+    last_error = call(call_deadline);
+    if (last_error.ok() || !IsRetryable(last_error.code())) return last_error;
+
+    const double ceiling_seconds = absl::ToDoubleSeconds(BackoffCeiling(options, attempt));
+    const absl::Duration wait = absl::Seconds(random.Uniform(0.0, ceiling_seconds));
+    // A wait that ends past the budget could only be followed by a call with
+    // no time left to answer, so give up now and leave the time to fallback.
+    if (clock.Now() + wait >= budget_end) return BudgetExhausted(record.attempts, last_error);
+    record.waits.push_back(wait);
+    clock.SleepFor(wait);
+  }
+}
+
+}  // namespace weightpath::agent

@@ -1,0 +1,49 @@
+// Retries of a remote call: exponential backoff with full jitter, a deadline
+// on every call, and one budget over the whole phase.
+//
+// Full jitter (each wait drawn from [0, ceiling]) rather than a fixed
+// schedule matters for a fleet: devices that lose power together reboot
+// together, and identical schedules would hit a recovering server in waves.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/clock.h"
+#include "agent/random_source.h"
+
+namespace weightpath::agent {
+
+struct RetryOptions {
+  absl::Duration call_timeout = absl::Seconds(5);
+  absl::Duration base_delay = absl::Milliseconds(250);
+  absl::Duration max_delay = absl::Seconds(8);
+};
+
+// Only failures a later attempt can cure: the server is unreachable or
+// restarting, a call ran out of time, or the server shed load. Anything else
+// (a rejected request, a missing catalog entry) would fail the same way again.
+bool IsRetryable(absl::StatusCode code);
+
+// The upper bound of the wait after failed attempt `attempt` (0-based):
+// min(max_delay, base_delay * 2^attempt).
+absl::Duration BackoffCeiling(const RetryOptions& options, int attempt);
+
+// What happened, for the log line and for tests.
+struct RetryTrace {
+  int attempts = 0;
+  std::vector<absl::Duration> waits;
+};
+
+// Calls `call` with a deadline of min(now + call_timeout, budget_end) until it
+// succeeds, fails with a non-retryable code (returned as is), or the next
+// wait would end past `budget_end` (DEADLINE_EXCEEDED naming the attempts and
+// the last error).
+absl::Status CallWithRetries(const RetryOptions& options, absl::Time budget_end, Clock& clock,
+                             RandomSource& random,
+                             const std::function<absl::Status(absl::Time call_deadline)>& call,
+                             RetryTrace* trace = nullptr);
+
+}  // namespace weightpath::agent

@@ -1,0 +1,179 @@
+#include "agent/agent_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::agent {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::TempDir;
+using testing::WriteTextFile;
+using weightpath::testing::IsOk;
+using weightpath::testing::StatusIs;
+
+constexpr char kFullConfig[] = R"(server: fleet.example.net:443
+tls:
+  ca: /etc/weightpath/ca.pem
+  cert: /etc/weightpath/device.pem
+  key: /etc/weightpath/device.key
+device_id: edge-0042
+model: Spark-X2.5-1.7B
+priority: fidelity
+labels:
+  workload: agentic
+  site: berlin
+state_dir: /var/lib/wp
+cache_dir: /var/cache/wp
+decision_file: /run/wp/decision.json
+env_file: /run/wp/engine.env
+budget: 20
+call_timeout: 500ms
+retry_base_delay: 0.1
+retry_max_delay: 4s
+)";
+
+TEST(AgentConfig, ParsesEveryKey) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(kFullConfig, "agent.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->server, "fleet.example.net:443");
+  ASSERT_TRUE(config->tls.has_value());
+  EXPECT_EQ(config->tls->ca, "/etc/weightpath/ca.pem");
+  EXPECT_EQ(config->tls->cert, "/etc/weightpath/device.pem");
+  EXPECT_EQ(config->tls->key, "/etc/weightpath/device.key");
+  EXPECT_EQ(config->device_id, "edge-0042");
+  EXPECT_EQ(config->model, "Spark-X2.5-1.7B");
+  EXPECT_EQ(config->priority, v1::PRIORITY_FIDELITY);
+  EXPECT_EQ(config->labels.at("workload"), "agentic");
+  EXPECT_EQ(config->labels.at("site"), "berlin");
+  EXPECT_EQ(config->state_dir, "/var/lib/wp");
+  EXPECT_EQ(config->cache_dir, "/var/cache/wp");
+  EXPECT_EQ(config->decision_file, "/run/wp/decision.json");
+  EXPECT_EQ(config->env_file, "/run/wp/engine.env");
+  EXPECT_EQ(config->budget, absl::Seconds(20));
+  EXPECT_EQ(config->call_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(config->retry_base_delay, absl::Milliseconds(100));
+  EXPECT_EQ(config->retry_max_delay, absl::Seconds(4));
+}
+
+TEST(AgentConfig, MinimalConfigTakesDefaults) {
+  absl::StatusOr<AgentConfig> config =
+      ParseAgentConfig("server: 127.0.0.1:50051\ndevice_id: d1\n", "agent.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_FALSE(config->tls.has_value());
+  EXPECT_EQ(config->priority, v1::PRIORITY_SPEED);
+  EXPECT_EQ(config->state_dir, "/var/lib/weightpath");
+  EXPECT_EQ(config->budget, absl::Seconds(30));
+  EXPECT_EQ(config->call_timeout, absl::Seconds(5));
+}
+
+TEST(AgentConfig, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nbugdet: 10\n", "/etc/wp/agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("/etc/wp/agent.yaml:3"), HasSubstr("bugdet"),
+                             HasSubstr("unknown key"))));
+}
+
+TEST(AgentConfig, UnknownTlsKeyNamesTheNestedKey) {
+  EXPECT_THAT(
+      ParseAgentConfig("server: a:1\ndevice_id: d\ntls:\n  ca: /ca.pem\n  crt: /c.pem\n",
+                       "agent.yaml"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("agent.yaml:5"), HasSubstr("tls.crt"))));
+}
+
+TEST(AgentConfig, ServerIsRequired) {
+  EXPECT_THAT(ParseAgentConfig("device_id: d\n", "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("server: required")));
+}
+
+TEST(AgentConfig, BadPriorityNamesLineAndValue) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\npriority: fastest\n", "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("agent.yaml:3"), HasSubstr("priority"),
+                             HasSubstr("fastest"))));
+}
+
+TEST(AgentConfig, DurationsMustBePositiveAndReadable) {
+  for (const char* bad : {"budget: 0", "budget: -3", "budget: soon", "call_timeout: 0ms",
+                          "retry_max_delay: [1]"}) {
+    const std::string text = std::string("server: a:1\ndevice_id: d\n") + bad + "\n";
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_THAT(ParseAgentConfig(text, "agent.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("agent.yaml:3"), HasSubstr(key))))
+        << bad;
+  }
+}
+
+TEST(AgentConfig, RetryBaseMayNotExceedItsCap) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nretry_base_delay: 5\nretry_max_delay: 1\n",
+                               "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("retry_base_delay")));
+}
+
+TEST(AgentConfig, TlsCertWithoutKeyIsRefused) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ntls:\n  cert: /c.pem\n", "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("tls.key"), HasSubstr("together"))));
+}
+
+TEST(AgentConfig, LabelValuesMustBeStrings) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nlabels:\n  workload: {a: b}\n",
+                               "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("agent.yaml:4"), HasSubstr("labels.workload"))));
+}
+
+TEST(AgentConfig, MalformedYamlNamesTheLine) {
+  EXPECT_THAT(ParseAgentConfig("server: a:1\nlabels: [unclosed\n", "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("agent.yaml:"), HasSubstr("not valid YAML"))));
+}
+
+TEST(AgentConfig, DocumentMustBeAMap) {
+  EXPECT_THAT(ParseAgentConfig("- server\n", "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a YAML map")));
+}
+
+TEST(AgentConfig, DeviceIdDefaultsToMachineIdUnderTheRoot) {
+  TempDir root;
+  WriteTextFile(root.Sub("etc/machine-id"), "4c4c4544004e3610804fb4c04f333432\n");
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig("server: a:1\n", "agent.yaml", root.path());
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->device_id, "4c4c4544004e3610804fb4c04f333432");
+}
+
+TEST(AgentConfig, MissingMachineIdIsAFailedPreconditionNamingDeviceId) {
+  TempDir root;
+  EXPECT_THAT(ParseAgentConfig("server: a:1\n", "agent.yaml", root.path()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("device_id"), HasSubstr("etc/machine-id"))));
+}
+
+TEST(AgentConfig, EmptyMachineIdIsRefused) {
+  TempDir root;
+  WriteTextFile(root.Sub("etc/machine-id"), "\n");
+  EXPECT_THAT(ParseAgentConfig("server: a:1\n", "agent.yaml", root.path()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is empty")));
+}
+
+TEST(AgentConfig, LoadReportsAMissingFile) {
+  TempDir dir;
+  EXPECT_THAT(LoadAgentConfig(dir.Sub("absent.yaml")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("absent.yaml")));
+}
+
+TEST(AgentConfig, LoadUsesThePathInErrors) {
+  TempDir dir;
+  WriteTextFile(dir.Sub("agent.yaml"), "server: a:1\ndevice_id: d\nstate_dir: ''\n");
+  EXPECT_THAT(LoadAgentConfig(dir.Sub("agent.yaml")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(dir.Sub("agent.yaml:3")), HasSubstr("state_dir"))));
+}
+
+}  // namespace
+}  // namespace weightpath::agent

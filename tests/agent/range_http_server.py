@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A static file server for the agent's download tests: GET with byte ranges
+(206), a request log, and a fault that cuts a response short.
+
+Python's SimpleHTTPRequestHandler ignores Range headers, which is exactly the
+feature the resume tests exercise, so this serves files itself.
+
+  range_http_server.py --root DIR [--request-log FILE]
+
+Prints "PORT <n>" once it listens on 127.0.0.1:<n> (a port the kernel picked).
+A query of ?cut_after=N makes the server announce the full length, send only
+N bytes of the body, and close the connection: an interrupted download.
+"""
+import argparse
+import os
+import re
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RANGE_PATTERN = re.compile(r"^bytes=(\d+)-(\d*)$")
+CHUNK_BYTES = 64 * 1024
+
+
+class RangeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    root = "."
+    log_path = None
+    log_lock = threading.Lock()
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass  # the request log below is the record tests read
+
+    def record(self, status, body_bytes):
+        if not self.log_path:
+            return
+        line = "GET {} range={} status={} bytes={}\n".format(
+            self.path, self.headers.get("Range", "-"), status, body_bytes)
+        with self.log_lock, open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(line)
+
+    def do_GET(self):  # noqa: N802 - the name http.server dispatches to
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        relative = urllib.parse.unquote(url.path).lstrip("/")
+        path = os.path.realpath(os.path.join(self.root, relative))
+        if not path.startswith(os.path.realpath(self.root) + os.sep) or not os.path.isfile(path):
+            self.record(404, 0)
+            self.send_error(404)
+            return
+        size = os.path.getsize(path)
+        start, end, status = 0, size - 1, 200
+        range_header = self.headers.get("Range")
+        if range_header:
+            match = RANGE_PATTERN.match(range_header.strip())
+            if not match or int(match.group(1)) >= size:
+                self.record(416, 0)
+                self.send_response(416)
+                self.send_header("Content-Range", "bytes */{}".format(size))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            start = int(match.group(1))
+            if match.group(2):
+                end = min(int(match.group(2)), size - 1)
+            status = 206
+        length = end - start + 1
+        cut_after = int(query["cut_after"][0]) if "cut_after" in query else None
+
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            self.send_header("Content-Range", "bytes {}-{}/{}".format(start, end, size))
+        self.end_headers()
+
+        to_send = length if cut_after is None else min(length, cut_after)
+        # Logged before the body goes out, so a client that has its bytes can
+        # rely on the line being there.
+        self.record(status, to_send)
+        sent = 0
+        with open(path, "rb") as source:
+            source.seek(start)
+            while sent < to_send:
+                chunk = source.read(min(CHUNK_BYTES, to_send - sent))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        self.wfile.flush()
+        if cut_after is not None and sent < length:
+            self.close_connection = True
+            self.connection.shutdown(2)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--request-log")
+    args = parser.parse_args()
+    RangeHandler.root = args.root
+    RangeHandler.log_path = args.request_log
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)
+    server.daemon_threads = True
+    print("PORT {}".format(server.server_address[1]), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
