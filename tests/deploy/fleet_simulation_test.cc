@@ -259,6 +259,15 @@ TEST(DeployFleetSimulationTest, UndoneTasksTripTheGatePauseAndAbortRestores) {
   EXPECT_EQ(verdict.step, RolloutStep::kPause);
   EXPECT_THAT(fleet.rollout().state_reason(), HasSubstr("paused by gate: stage 1: task gate"));
   EXPECT_GT(fleet.rollout().members().tasks_undone(), 0u);
+  // Members that joined at stage 1 undo half their tasks; the stage-0 members
+  // bring healthy history, so the cohort lands between the two mixes.
+  ASSERT_EQ(verdict.gates.size(), 3u);
+  EXPECT_TRUE(verdict.gates[2].breached);
+  EXPECT_DOUBLE_EQ(verdict.gates[2].control_rate, 0.1);
+  EXPECT_GT(verdict.gates[2].member_rate, 0.2);
+  EXPECT_LE(verdict.gates[2].member_rate, 0.5);
+  EXPECT_FALSE(verdict.gates[0].breached);
+  EXPECT_FALSE(verdict.gates[1].breached);
 
   // Paused for a day: nobody new joins, nobody leaves.
   fleet.ResolveAll();
