@@ -11,9 +11,8 @@
 #include "agent/probe/probe.h"
 
 namespace weightpath::probe {
-namespace {
 
-AmxPermission RequestAmxTileState() {
+AmxPermission RequestAmxPermissionFromKernel() {
 #if defined(__x86_64__) && defined(SYS_arch_prctl)
   // Since Linux 5.16 a process must ask for the AMX tile data state before
   // using it; a kernel that refuses (older kernel, or a hypervisor that
@@ -30,12 +29,14 @@ AmxPermission RequestAmxTileState() {
 #endif
 }
 
-std::optional<uint32_t> AffinityCpuCount() {
+std::optional<uint32_t> AllowedCpuCountFromKernel() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::nullopt;
   return static_cast<uint32_t>(CPU_COUNT(&set));
 }
+
+namespace {
 
 std::optional<std::string> UnameMachine() {
   utsname names;
@@ -60,8 +61,8 @@ ProbeEnvironment LiveProbeEnvironment(const Filesystem& filesystem) {
   environment.kernel_arch = UnameMachine();
   environment.gpu_libraries.cuda = {"libcuda.so.1"};
   environment.gpu_libraries.nvml = {"libnvidia-ml.so.1"};
-  environment.request_amx_permission = RequestAmxTileState;
-  environment.allowed_cpu_count = AffinityCpuCount;
+  environment.request_amx_permission = RequestAmxPermissionFromKernel;
+  environment.allowed_cpu_count = AllowedCpuCountFromKernel;
   return environment;
 }
 

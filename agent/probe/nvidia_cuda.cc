@@ -104,8 +104,9 @@ NvidiaQuery QueryWithCuda(const std::vector<std::string>& names) {
         query.gpus.push_back(std::move(*gpu));
       }
     }
-    // The CUDA driver stays loaded: unloading libcuda after cuInit is not
-    // supported by NVIDIA and can crash at process exit.
+    // The CUDA driver stays loaded once initialised: it registers
+    // exit-time handlers, and unloading it underneath them risks a crash at
+    // process exit for no gain in a process that probes once.
     static std::vector<SharedLibrary>* kept_loaded = new std::vector<SharedLibrary>();
     kept_loaded->push_back(std::move(*library));
     return query;

@@ -57,6 +57,11 @@ struct ProbeEnvironment {
   std::map<std::string, std::string> environment_variables;
 };
 
+// The live answers behind LiveProbeEnvironment's seams, exposed so tests can
+// check them against this machine's kernel.
+AmxPermission RequestAmxPermissionFromKernel();
+std::optional<uint32_t> AllowedCpuCountFromKernel();
+
 // This machine: root "/" (or `root`), uname, libcuda.so.1/libnvidia-ml.so.1,
 // the AMX request, sched_getaffinity and the process's environment. For a
 // root other than "/" only the environment variables are taken from the

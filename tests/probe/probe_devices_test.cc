@@ -1,5 +1,7 @@
 // The probe on the captured and synthetic trees of tests/data/hardware, one
 // suite per device. Each tree's README says which files are real captures.
+#include <sys/sysinfo.h>
+
 #include <string>
 
 #include "agent/probe/probe.h"
@@ -257,6 +259,25 @@ TEST(ProbeLiveMachine, ThisMachineYieldsAPlausibleProfile) {
   EXPECT_GT(profile->ram_total_bytes(), 0u);
   EXPECT_FALSE(profile->accelerator().empty());
   EXPECT_FALSE(profile->host_os().empty());
+}
+
+TEST(ProbeLiveMachine, KernelRefusesTheAmxTileStateOnACpuWithoutAmx) {
+  const auto filesystem = MakeRootedFilesystem("/");
+  const auto cpuinfo = filesystem->ReadFile("/proc/cpuinfo");
+  ASSERT_THAT(cpuinfo, IsOk());
+  if (cpuinfo->find("amx_tile") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has AMX; the refusal path is covered by injection above";
+  }
+  const AmxPermission permission = RequestAmxPermissionFromKernel();
+  EXPECT_EQ(permission.answer, AmxPermission::Answer::kRefused);
+  EXPECT_FALSE(permission.detail.empty());
+}
+
+TEST(ProbeLiveMachine, AffinityCountIsWithinTheConfiguredCpus) {
+  const std::optional<uint32_t> allowed = AllowedCpuCountFromKernel();
+  ASSERT_TRUE(allowed.has_value());
+  EXPECT_GE(*allowed, 1u);
+  EXPECT_LE(*allowed, static_cast<uint32_t>(get_nprocs_conf()));
 }
 
 }  // namespace
