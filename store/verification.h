@@ -7,7 +7,8 @@
 //   /proc/cpuinfo and the policy's "Intel Xeon Platinum 8480C" are one model.
 // * Regression: a report's decode tok/s below `regression_fraction` of the
 //   policy's expected decode tok/s for the same CPU model AND the same thread
-//   count. A figure taken at 24 threads says nothing about 8 threads, so a
+//   count (the first such expectation in policy order: the default policy
+//   lists its back-to-back profile figure, e.g. 86.6 for w4a8-amx, first). A figure taken at 24 threads says nothing about 8 threads, so a
 //   report with another thread count (or a CPU the policy never measured) is
 //   not judged at all.
 // * Fidelity collapse: the cell's summed exact-match rate (k/n over all its

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/measurement_validation.h"
+#include "store/policy_expectations.h"
 #include "store/time_convert.h"
 #include "tests/store/seed_expectations.h"
 #include "tests/testing/status_matchers.h"
@@ -197,6 +198,34 @@ TEST(StoreVerification, DeviceVerificationFallsBackToThePolicyFlag) {
   v1::Verification measured = VerificationForDevice(cells, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
   EXPECT_EQ(measured.source(), v1::Verification::SOURCE_FLEET);
   EXPECT_EQ(measured.device_count(), 1u);
+}
+
+TEST(StoreVerification, DefaultPolicyCarriesTheSeedsExpectationsPerClass) {
+  const std::vector<PathExpectation> expectations = ExpectationsFromPolicy(*policy::DefaultPolicy());
+  EXPECT_TRUE(PolicyVerified(expectations, "w4a8-amx", "x86_cpu"));
+  EXPECT_TRUE(PolicyVerified(expectations, "w4a16-tinygemm", "x86_cpu"));
+  EXPECT_FALSE(PolicyVerified(expectations, "w4a16-tinygemm", "arm64_cpu"));
+  EXPECT_FALSE(PolicyVerified(expectations, "w4a8-amx", "arm64_cpu"));
+
+  // The regression floor comes from the policy's 86.6 tok/s at 24 threads.
+  const auto amx = ExpectedFor(expectations, "w4a8-amx", "x86_cpu");
+  EXPECT_TRUE(IsRegression(Report("d", "w4a8-amx", 69.2, kNow), amx, 0.8).regression);
+  EXPECT_FALSE(IsRegression(Report("d", "w4a8-amx", 69.3, kNow), amx, 0.8).regression);
+  // Fidelity 1/12 expected: 0 of 36 collapses, 1 of 24 does not.
+  EXPECT_TRUE(FidelityCollapsed(0, 36, kSeedCpuAsProbed, amx));
+  EXPECT_FALSE(FidelityCollapsed(1, 24, kSeedCpuAsProbed, amx));
+  // The unverified arm64 build becomes verified by three healthy devices.
+  std::vector<StoredMeasurement> reports;
+  for (const char* device : {"a", "b", "c"}) {
+    StoredMeasurement m = Report(device, "w4a16-tinygemm", 20, kNow);
+    m.hardware_class = "arm64_cpu";
+    m.cpu_model = "Neoverse-N1";
+    reports.push_back(m);
+  }
+  auto cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_TRUE(cells[0].verified());
+  EXPECT_EQ(cells[0].verification().source(), v1::Verification::SOURCE_FLEET);
 }
 
 v1::ReportMeasurementRequest ValidRequest() {
