@@ -1,5 +1,7 @@
 #include "deploy/cohort_outcomes.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "deploy/proto_time.h"
 #include "deploy/rollout_bucket.h"
@@ -73,6 +75,21 @@ absl::Status FoldOutcomeReport(const v1::ReportOutcomeRequest& report, absl::Tim
   return absl::OkStatus();
 }
 
+void AssignOutcomeRecords(const std::vector<DeviceOutcomes>& records,
+                          absl::string_view rollout_id, FleetDevice* device) {
+  device->on_rollout_build = DeviceOutcomes{device->device_id, std::string(rollout_id)};
+  device->on_other_build = DeviceOutcomes{device->device_id, ""};
+  bool have_other = false;
+  for (const DeviceOutcomes& record : records) {
+    if (record.rollout_id == rollout_id) {
+      device->on_rollout_build = record;
+    } else if (!have_other || record.lifecycle_at > device->on_other_build.lifecycle_at) {
+      device->on_other_build = record;
+      have_other = true;
+    }
+  }
+}
+
 FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>& fleet) {
   FleetSplit split;
   uint32_t percent = MembershipPercent(rollout);
@@ -94,11 +111,13 @@ v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<Co
   for (const CohortDevice& member : members) {
     if (HasReported(member.outcomes)) counts.set_reporting(counts.reporting() + 1);
     if (CountConclusive(member.outcomes, &counts)) continue;
-    uint32_t stage = StageThatAdmits(rollout, RolloutBucket(rollout.id(), member.device_id));
-    if (stage >= static_cast<uint32_t>(rollout.stages_size()) ||
-        stage >= static_cast<uint32_t>(rollout.stage_entered_at_size())) {
-      continue;  // not admitted by any stage reached so far
-    }
+    if (rollout.stage_entered_at().empty() || rollout.stages().empty()) continue;  // not started
+    // A member whose bucket no entered stage covers can only come from a
+    // caller's own split; it is taken to have joined with the latest stage.
+    uint32_t stage = std::min<uint32_t>(
+        {StageThatAdmits(rollout, RolloutBucket(rollout.id(), member.device_id)),
+         static_cast<uint32_t>(rollout.stage_entered_at_size()) - 1,
+         static_cast<uint32_t>(rollout.stages_size()) - 1});
     absl::Time deadline = FromProtoTime(rollout.stage_entered_at(stage)) +
                           absl::Seconds(rollout.stages(stage).report_timeout_seconds());
     if (now >= deadline) counts.set_silent(counts.silent() + 1);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "deploy/label_selector.h"
 #include "weightpath/v1/rollout.pb.h"
@@ -45,6 +46,13 @@ struct FleetDevice {
   DeviceOutcomes on_rollout_build;  // reports whose rollout_id is this rollout's
   DeviceOutcomes on_other_build;    // its latest reports about any other build
 };
+
+// Fills device->on_rollout_build with the record whose rollout_id is
+// `rollout_id` and device->on_other_build with the other record whose
+// lifecycle outcome is the latest; an absent record leaves an empty one for
+// the device. `records` are one device's, as kept for FoldOutcomeReport.
+void AssignOutcomeRecords(const std::vector<DeviceOutcomes>& records,
+                          absl::string_view rollout_id, FleetDevice* device);
 
 struct CohortDevice {
   std::string device_id;

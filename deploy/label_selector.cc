@@ -294,6 +294,10 @@ bool Matches(const v1::DeviceSelector& selector, const Labels& labels,
       return false;
     }
   }
+  return MatchesLabels(selector, labels);
+}
+
+bool MatchesLabels(const v1::DeviceSelector& selector, const Labels& labels) {
   for (const auto& [key, value] : selector.match_labels()) {
     auto found = labels.find(key);
     if (found == labels.end() || found->second != value) return false;

@@ -35,6 +35,10 @@ std::string FormatLabelSelector(const v1::DeviceSelector& selector);
 bool Matches(const v1::DeviceSelector& selector, const Labels& labels,
              policy::HardwareClass hardware_class);
 
+// The label requirements alone (match_labels and match_expressions), for
+// callers that filter on labels only, such as ListDevices' label_selector.
+bool MatchesLabels(const v1::DeviceSelector& selector, const Labels& labels);
+
 // Key: optional DNS-subdomain prefix and '/', then a name of 1..63
 // characters [A-Za-z0-9._-] that starts and ends alphanumeric.
 absl::Status ValidateLabelKey(absl::string_view key, absl::string_view field);

@@ -189,5 +189,22 @@ TEST(DeployCohortOutcomesTest, SplitFleetSeparatesMembersControlAndOutsiders) {
   }
 }
 
+TEST(DeployCohortOutcomesTest, AssignOutcomeRecordsPicksThisRolloutsAndTheLatestOther) {
+  DeviceOutcomes mine{"dev-1", "fid", v1::OUTCOME_ENGINE_STARTED, Epoch() + absl::Hours(1)};
+  DeviceOutcomes older{"dev-1", "", v1::OUTCOME_BOOT_FAILED, Epoch()};
+  DeviceOutcomes newer{"dev-1", "other", v1::OUTCOME_ENGINE_STARTED, Epoch() + absl::Hours(2)};
+  FleetDevice device;
+  device.device_id = "dev-1";
+  AssignOutcomeRecords({older, mine, newer}, "fid", &device);
+  EXPECT_EQ(device.on_rollout_build.rollout_id, "fid");
+  EXPECT_EQ(device.on_rollout_build.lifecycle, v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_EQ(device.on_other_build.rollout_id, "other");
+
+  AssignOutcomeRecords({older}, "fid", &device);
+  EXPECT_EQ(device.on_rollout_build.lifecycle, v1::OUTCOME_UNSPECIFIED) << "no report yet";
+  EXPECT_EQ(device.on_rollout_build.device_id, "dev-1");
+  EXPECT_EQ(device.on_other_build.lifecycle, v1::OUTCOME_BOOT_FAILED);
+}
+
 }  // namespace
 }  // namespace weightpath::deploy

@@ -135,6 +135,16 @@ TEST(DeployLabelSelectorTest, HardwareClassesNarrowTheMatch) {
   EXPECT_FALSE(Matches(selector, MakeLabels({}), HC::kJetson));
 }
 
+TEST(DeployLabelSelectorTest, MatchesLabelsIgnoresHardwareClasses) {
+  absl::StatusOr<v1::DeviceSelector> selector = ParseLabelSelector("workload=agentic");
+  ASSERT_THAT(selector, IsOk());
+  selector->add_hardware_classes("jetson");
+  Labels agentic = MakeLabels({{"workload", "agentic"}});
+  EXPECT_TRUE(MatchesLabels(*selector, agentic));
+  EXPECT_FALSE(Matches(*selector, agentic, HC::kX86Cpu));
+  EXPECT_FALSE(MatchesLabels(*selector, MakeLabels({{"workload", "chat"}})));
+}
+
 TEST(DeployLabelSelectorTest, UnspecifiedOperatorSelectsNothing) {
   v1::DeviceSelector selector;
   selector.add_match_expressions()->set_key("workload");

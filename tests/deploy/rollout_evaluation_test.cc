@@ -60,6 +60,22 @@ TEST(DeployRolloutEvaluationTest, HoldsUntilEnoughMembersConclude) {
   EXPECT_THAT(verdict.reason, HasSubstr("3 of 5 required members have concluded"));
 }
 
+TEST(DeployRolloutEvaluationTest, BootOkAloneNeverAdvancesAStage) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid", /*min_reporting=*/5));
+  rollout.mutable_stages(0)->set_report_timeout_seconds(7200);  // outlasts the bake
+  std::vector<CohortDevice> booted = Devices("m", 10, v1::OUTCOME_BOOT_OK);
+  RolloutVerdict waiting = EvaluateRollout(rollout, booted, {}, Epoch() + absl::Minutes(90));
+  EXPECT_EQ(waiting.step, RolloutStep::kHold);
+  EXPECT_EQ(waiting.members.reporting(), 10u);
+  EXPECT_EQ(waiting.members.engine_started(), 0u);
+  EXPECT_THAT(waiting.reason, HasSubstr("0 of 5 required members have concluded"));
+  // Still only BOOT_OK when the timeout runs out: they count as silent.
+  RolloutVerdict timed_out = EvaluateRollout(rollout, booted, {}, Epoch() + absl::Hours(2));
+  EXPECT_EQ(timed_out.step, RolloutStep::kPause);
+  EXPECT_EQ(timed_out.members.silent(), 10u);
+  EXPECT_THAT(timed_out.reason, HasSubstr("engine gate: members 1.000"));
+}
+
 TEST(DeployRolloutEvaluationTest, SmallCohortNeedsOnlyItsOwnSize) {
   v1::Rollout rollout = Started(FidelityForAgentic("fid", /*min_reporting=*/50));
   RolloutVerdict verdict =
