@@ -32,12 +32,21 @@ ProcessResult Ctl(std::vector<std::string> args) {
   return RunProcess(args);
 }
 
-// A file under the test's temp dir holding `text`.
-std::string WriteTempFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+// A file under the test's temp dir holding `text`, removed when the test ends.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text)
+      : path_(::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 struct ExampleCase {
   std::string profile;
@@ -131,7 +140,7 @@ TEST(CtlResolveTest, TextOutputIsAFewHumanLines) {
 }
 
 TEST(CtlResolveTest, CustomPolicyAndLabels) {
-  const std::string policy_path = WriteTempFile("agentic.yaml", R"(schema: 1
+  TempFile policy_path_file("agentic.yaml", R"(schema: 1
 paths:
   - {id: faithful, name: w4a16-tinygemm, quantization: cpu_int4, group_size: 128, bits_per_weight: 4.25, rationale: keeps bf16 activations}
   - {id: fast, name: w4a8-amx, quantization: gptq, group_size: 128, bits_per_weight: 4.25, rationale: fastest}
@@ -142,6 +151,7 @@ rules:
   - name: everything-else
     path: fast
 )");
+  const std::string& policy_path = policy_path_file.path();
   ProcessResult agentic = Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"),
                                "--policy", policy_path, "--labels", "workload=agentic,site=lab",
                                "-o", "json"});
@@ -175,20 +185,22 @@ TEST(CtlResolveErrorTest, MissingProfileFile) {
 }
 
 TEST(CtlResolveErrorTest, InvalidProfileJson) {
-  const std::string path = WriteTempFile("broken.json", "{\"arch\": \"x86_64\",");
+  TempFile path_file("broken.json", "{\"arch\": \"x86_64\",");
+  const std::string& path = path_file.path();
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", path}),
                    path + ": not valid JSON");
 }
 
 TEST(CtlResolveErrorTest, ProfileFieldOfTheWrongType) {
-  const std::string path = WriteTempFile("typed.json", "{\"arch\": \"x86_64\", \"cpu_flags\": 7}");
+  TempFile path_file("typed.json", "{\"arch\": \"x86_64\", \"cpu_flags\": 7}");
+  const std::string& path = path_file.path();
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", path}),
                    "field 'cpu_flags': expected a list, got a number");
 }
 
 TEST(CtlResolveErrorTest, ProfileOfAnUnknownCpu) {
-  const std::string path =
-      WriteTempFile("riscv.json", "{\"arch\": \"riscv64\", \"accelerator\": \"none\"}");
+  TempFile path_file("riscv.json", "{\"arch\": \"riscv64\", \"accelerator\": \"none\"}");
+  const std::string& path = path_file.path();
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", path}), "profile.arch 'riscv64'");
 }
 
@@ -226,7 +238,8 @@ TEST(CtlResolveErrorTest, UnknownOutputFormat) {
 }
 
 TEST(CtlResolveErrorTest, InvalidPolicyFileNamesTheLine) {
-  const std::string path = WriteTempFile("bad_policy.yaml", "schema: 1\npaths: []\nrules: []\nextra: 1\n");
+  TempFile path_file("bad_policy.yaml", "schema: 1\npaths: []\nrules: []\nextra: 1\n");
+  const std::string& path = path_file.path();
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"),
                         "--policy", path}),
                    path + ":4:1: extra: unknown key 'extra'");
