@@ -292,6 +292,29 @@ TEST(DeployFleetSimulationTest, UndoneTasksTripTheGatePauseAndAbortRestores) {
   }
 }
 
+TEST(DeployFleetSimulationTest, RollbackOnBreachReturnsMembersByItself) {
+  FleetSimulation fleet;
+  v1::Rollout spec = FidelityForAgentic(kRolloutId, /*min_reporting=*/10);
+  spec.mutable_gates()->set_rollback_on_breach(true);
+  fleet.Start(spec);
+  for (int tick = 0; tick < 40 && fleet.rollout().state() == v1::ROLLOUT_STATE_PROGRESSING;
+       ++tick) {
+    fleet.ResolveAll();
+    fleet.ReportTasks(kRegressedMembers, kControl);
+    fleet.Evaluate();
+    fleet.Advance(kTick);
+  }
+  ASSERT_EQ(fleet.rollout().state(), v1::ROLLOUT_STATE_ROLLED_BACK)
+      << fleet.rollout().state_reason();
+  EXPECT_EQ(fleet.rollout().current_stage(), 0u);
+  EXPECT_THAT(fleet.rollout().state_reason(), HasSubstr("rolled back by gate: stage 0: task gate"));
+  fleet.ResolveAll();
+  EXPECT_TRUE(fleet.Members().empty());
+  for (const SimDevice& device : fleet.devices()) {
+    EXPECT_TRUE(device.current == device.baseline) << device.id;
+  }
+}
+
 TEST(DeployFleetSimulationTest, SilentMembersPauseTheRolloutAfterTheTimeout) {
   FleetSimulation fleet;
   fleet.Start(FidelityForAgentic(kRolloutId, /*min_reporting=*/10));

@@ -1,5 +1,7 @@
 #include "deploy/rollout_bucket.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,23 @@ namespace {
 TEST(DeployRolloutBucketTest, MatchesTheDocumentedExample) {
   EXPECT_EQ(RolloutBucket("fidelity-agentic", "device-0001"), 8492u);
   EXPECT_EQ(RolloutBucket("fidelity-agentic", "device-0002"), 34u);
+}
+
+// The README is the contract for offline tools: its recipe must name the
+// same input and result the library computes.
+TEST(DeployRolloutBucketTest, TheReadmeStatesTheComputedExample) {
+  std::ifstream readme(WEIGHTPATH_DEPLOY_README);
+  ASSERT_TRUE(readme.is_open()) << WEIGHTPATH_DEPLOY_README;
+  std::stringstream text;
+  text << readme.rdbuf();
+  EXPECT_NE(text.str().find("printf '%s' 'fidelity-agentic/device-0001' | sha256sum"),
+            std::string::npos);
+  EXPECT_NE(text.str().find(absl::StrCat("# ", RolloutBucket("fidelity-agentic", "device-0001"),
+                                         ": device-0001 joins")),
+            std::string::npos);
+  EXPECT_NE(text.str().find(absl::StrCat("device-0002 prints ",
+                                         RolloutBucket("fidelity-agentic", "device-0002"))),
+            std::string::npos);
 }
 
 TEST(DeployRolloutBucketTest, IsDeterministicAndDependsOnBothIds) {
