@@ -29,11 +29,13 @@ void KeepLowest(std::optional<Limit<T>>* lowest, T value, std::string file) {
 std::vector<std::string> SelfAndAncestors(absl::string_view mount, absl::string_view path) {
   std::vector<std::string> dirs;
   std::string current(path);
+  if (!current.empty() && current.front() != '/') current.insert(0, "/");
   while (!current.empty() && current.back() == '/') current.pop_back();
   while (true) {
     dirs.push_back(absl::StrCat(mount, current));
     if (current.empty()) break;
-    current.resize(current.rfind('/'));
+    const size_t parent_end = current.rfind('/');
+    current.resize(parent_end == std::string::npos ? 0 : parent_end);
   }
   return dirs;
 }

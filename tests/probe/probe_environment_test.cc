@@ -94,6 +94,16 @@ TEST(ProbeCgroupV2, MalformedCpuMaxIsANoteNamingTheFile) {
   EXPECT_THAT(Notes(*profile), Contains(HasSubstr("/sys/fs/cgroup/cpu.max")));
 }
 
+TEST(ProbeCgroupV2, RelativeLookingPathStillResolvesUnderTheMount) {
+  TempTree tree;
+  tree.Write("/proc/cpuinfo", kFourX86Cpus);
+  tree.Write("/proc/self/cgroup", "0::app.slice\n");
+  tree.Write("/sys/fs/cgroup/app.slice/cpu.max", "100000 100000\n");
+  const auto profile = ProbeTree(tree.root());
+  ASSERT_THAT(profile, IsOk());
+  EXPECT_EQ(profile->n_logical(), 1u);
+}
+
 TEST(ProbeCpuAffinity, MaskNarrowerThanTheMachineLowersTheCount) {
   TempTree tree;
   tree.Write("/proc/cpuinfo", kFourX86Cpus);
