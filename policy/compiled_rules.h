@@ -58,8 +58,8 @@ absl::string_view RuleConditionField(RuleCondition condition);
 
 class CompiledRules {
  public:
-  // FAILED_PRECONDITION-free: only INVALID_ARGUMENT when the rules name more
-  // flags, archs or label keys than a mask can hold (`where` prefixes it).
+  // INVALID_ARGUMENT (prefixed by `where`) when the rules name more flags,
+  // archs or label keys than a mask can hold.
   static absl::StatusOr<CompiledRules> Compile(const std::vector<Rule>& rules,
                                                absl::string_view where);
 

@@ -164,7 +164,8 @@ absl::StatusOr<RuleMatch> ReadMatch(const YamlReader& reader, const YamlMap::Ent
   ASSIGN_OR_RETURN(YamlMap map,
                    YamlMap::Read(reader, match_entry.value, field,
                                  {"hardware_class", "arch", "cpu_flags_any", "cpu_flags_all",
-                                  "cpu_flags_none", "supports_bf16", "priority", "labels"}));
+                                  "cpu_flags_none", "supports_bf16", "priority", "labels"},
+                                 match_entry.key_mark));
   RuleMatch match;
   for (const YamlMap::Entry& entry : map.entries()) {
     const std::string child = absl::StrCat(field, ".", entry.key);

@@ -59,9 +59,11 @@ absl::Status YamlReader::Fault(const YAML::Node& node, absl::string_view field,
 
 absl::StatusOr<YamlMap> YamlMap::Read(const YamlReader& reader, const YAML::Node& node,
                                       absl::string_view field,
-                                      std::initializer_list<absl::string_view> allowed) {
+                                      std::initializer_list<absl::string_view> allowed,
+                                      const YAML::Mark& fallback) {
   if (!node.IsMap()) {
-    return reader.Fault(node, field, absl::StrCat("expected a mapping, got ", KindName(node)));
+    return reader.Fault(node, field, absl::StrCat("expected a mapping, got ", KindName(node)),
+                        fallback);
   }
   YamlMap map;
   for (auto it = node.begin(); it != node.end(); ++it) {

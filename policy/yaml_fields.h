@@ -36,7 +36,8 @@ class YamlMap {
  public:
   static absl::StatusOr<YamlMap> Read(const YamlReader& reader, const YAML::Node& node,
                                       absl::string_view field,
-                                      std::initializer_list<absl::string_view> allowed);
+                                      std::initializer_list<absl::string_view> allowed,
+                                      const YAML::Mark& fallback = YAML::Mark::null_mark());
 
   struct Entry {
     std::string key;

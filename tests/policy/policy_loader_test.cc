@@ -200,6 +200,12 @@ TEST(PolicyLoaderTest, UnknownHardwareClassAndPriorityNames) {
                              HasSubstr("'fast' is not one of speed, fidelity"))));
 }
 
+TEST(PolicyLoaderTest, MatchWithoutConditionsIsAMappingNotNothing) {
+  EXPECT_THAT(Load(Edited("    match:\n      hardware_class: [x86_cpu, arm64_cpu]", "    match:")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:15:5: rules[0].match: expected a mapping, got nothing")));
+}
+
 TEST(PolicyLoaderTest, EmptyConditionListMatchesNothing) {
   EXPECT_THAT(Load(Edited("[x86_cpu, arm64_cpu]", "[]")),
               StatusIs(absl::StatusCode::kInvalidArgument,
