@@ -37,7 +37,9 @@ class Filesystem {
 };
 
 // Reads the real filesystem under `root` ("/" for the live machine). The
-// root is taken as given; ProbeHardware checks that it exists.
+// root is taken as given; ProbeHardware checks that it exists. Links inside
+// the tree are followed by the kernel, so a captured tree must use relative
+// link targets (as sysfs does): an absolute one would resolve on this machine.
 std::unique_ptr<Filesystem> MakeRootedFilesystem(std::string root);
 
 // Last component of a slash-separated path ("../../bus/pci/drivers/i915" ->

@@ -8,7 +8,6 @@
 #include "agent/probe/filesystem.h"
 #include "agent/probe/probe.h"
 #include "agent/probe/profile_text.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace weightpath::probe {
 namespace {
@@ -85,17 +84,12 @@ int RunProbeCommand(const std::vector<std::string>& arguments, std::ostream& out
     out << ProfileText(*profile);
     return 0;
   }
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto printed = google::protobuf::util::MessageToJsonString(*profile, &json, options);
-  if (!printed.ok()) {
-    err << "probe: cannot print the profile as JSON: " << printed.message() << "\n";
+  const auto json = ProfileJson(*profile);
+  if (!json.ok()) {
+    err << "probe: " << json.status().message() << "\n";
     return 1;
   }
-  out << json;
+  out << *json;
   return 0;
 }
 

@@ -1,10 +1,12 @@
 #include "agent/probe/profile_text.h"
 
+#include <regex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
 #include "policy/hardware_class.h"
 
 namespace weightpath::probe {
@@ -79,6 +81,24 @@ std::string ProfileText(const v1::HardwareProfile& profile) {
     for (const std::string& note : profile.probe_notes()) absl::StrAppend(&text, "  ", note, "\n");
   }
   return text;
+}
+
+absl::StatusOr<std::string> ProfileJson(const v1::HardwareProfile& profile) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto printed = google::protobuf::util::MessageToJsonString(profile, &json, options);
+  if (!printed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot print the profile as JSON: ", std::string(printed.message())));
+  }
+  // Quotes inside string values are escaped (\"), so this only matches the
+  // fields themselves.
+  static const std::regex kQuotedCount(
+      R"re("(max_khz|ram_total_bytes|ram_available_bytes|gpu_mem_bytes)": "([0-9]+)")re");
+  return std::regex_replace(json, kQuotedCount, R"re("$1": $2)re");
 }
 
 }  // namespace weightpath::probe

@@ -101,6 +101,27 @@ TEST_F(ProbeCommand, ProfileFileVariableReplacesTheProbe) {
   EXPECT_THAT(out_.str(), HasSubstr("\"source\": \"file:" + tree.root() + "/profile.json\""));
 }
 
+TEST_F(ProbeCommand, JsonOutputFeedsBackThroughTheProfileVariable) {
+  ASSERT_EQ(Run({"probe", "--root", HardwareData("nvidia-jetson-agx-orin"), "-o", "json"}), 0);
+  const std::string first = out_.str();
+  // 64-bit counts are JSON numbers, as the seed's prober wrote them.
+  EXPECT_THAT(first, HasSubstr("\"ram_total_bytes\": 32143048704,"));
+  EXPECT_THAT(first, HasSubstr("\"max_khz\": 2201600,"));
+  testing::TempTree tree;
+  tree.Write("/orin.json", first);
+  setenv(kProfileFileVariable, (tree.root() + "/orin.json").c_str(), 1);
+  const int exit_code = Run({"probe", "-o", "json"});
+  unsetenv(kProfileFileVariable);
+  ASSERT_EQ(exit_code, 0) << err_.str();
+  v1::HardwareProfile original;
+  v1::HardwareProfile reloaded;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(first, &original).ok());
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &reloaded).ok());
+  EXPECT_EQ(reloaded.source(), "file:" + tree.root() + "/orin.json");
+  reloaded.set_source(original.source());
+  EXPECT_EQ(reloaded.SerializeAsString(), original.SerializeAsString());
+}
+
 TEST_F(ProbeCommand, UnknownArgumentExitsTwoWithOneLine) {
   EXPECT_EQ(Run({"probe", "--bogus"}), 2);
   EXPECT_THAT(err_.str(), HasSubstr("unknown argument '--bogus'"));
