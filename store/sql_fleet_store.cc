@@ -209,11 +209,13 @@ class SqlFleetStore : public FleetStore {
     params.push_back(chunk);
     absl::StrAppend(&sql, " ORDER BY device_id LIMIT $", params.size());
 
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
     DevicePage page;
     bool more = false;
     while (true) {
       params[0] = after;
+      // A session per chunk: a long filtered scan must not hold SQLite's only
+      // connection while measurements wait to commit.
+      ASSIGN_OR_RETURN(auto session, database_->Acquire());
       ASSIGN_OR_RETURN(SqlRows rows, session->Query(sql, params));
       for (const SqlRow& row : rows) {
         after = CellText(row[0]);

@@ -2,7 +2,8 @@
 // behind one interface with two real backends (embedded SQLite for a single
 // server, PostgreSQL shared by several replicas).
 //
-// Every call is a complete unit of work: what returns OK is committed.
+// Every call is a complete unit of work: what returns OK is committed. A
+// FleetStore is safe to share between threads.
 // Errors: INVALID_ARGUMENT names the field at fault; NOT_FOUND names the id;
 // UNAVAILABLE means the database could not be reached (callers retry);
 // ABORTED means a stale revision (re-read and retry).

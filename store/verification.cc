@@ -219,7 +219,7 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
   return cells;
 }
 
-v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
+DeviceVerification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
                                        const std::vector<PathExpectation>& expectations,
                                        std::string_view path, std::string_view hardware_class,
                                        std::string_view cpu_model) {
@@ -227,11 +227,13 @@ v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& 
   for (const v1::VerificationCell& cell : matrix) {
     if (cell.path() == path && cell.hardware_class() == hardware_class &&
         NormalizeCpuModel(cell.cpu_model()) == normalized) {
-      return cell.verification();
+      return {cell.verified(), cell.verification()};
     }
   }
-  v1::Verification verification;
+  DeviceVerification out;
+  v1::Verification& verification = out.verification;
   if (PolicyVerified(expectations, path, hardware_class)) {
+    out.verified = true;
     verification.set_source(v1::Verification::SOURCE_POLICY);
     verification.set_reason(absl::StrCat("the policy marks ", std::string(path), " as measured on ", std::string(hardware_class)));
   } else {
@@ -239,7 +241,7 @@ v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& 
     verification.set_reason(absl::StrCat("no fleet reports of ", std::string(path), " on ", std::string(hardware_class),
                                          " with this CPU model"));
   }
-  return verification;
+  return out;
 }
 
 }  // namespace weightpath::store

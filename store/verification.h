@@ -105,9 +105,14 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
     absl::Time now);
 
+struct DeviceVerification {
+  bool verified = false;           // what ResolveWeightPath's `verified` says
+  v1::Verification verification;   // and why
+};
+
 // The verification ResolveWeightPath reports for one device: the matrix cell
 // of its (path, class, CPU model) if any, else the policy's flag.
-v1::Verification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
+DeviceVerification VerificationForDevice(const std::vector<v1::VerificationCell>& matrix,
                                        const std::vector<PathExpectation>& expectations,
                                        std::string_view path, std::string_view hardware_class,
                                        std::string_view cpu_model);

@@ -185,19 +185,22 @@ TEST(StoreVerification, CellsSplitByPathClassAndCpuModelAndSkipUnmeasuredFigures
 TEST(StoreVerification, DeviceVerificationFallsBackToThePolicyFlag) {
   const auto expectations = SeedExpectations();
   const std::vector<v1::VerificationCell> empty;
-  v1::Verification amx = VerificationForDevice(empty, expectations, "w4a8-amx", "x86_cpu", kSeedCpuAsProbed);
-  EXPECT_EQ(amx.source(), v1::Verification::SOURCE_POLICY);
-  v1::Verification arm = VerificationForDevice(empty, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
-  EXPECT_EQ(arm.source(), v1::Verification::SOURCE_NONE);
-  EXPECT_THAT(arm.reason(), HasSubstr("no fleet reports"));
+  DeviceVerification amx = VerificationForDevice(empty, expectations, "w4a8-amx", "x86_cpu", kSeedCpuAsProbed);
+  EXPECT_TRUE(amx.verified);
+  EXPECT_EQ(amx.verification.source(), v1::Verification::SOURCE_POLICY);
+  DeviceVerification arm = VerificationForDevice(empty, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
+  EXPECT_FALSE(arm.verified);
+  EXPECT_EQ(arm.verification.source(), v1::Verification::SOURCE_NONE);
+  EXPECT_THAT(arm.verification.reason(), HasSubstr("no fleet reports"));
 
   StoredMeasurement on_arm = Report("a", "w4a16-tinygemm", 20, kNow);
   on_arm.hardware_class = "arm64_cpu";
   on_arm.cpu_model = "Neoverse-N1";
   auto cells = BuildVerificationMatrix({on_arm}, expectations, VerificationConfig{}, kNow);
-  v1::Verification measured = VerificationForDevice(cells, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
-  EXPECT_EQ(measured.source(), v1::Verification::SOURCE_FLEET);
-  EXPECT_EQ(measured.device_count(), 1u);
+  DeviceVerification measured = VerificationForDevice(cells, expectations, "w4a16-tinygemm", "arm64_cpu", "Neoverse-N1");
+  EXPECT_FALSE(measured.verified);  // one device of the three needed
+  EXPECT_EQ(measured.verification.source(), v1::Verification::SOURCE_FLEET);
+  EXPECT_EQ(measured.verification.device_count(), 1u);
 }
 
 TEST(StoreVerification, DefaultPolicyCarriesTheSeedsExpectationsPerClass) {
