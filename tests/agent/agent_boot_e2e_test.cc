@@ -1,0 +1,406 @@
+// `weightpath-agent boot` as a device runs it: the real agent binary, the
+// real weightpath-server and a real HTTP server, all on loopback.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/decision_record.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "tests/agent/artifact_files.h"
+#include "tests/agent/child_process.h"
+#include "tests/agent/range_http_server.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/testing/status_matchers.h"
+
+#ifndef WEIGHTPATH_AGENT_BINARY
+#error "the test target defines WEIGHTPATH_AGENT_BINARY and WEIGHTPATH_SERVER_BINARY"
+#endif
+
+namespace weightpath::agent {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::SizeIs;
+using testing::ArtifactBytes;
+using testing::ChildProcess;
+using testing::CompletedProcess;
+using testing::RangeHttpServer;
+using testing::ReadTextFile;
+using testing::RunProcess;
+using testing::TempDir;
+using testing::WriteArtifact;
+using testing::WriteTextFile;
+using weightpath::testing::IsOk;
+
+namespace fs = std::filesystem;
+
+constexpr char kModel[] = "Spark-X2.5-1.7B";
+constexpr size_t kArtifactBytes = 256 * 1024;
+// An x86 server CPU with AMX: the default policy gives it w4a8-amx for speed.
+constexpr char kProfileJson[] = R"({
+  "arch": "x86_64",
+  "cpu_model": "Intel(R) Xeon(R) Platinum 8480C",
+  "cpu_flags": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8", "fma", "f16c"],
+  "n_logical": 8,
+  "n_physical": 4,
+  "numa_nodes": 1,
+  "ram_total_bytes": 34359738368,
+  "ram_available_bytes": 30000000000,
+  "accelerator": "none",
+  "supports_bf16": true,
+  "host_os": "linux"
+})";
+
+// How often the agent logged a failed ResolveWeightPath attempt.
+int ResolveAttempts(const std::string& agent_log) {
+  int attempts = 0;
+  for (absl::string_view line : absl::StrSplit(agent_log, '\n')) {
+    if (absl::StrContains(line, "resolve attempt failed")) ++attempts;
+  }
+  return attempts;
+}
+
+// A loopback port nothing listens on (bound, read, released).
+int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+class AgentBootEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(served());
+    absl::StatusOr<std::unique_ptr<RangeHttpServer>> http =
+        RangeHttpServer::Start(served(), work_.path());
+    ASSERT_THAT(http, IsOk());
+    http_ = *std::move(http);
+
+    // One artifact per path the default policy can hand out, so the server
+    // accepts the catalog; only the one this device gets is ever fetched.
+    const std::shared_ptr<const policy::Policy> default_policy = policy::DefaultPolicy();
+    uint32_t seed = 1;
+    for (const std::string& name : default_policy->ReachablePathNames()) {
+      artifacts_[name] = WriteArtifact(served() + "/" + name + ".bin",
+                                       ArtifactBytes(kArtifactBytes, seed++),
+                                       http_->Url(name + ".bin"));
+    }
+    WriteTextFile(profile_path(), kProfileJson);
+    v1::HardwareProfile profile;
+    profile.set_arch("x86_64");
+    for (const char* flag : {"avx2", "avx512f", "amx_bf16", "amx_tile", "amx_int8"}) {
+      profile.add_cpu_flags(flag);
+    }
+    profile.set_accelerator("none");
+    absl::StatusOr<policy::Decision> decision =
+        policy::Evaluate(*default_policy, profile, v1::PRIORITY_SPEED, {});
+    ASSERT_THAT(decision, IsOk());
+    expected_path_ = decision->path->name;
+    WriteCatalog(catalog_path(), {});
+  }
+
+  std::string served() const { return work_.Sub("served"); }
+  std::string device(const std::string& relative) const { return work_.Sub("device/" + relative); }
+  std::string profile_path() const { return work_.Sub("profile.json"); }
+  std::string catalog_path() const { return work_.Sub("catalog.yaml"); }
+  const v1::Artifact& expected_artifact() const { return artifacts_.at(expected_path_); }
+  std::string cached_artifact() const {
+    return device("cache/" + expected_artifact().sha256());
+  }
+
+  // `uri_overrides`: path name -> the URI the catalog gives for it.
+  void WriteCatalog(const std::string& path, const std::map<std::string, std::string>& uri_overrides) {
+    std::string yaml = absl::StrCat("default_model: ", kModel, "\nmodels:\n  ", kModel, ":\n");
+    for (const auto& [name, artifact] : artifacts_) {
+      const auto override_uri = uri_overrides.find(name);
+      absl::StrAppend(&yaml, "    ", name, ":\n      uri: \"",
+                      override_uri == uri_overrides.end() ? artifact.uri() : override_uri->second,
+                      "\"\n      sha256: ", artifact.sha256(), "\n      size_bytes: ",
+                      artifact.size_bytes(), "\n      version: \"", artifact.version(), "\"\n");
+    }
+    WriteTextFile(path, yaml);
+  }
+
+  // Starts weightpath-server on a free loopback port; returns host:port.
+  std::string StartServer(const std::string& catalog) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
+        {WEIGHTPATH_SERVER_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+         "--catalog=" + catalog, "--reload_interval=0s"},
+        work_.Sub("server.stderr"));
+    EXPECT_THAT(server, IsOk());
+    if (!server.ok()) return "";
+    absl::StatusOr<std::string> line = (*server)->WaitForLine("listening ", absl::Seconds(60));
+    EXPECT_THAT(line, IsOk()) << ReadTextFile(work_.Sub("server.stderr"));
+    server_ = *std::move(server);
+    if (!line.ok()) return "";
+    // "listening grpc=127.0.0.1:PORT metrics=127.0.0.1:PORT"
+    const std::string grpc = line->substr(line->find("grpc=") + 5);
+    return grpc.substr(0, grpc.find(' '));
+  }
+
+  void StopServer() { server_.reset(); }
+
+  void WriteAgentConfig(const std::string& server_address, const std::string& extra = "") {
+    WriteTextFile(device("agent.yaml"),
+                  absl::StrCat("server: ", server_address, "\n",
+                               "device_id: edge-test-0001\n",
+                               "priority: speed\n",
+                               "labels:\n  workload: agentic\n",
+                               "state_dir: ", device("state"), "\n",
+                               "cache_dir: ", device("cache"), "\n",
+                               "decision_file: ", device("run/decision.json"), "\n",
+                               "env_file: ", device("run/engine.env"), "\n",
+                               "budget: 4\n",
+                               "call_timeout: 1\n",
+                               "retry_base_delay: 100ms\n",
+                               "retry_max_delay: 500ms\n", extra));
+  }
+
+  CompletedProcess Boot() {
+    CompletedProcess result =
+        RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")},
+                   {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+    return result;
+  }
+
+  DecisionRecord Decision() const {
+    absl::StatusOr<DecisionRecord> record =
+        DecisionFromJson(ReadTextFile(device("run/decision.json")), "decision.json");
+    EXPECT_THAT(record, IsOk());
+    return record.ok() ? *record : DecisionRecord{};
+  }
+
+  // Lines of the request log that fetched the expected artifact.
+  int ArtifactRequests() const {
+    const std::vector<std::string> log = http_->RequestLog();
+    return static_cast<int>(std::count_if(log.begin(), log.end(), [&](const std::string& line) {
+      return absl::StrContains(line, "/" + expected_path_ + ".bin");
+    }));
+  }
+
+  // Sources engine.env in sh and prints one variable.
+  std::string EnvVariable(const std::string& name) const {
+    CompletedProcess shell = RunProcess(
+        {"/bin/sh", "-c", ". \"$1\" && printf '%s' \"$" + name + "\"", "sh",
+         device("run/engine.env")},
+        {}, absl::Seconds(10));
+    EXPECT_EQ(shell.exit_code, 0) << shell.stderr_text;
+    return shell.stdout_text;
+  }
+
+  TempDir work_;
+  std::unique_ptr<RangeHttpServer> http_;
+  std::unique_ptr<ChildProcess> server_;
+  std::map<std::string, v1::Artifact> artifacts_;
+  std::string expected_path_;
+};
+
+TEST_F(AgentBootEndToEnd, ResolvesDownloadsVerifiesAndHandsOver) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.stderr_text;
+  EXPECT_THAT(boot.stderr_text, HasSubstr("decision from the server"));
+
+  const DecisionRecord decision = Decision();
+  EXPECT_EQ(decision.source, DecisionSource::kServer);
+  EXPECT_EQ(decision.response.weight_path().name(), expected_path_);
+  EXPECT_EQ(decision.response.artifact().sha256(), expected_artifact().sha256());
+  EXPECT_EQ(decision.artifact_path, cached_artifact());
+  EXPECT_EQ(ReadTextFile(cached_artifact()),
+            ReadTextFile(served() + "/" + expected_path_ + ".bin"));
+  EXPECT_EQ(ArtifactRequests(), 1);
+
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_SOURCE"), "server");
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_PATH"), expected_path_);
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_ARTIFACT"), cached_artifact());
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_QUANTIZATION"), decision.response.weight_path().quantization());
+  EXPECT_THAT(EnvVariable("WEIGHTPATH_ENGINE_ARGS"), HasSubstr("--model " + cached_artifact()));
+  EXPECT_TRUE(fs::exists(device("state/last_good_decision.json")));
+}
+
+TEST_F(AgentBootEndToEnd, SecondBootDoesNotDownloadAgain) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const CompletedProcess second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.stderr_text;
+  EXPECT_THAT(second.stderr_text, HasSubstr("already cached and verified"));
+  EXPECT_EQ(ArtifactRequests(), 1);
+  EXPECT_EQ(Decision().artifact_path, cached_artifact());
+}
+
+TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
+  StopServer();
+  WriteAgentConfig(address);
+
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));  // budget + process slack
+  EXPECT_THAT(boot.stderr_text, HasSubstr("using the last good decision"));
+  EXPECT_GE(ResolveAttempts(boot.stderr_text), 2) << "unavailable is retried";
+  const DecisionRecord decision = Decision();
+  EXPECT_EQ(decision.source, DecisionSource::kLastGood);
+  EXPECT_EQ(decision.response.weight_path().name(), expected_path_);
+  EXPECT_EQ(decision.artifact_path, cached_artifact());
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_SOURCE"), "last_good");
+  EXPECT_EQ(ArtifactRequests(), 1);
+}
+
+TEST_F(AgentBootEndToEnd, FreshDeviceWithoutServerGetsTheOfflinePolicy) {
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));
+  EXPECT_THAT(boot.stderr_text, HasSubstr("offline decision from the default policy"));
+  const DecisionRecord decision = Decision();
+  EXPECT_EQ(decision.source, DecisionSource::kOffline);
+  EXPECT_EQ(decision.response.weight_path().name(), expected_path_);
+  EXPECT_EQ(decision.response.weight_path().verification().source(),
+            v1::Verification::SOURCE_NONE);
+  EXPECT_EQ(decision.artifact_path, "");
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_SOURCE"), "offline");
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_PATH"), expected_path_);
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_ARTIFACT"), "");
+  EXPECT_FALSE(fs::exists(device("state/last_good_decision.json")));
+}
+
+// A peer that completes the TCP handshake (the kernel does that for a
+// listening socket) and then never says a word.
+TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudget) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", ntohs(address.sin_port)));
+
+  const CompletedProcess boot = Boot();
+  ::close(listener);
+  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  EXPECT_GE(boot.wall_time, absl::Seconds(1)) << "at least one full call deadline";
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));
+  EXPECT_THAT(boot.stderr_text, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_EQ(Decision().source, DecisionSource::kOffline);
+}
+
+TEST_F(AgentBootEndToEnd, UnknownModelIsNotRetried) {
+  WriteAgentConfig(StartServer(catalog_path()), "model: No-Such-Model\n");
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  EXPECT_EQ(ResolveAttempts(boot.stderr_text), 1) << boot.stderr_text;
+  EXPECT_THAT(boot.stderr_text, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(Decision().response.model(), "No-Such-Model");
+}
+
+TEST_F(AgentBootEndToEnd, CorruptArtifactIsRejectedAndThePreviousGoodDecisionKept) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const std::string good_json = ReadTextFile(device("state/last_good_decision.json"));
+
+  // A new build of the same path is published, but its bytes on the
+  // artifact host do not match the catalog's digest.
+  StopServer();
+  v1::Artifact& artifact = artifacts_.at(expected_path_);
+  const v1::Artifact previous = artifact;
+  artifact = WriteArtifact(served() + "/" + expected_path_ + "-v2.bin",
+                           ArtifactBytes(kArtifactBytes, 99), http_->Url(expected_path_ + "-v2.bin"));
+  std::string corrupted = ArtifactBytes(kArtifactBytes, 99);
+  corrupted[1234] ^= 0x10;
+  WriteTextFile(served() + "/" + expected_path_ + "-v2.bin", corrupted);
+  WriteCatalog(work_.Sub("catalog-v2.yaml"), {});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-v2.yaml")));
+
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
+  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("DATA_LOSS"), HasSubstr("corrupted")));
+  EXPECT_FALSE(fs::exists(device("cache/" + artifact.sha256())));
+  EXPECT_FALSE(fs::exists(device("cache/" + artifact.sha256() + ".partial")));
+  const DecisionRecord decision = Decision();
+  EXPECT_EQ(decision.source, DecisionSource::kLastGood);
+  EXPECT_EQ(decision.response.artifact().sha256(), previous.sha256());
+  EXPECT_EQ(decision.artifact_path, device("cache/" + previous.sha256()));
+  EXPECT_EQ(ReadTextFile(device("state/last_good_decision.json")), good_json);
+}
+
+TEST_F(AgentBootEndToEnd, InterruptedDownloadResumesOnTheNextBoot) {
+  const std::string cut_uri = expected_artifact().uri() + "?cut_after=100000";
+  WriteCatalog(work_.Sub("catalog-cut.yaml"), {{expected_path_, cut_uri}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-cut.yaml")));
+  const CompletedProcess interrupted = Boot();
+  ASSERT_EQ(interrupted.exit_code, 4) << interrupted.stderr_text;
+  EXPECT_THAT(interrupted.stderr_text, HasSubstr("kept for resume"));
+  EXPECT_EQ(fs::file_size(cached_artifact() + ".partial"), 100000u);
+
+  StopServer();
+  WriteAgentConfig(StartServer(catalog_path()));
+  const CompletedProcess resumed = Boot();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.stderr_text;
+  EXPECT_THAT(resumed.stderr_text, HasSubstr("resumed from byte 100000"));
+  EXPECT_THAT(http_->RequestLog(), Contains(HasSubstr("range=bytes=100000- status=206")));
+  EXPECT_EQ(ReadTextFile(cached_artifact()),
+            ReadTextFile(served() + "/" + expected_path_ + ".bin"));
+}
+
+TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodDecision) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  fs::remove(cached_artifact());  // e.g. the cache was wiped
+  StopServer();
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
+
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  const DecisionRecord decision = Decision();
+  EXPECT_EQ(decision.source, DecisionSource::kOffline);
+  EXPECT_EQ(decision.artifact_path, cached_artifact());
+  EXPECT_EQ(decision.response.model(), kModel);
+  EXPECT_EQ(ArtifactRequests(), 2);
+}
+
+TEST_F(AgentBootEndToEnd, InvalidConfigExitsOneNamingTheLine) {
+  WriteAgentConfig("127.0.0.1:1", "bugdet: 10\n");
+  const CompletedProcess boot = Boot();
+  EXPECT_EQ(boot.exit_code, 1);
+  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("agent.yaml:14"), HasSubstr("bugdet")));
+  EXPECT_FALSE(fs::exists(device("run/decision.json")));
+}
+
+TEST_F(AgentBootEndToEnd, HelpListsTheExitCodes) {
+  const CompletedProcess help =
+      RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--help"}, {}, absl::Seconds(30));
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.stdout_text, AllOf(HasSubstr("exit codes"), HasSubstr("3  the server"),
+                                      HasSubstr("4  the server")));
+  const CompletedProcess usage =
+      RunProcess({WEIGHTPATH_AGENT_BINARY, "boot"}, {}, absl::Seconds(30));
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.stderr_text, HasSubstr("--config FILE is required"));
+}
+
+}  // namespace
+}  // namespace weightpath::agent
