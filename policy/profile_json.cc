@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
@@ -70,6 +71,19 @@ class JsonFieldReader {
 
   absl::StatusOr<uint64_t> ReadUnsigned(absl::string_view field, const Value& value,
                                         double largest) const {
+    if (value.kind_case() == Value::kStringValue) {
+      // Protobuf's own JSON writes 64-bit integers as decimal strings; a
+      // profile printed that way must read back.
+      uint64_t parsed = 0;
+      if (!absl::SimpleAtoi(value.string_value(), &parsed) ||
+          static_cast<double>(parsed) > largest) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source_name_, ": field '", field,
+                         "': expected a non-negative integer up to ", largest, ", got \"",
+                         value.string_value(), "\""));
+      }
+      return parsed;
+    }
     if (value.kind_case() != Value::kNumberValue) {
       return WrongType(field, value, "a non-negative integer");
     }

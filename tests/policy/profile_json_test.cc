@@ -94,11 +94,31 @@ TEST(PolicyProfileJsonTest, GpuFields) {
   EXPECT_FALSE(profile->supports_bf16());
 }
 
+// Protobuf's JSON printer quotes 64-bit integers; its parser accepts either
+// form for every integer, and so do we, so a printed profile reads back.
+TEST(PolicyProfileJsonTest, QuotedIntegersAsProtobufPrintsThem) {
+  absl::StatusOr<v1::HardwareProfile> profile = ParseProfileJson(
+      R"({"ram_total_bytes": "68719476736", "n_logical": "8",
+          "clusters": [{"max_khz": "3187200", "cpus": [7]}]})",
+      "printed.json");
+  ASSERT_THAT(profile, IsOk());
+  EXPECT_EQ(profile->ram_total_bytes(), 68719476736u);
+  EXPECT_EQ(profile->n_logical(), 8u);
+  EXPECT_EQ(profile->clusters(0).max_khz(), 3187200u);
+  EXPECT_THAT(ParseProfileJson(R"({"n_logical": "-1"})", "p.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("field 'n_logical'")));
+  EXPECT_THAT(ParseProfileJson(R"({"n_logical": "4294967296"})", "p.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("field 'n_logical'")));
+}
+
 TEST(PolicyProfileJsonTest, WrongTypesNameTheField) {
-  EXPECT_THAT(ParseProfileJson(R"({"n_logical": "8"})", "p.json"),
+  EXPECT_THAT(ParseProfileJson(R"({"n_logical": "eight"})", "p.json"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("p.json: field 'n_logical': expected a non-negative integer, "
-                                 "got a string")));
+                       HasSubstr("p.json: field 'n_logical': expected a non-negative integer")));
+  EXPECT_THAT(ParseProfileJson(R"({"n_logical": true})", "p.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("field 'n_logical': expected a non-negative integer, "
+                                 "got a boolean")));
   EXPECT_THAT(ParseProfileJson(R"({"n_physical": -2})", "p.json"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("field 'n_physical': expected a non-negative integer")));
