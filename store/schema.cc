@@ -34,10 +34,11 @@ CREATE TABLE devices (
   last_regression TEXT NOT NULL DEFAULT '',
   body {blob} NOT NULL
 );
-CREATE INDEX devices_last_seen ON devices (last_seen_us);
--- Covers FleetSummary and the devices-seen gauge: counted from the index
--- alone, without reading device bodies.
+-- Covers FleetSummary and the devices-seen gauge (with or without a
+-- seen-since bound): counted from the index alone, never the device bodies.
 CREATE INDEX devices_class_path_seen ON devices (hardware_class, path, last_seen_us);
+-- Keyset pages of one hardware class, in device_id order without a sort.
+CREATE INDEX devices_class_id ON devices (hardware_class, device_id);
 )sql"},
       {2, "measurements", R"sql(
 CREATE TABLE measurements (
