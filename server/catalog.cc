@@ -107,20 +107,26 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const CatalogErrors&
                                                             const policy::Policy& policy) {
   if (!root.IsMap()) return errors.Whole("the catalog must be a mapping with default_model and models");
   std::string default_model;
+  // A default-constructed YAML::Node counts as defined, so presence is kept
+  // apart from the nodes.
   YAML::Node default_model_node;
   YAML::Node models_node;
+  bool has_default_model = false;
+  bool has_models = false;
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
     if (key == "default_model") {
       ASSIGN_OR_RETURN(default_model, ReadScalar(errors, entry.second, key));
       default_model_node = entry.second;
+      has_default_model = true;
     } else if (key == "models") {
       models_node = entry.second;
+      has_models = true;
     } else {
       return errors.At(entry.first, key, "unknown key (expected default_model, models)");
     }
   }
-  if (!models_node.IsDefined()) return errors.Whole("models: is missing");
+  if (!has_models) return errors.Whole("models: is missing");
   if (!models_node.IsMap() || models_node.size() == 0) {
     return errors.At(models_node, "models", "must map at least one model name to its artifacts");
   }
@@ -153,7 +159,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const CatalogErrors&
   }
 
   if (default_model.empty()) {
-    return default_model_node.IsDefined()
+    return has_default_model
                ? errors.At(default_model_node, "default_model", "is empty")
                : errors.Whole("default_model: is missing");
   }

@@ -95,6 +95,7 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
     grpc_server_->GetHealthCheckService()->Shutdown();
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     grpc_server_->Wait();
+    spdlog::info("gRPC server stopped");
   }
   if (watcher_ != nullptr) watcher_->Stop();
   exposer_.reset();

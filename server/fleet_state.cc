@@ -1,0 +1,248 @@
+#include "server/fleet_state.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+#include "store/policy_expectations.h"
+#include "store/time_convert.h"
+
+namespace weightpath::server {
+namespace {
+
+// Rows the store keeps; regression fields are the store's own.
+v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
+                        const v1::ResolveWeightPathResponse& response, absl::Time now) {
+  v1::Device device;
+  device.set_device_id(request.device_id());
+  *device.mutable_labels() = request.labels();
+  device.set_hardware_class(response.hardware_class());
+  v1::ProfileSummary* profile = device.mutable_profile();
+  profile->set_arch(request.profile().arch());
+  profile->set_cpu_model(request.profile().cpu_model());
+  *profile->mutable_cpu_flags() = request.profile().cpu_flags();
+  profile->set_accelerator(request.profile().accelerator());
+  device.set_path(response.weight_path().name());
+  *device.mutable_artifact() = response.artifact();
+  device.set_policy_version(response.policy_version());
+  device.set_agent_version(request.agent_version());
+  *device.mutable_last_seen() = store::ToTimestamp(now);
+  device.set_model(response.model());
+  device.set_effective_priority(response.effective_priority());
+  device.set_rollout_id(response.rollout().rollout_id());
+  return device;
+}
+
+}  // namespace
+
+std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
+                        std::string_view cpu_model) {
+  return absl::StrCat(path, std::string_view("\0", 1), hardware_class,
+                      std::string_view("\0", 1), store::NormalizeCpuModel(cpu_model));
+}
+
+FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,
+                       const SnapshotHolder* snapshots, ServerMetrics* metrics)
+    : store_(std::move(store)),
+      options_(std::move(options)),
+      snapshots_(snapshots),
+      metrics_(metrics),
+      write_behind_([this](const std::vector<v1::Device>& batch) { return store_->UpsertDevices(batch); },
+                    options_.write_behind) {}
+
+FleetState::~FleetState() { Shutdown(); }
+
+void FleetState::Start(HealthListener listener) {
+  {
+    std::lock_guard lock(health_mutex_);
+    listener_ = std::move(listener);
+  }
+  RefreshNow();
+  refresher_ = std::thread([this] { RefresherLoop(); });
+}
+
+void FleetState::Shutdown() {
+  {
+    std::lock_guard lock(refresher_mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stopping_ = true;
+  }
+  refresher_wake_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+  write_behind_.Shutdown();
+  const store::WriteBehindCounters counters = write_behind_.counters();
+  metrics_->SetWriteBehind(counters);
+  spdlog::info("device registry flushed: {} records written, {} dropped, {} lost to store errors",
+               counters.flushed, counters.dropped, counters.failed_records);
+}
+
+void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
+                               const v1::ResolveWeightPathResponse& response) {
+  if (!write_behind_.TryEnqueue(DeviceRecord(request, response, absl::Now()))) {
+    metrics_->RecordFleetRecordDropped();
+  }
+}
+
+void FleetState::ApplyVerification(const v1::ResolveWeightPathRequest& request,
+                                   v1::ResolveWeightPathResponse* response) const {
+  v1::WeightPathSpec* spec = response->mutable_weight_path();
+  const std::string key =
+      EvidenceKey(spec->name(), response->hardware_class(), request.profile().cpu_model());
+  absl::ReaderMutexLock lock(&evidence_mutex_);
+  if (!evidence_.store_up) {
+    // `verified` keeps the policy's flag the resolver set.
+    v1::Verification* verification = spec->mutable_verification();
+    verification->set_source(v1::Verification::SOURCE_UNAVAILABLE);
+    verification->set_device_count(0);
+    verification->set_reason(
+        absl::StrCat("fleet store unavailable; verified is the policy's flag (",
+                     spec->verified() ? "measured" : "not measured", ")"));
+    return;
+  }
+  auto found = evidence_.cells.find(key);
+  if (found == evidence_.cells.end()) return;  // no reports: the policy's answer stands
+  spec->set_verified(found->second.verified);
+  *spec->mutable_verification() = found->second.verification;
+}
+
+std::vector<store::PathExpectation> FleetState::CurrentExpectations() const {
+  std::shared_ptr<const Snapshot> snapshot = snapshots_->Share();
+  return store::ExpectationsFromPolicy(*snapshot->policy);
+}
+
+absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
+    const v1::ReportMeasurementRequest& request) {
+  const std::vector<store::PathExpectation> expectations = CurrentExpectations();
+  const double fraction = options_.verification.regression_fraction;
+  // Filled by the check, which the store calls only for a new measurement
+  // (with the device's class stamped), so a retried key is never counted.
+  std::string hardware_class;
+  bool judged = false;
+  const store::RegressionCheck check = [&](const store::StoredMeasurement& measurement) {
+    hardware_class = measurement.hardware_class;
+    judged = true;
+    return store::IsRegression(
+        measurement, store::ExpectedFor(expectations, measurement.path, measurement.hardware_class),
+        fraction);
+  };
+  absl::StatusOr<store::RecordMeasurementResult> result =
+      store_->RecordMeasurement(request, absl::Now(), check);
+  if (!result.ok()) {
+    if (result.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+    return result.status();
+  }
+  MarkStore(true);
+  v1::ReportMeasurementResponse response;
+  response.set_measurement_id(result->measurement_id);
+  response.set_duplicate(result->duplicate);
+  response.set_regression(result->regression.regression);
+  response.set_regression_reason(result->regression.reason);
+  if (!result->duplicate && judged) {
+    metrics_->RecordMeasurement(hardware_class, request.path(), result->regression.regression);
+    {
+      std::lock_guard lock(refresher_mutex_);
+      refresh_requested_ = true;
+    }
+    refresher_wake_.notify_all();
+  }
+  return response;
+}
+
+absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix() {
+  std::shared_ptr<const Snapshot> snapshot = snapshots_->Share();
+  absl::StatusOr<std::vector<v1::VerificationCell>> cells = store_->VerificationMatrix(
+      store::ExpectationsFromPolicy(*snapshot->policy), options_.verification, absl::Now());
+  if (!cells.ok()) {
+    if (cells.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+    return cells.status();
+  }
+  v1::GetVerificationMatrixResponse response;
+  for (v1::VerificationCell& cell : *cells) *response.add_cells() = std::move(cell);
+  response.set_policy_version(snapshot->policy->version());
+  return response;
+}
+
+bool FleetState::store_up() const {
+  absl::ReaderMutexLock lock(&evidence_mutex_);
+  return evidence_.store_up;
+}
+
+void FleetState::MarkStore(bool up) {
+  {
+    absl::MutexLock lock(&evidence_mutex_);
+    evidence_.store_up = up;
+  }
+  metrics_->SetStoreUp(up);
+  std::lock_guard lock(health_mutex_);
+  if (reported_up_.has_value() && *reported_up_ == up) return;
+  reported_up_ = up;
+  if (up) {
+    spdlog::info("fleet store {} reachable", store_->backend());
+  } else {
+    spdlog::warn("fleet store {} unreachable: resolves fall back to the policy's verification",
+                 store_->backend());
+  }
+  if (listener_) listener_(up);
+}
+
+void FleetState::RefreshNow() {
+  metrics_->SetWriteBehind(write_behind_.counters());
+  const absl::Time now = absl::Now();
+  const std::vector<store::PathExpectation> expectations = CurrentExpectations();
+  absl::StatusOr<std::vector<v1::VerificationCell>> matrix =
+      store_->VerificationMatrix(expectations, options_.verification, now);
+  if (!matrix.ok()) {
+    spdlog::warn("verification refresh failed: {}", matrix.status().ToString());
+    if (matrix.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+    return;
+  }
+  absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>> seen =
+      store_->DevicesSeenByClassAndPath(now - options_.devices_seen_window);
+  if (!seen.ok()) {
+    spdlog::warn("devices-seen refresh failed: {}", seen.status().ToString());
+    if (seen.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+    return;
+  }
+
+  Evidence next;
+  std::map<std::pair<std::string, std::string>, bool> path_verified;
+  for (const store::PathExpectation& expectation : expectations) {
+    if (expectation.hardware_class.empty()) continue;
+    bool& verified = path_verified[{expectation.hardware_class, expectation.path}];
+    verified = verified || expectation.policy_verified;
+  }
+  for (const v1::VerificationCell& cell : *matrix) {
+    store::DeviceVerification verification;
+    verification.verified = cell.verified();
+    verification.verification = cell.verification();
+    next.cells.emplace(EvidenceKey(cell.path(), cell.hardware_class(), cell.cpu_model()),
+                       std::move(verification));
+    bool& verified = path_verified[{cell.hardware_class(), cell.path()}];
+    verified = verified || cell.verified();
+  }
+  {
+    absl::MutexLock lock(&evidence_mutex_);
+    evidence_ = std::move(next);
+  }
+  metrics_->SetDevicesSeen(*seen);
+  metrics_->SetPathVerified(path_verified);
+  MarkStore(true);
+}
+
+void FleetState::RefresherLoop() {
+  std::unique_lock lock(refresher_mutex_);
+  while (!stopping_) {
+    refresher_wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.refresh_interval),
+                             [this] { return stopping_ || refresh_requested_; });
+    if (stopping_) break;
+    refresh_requested_ = false;
+    lock.unlock();
+    RefreshNow();
+    lock.lock();
+  }
+}
+
+}  // namespace weightpath::server

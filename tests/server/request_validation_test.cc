@@ -1,0 +1,111 @@
+#include "server/request_validation.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+v1::ResolveWeightPathRequest ValidRequest() {
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id("edge-42");
+  request.mutable_profile()->set_arch("aarch64");
+  request.mutable_profile()->set_accelerator("none");
+  return request;
+}
+
+TEST(ServerRequestValidationTest, AcceptsAValidRequestAndTheLimitsThemselves) {
+  v1::ResolveWeightPathRequest request = ValidRequest();
+  EXPECT_THAT(ValidateResolveRequest(request), IsOk());
+  request.set_device_id(std::string(256, 'd'));
+  request.mutable_profile()->set_cpu_model(std::string(256, 'm'));
+  for (int i = 0; i < 4096; ++i) request.mutable_profile()->add_cpu_flags("f");
+  (*request.mutable_labels())["workload"] = std::string(256, 'w');
+  EXPECT_THAT(ValidateResolveRequest(request), IsOk());
+  // A profile with an accelerator classifies whatever its CPU arch.
+  v1::ResolveWeightPathRequest npu = ValidRequest();
+  npu.mutable_profile()->set_arch("riscv64");
+  npu.mutable_profile()->set_accelerator("npu:vendor");
+  EXPECT_THAT(ValidateResolveRequest(npu), IsOk());
+}
+
+TEST(ServerRequestValidationTest, DeviceIdRules) {
+  EXPECT_THAT(ValidateDeviceId(""), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("device_id is required")));
+  EXPECT_THAT(ValidateDeviceId(std::string(257, 'd')),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_id is 257 bytes")));
+  EXPECT_THAT(ValidateDeviceId("dev\n1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at byte 3")));
+  EXPECT_THAT(ValidateDeviceId("spiffe://fleet/edge-42.site_a@x+y=z"), IsOk());
+}
+
+TEST(ServerRequestValidationTest, EachOversizedFieldIsNamed) {
+  struct Case {
+    std::function<void(v1::ResolveWeightPathRequest*)> spoil;
+    std::string field;
+  };
+  const std::string long_text(257, 'x');
+  const std::vector<Case> cases = {
+      {[&](auto* r) { r->set_model(long_text); }, "model is 257 bytes"},
+      {[&](auto* r) { r->set_agent_version(long_text); }, "agent_version"},
+      {[&](auto* r) { r->mutable_profile()->set_gpu_name(long_text); }, "profile.gpu_name"},
+      {[&](auto* r) { r->mutable_profile()->set_host_os(long_text); }, "profile.host_os"},
+      {[&](auto* r) { r->mutable_profile()->set_source(long_text); }, "profile.source"},
+      {[&](auto* r) { r->mutable_profile()->set_accelerator(long_text); }, "profile.accelerator"},
+      {[&](auto* r) {
+         r->mutable_profile()->add_cpu_flags("ok");
+         r->mutable_profile()->add_cpu_flags(long_text);
+       },
+       "profile.cpu_flags[1]"},
+      {[&](auto* r) { r->mutable_profile()->add_probe_notes(long_text); },
+       "profile.probe_notes[0]"},
+      {[&](auto* r) {
+         for (int i = 0; i < 65; ++i) r->mutable_profile()->add_probe_notes("n");
+       },
+       "profile.probe_notes has 65 entries"},
+      {[&](auto* r) { r->mutable_profile()->add_accelerators()->set_driver(long_text); },
+       "profile.accelerators[0].driver"},
+      {[&](auto* r) {
+         for (int i = 0; i < 65; ++i) r->mutable_profile()->add_accelerators();
+       },
+       "profile.accelerators has 65 entries"},
+      {[&](auto* r) {
+         for (int i = 0; i < 5; ++i) r->mutable_profile()->add_gpu_capability(8);
+       },
+       "profile.gpu_capability"},
+      {[&](auto* r) {
+         for (int i = 0; i < 4097; ++i) r->mutable_profile()->add_clusters()->add_cpus(i);
+       },
+       "profile.clusters has 4097"},
+      {[&](auto* r) {
+         auto* cluster = r->mutable_profile()->add_clusters();
+         for (int i = 0; i < 4097; ++i) cluster->add_cpus(i);
+       },
+       "profile.clusters[0].cpus"},
+      {[&](auto* r) { (*r->mutable_labels())[long_text] = "v"; }, "labels has a key of 257"},
+      {[&](auto* r) { (*r->mutable_labels())[""] = "v"; }, "labels has an empty key"},
+      {[&](auto* r) {
+         for (int i = 0; i < 65; ++i) (*r->mutable_labels())["k" + std::to_string(i)] = "v";
+       },
+       "labels has 65 entries"},
+      {[&](auto* r) { r->mutable_profile()->set_arch("riscv64"); }, "profile.arch"},
+      {[&](auto* r) { r->clear_profile(); }, "profile is required"},
+  };
+  for (const Case& test_case : cases) {
+    SCOPED_TRACE(test_case.field);
+    v1::ResolveWeightPathRequest request = ValidRequest();
+    test_case.spoil(&request);
+    EXPECT_THAT(ValidateResolveRequest(request),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(test_case.field)));
+  }
+}
+
+}  // namespace
+}  // namespace weightpath::server

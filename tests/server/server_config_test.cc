@@ -1,0 +1,112 @@
+// Flags and --config FILE: the file adds values, the command line wins.
+#include "server/server_config.h"
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+ABSL_DECLARE_FLAG(std::string, config);
+ABSL_DECLARE_FLAG(std::string, listen);
+ABSL_DECLARE_FLAG(std::string, log_format);
+
+namespace weightpath::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+class ServerConfigTest : public ::testing::Test {
+ protected:
+  absl::FlagSaver restore_flags_;
+  testing::TempDir dir_;
+};
+
+TEST_F(ServerConfigTest, DefaultsAreTheEmbeddedLoopbackSetUp) {
+  absl::StatusOr<ServerConfig> config = ServerConfigFromFlags({});
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->listen, "127.0.0.1:50051");
+  EXPECT_EQ(config->metrics_listen, "127.0.0.1:9464");
+  EXPECT_TRUE(config->policy_path.empty());
+  EXPECT_TRUE(config->catalog_path.empty());
+  EXPECT_EQ(config->log_format, LogFormat::kText);
+  EXPECT_EQ(config->shutdown_grace, absl::Seconds(10));
+}
+
+TEST_F(ServerConfigTest, ConfigFileAddsValuesAndTheCommandLineWins) {
+  const std::string path = dir_.File("server.yaml");
+  testing::WriteFileOrDie(path,
+                          "listen: 127.0.0.1:6000\n"
+                          "log_format: json\n"
+                          "shutdown_grace: 3s\n"
+                          "reload_interval: 250ms\n"
+                          "policy: /etc/weightpath/policy.yaml\n");
+  absl::SetFlag(&FLAGS_config, path);
+  absl::SetFlag(&FLAGS_log_format, "text");
+  char arg0[] = "weightpath-server";
+  char arg1[] = "--log_format=text";
+  char* argv[] = {arg0, arg1};
+  absl::StatusOr<ServerConfig> config = ServerConfigFromFlags(FlagNamesOnCommandLine(2, argv));
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->listen, "127.0.0.1:6000");
+  EXPECT_EQ(config->log_format, LogFormat::kText);
+  EXPECT_EQ(config->shutdown_grace, absl::Seconds(3));
+  EXPECT_EQ(config->reload_interval, absl::Milliseconds(250));
+  EXPECT_EQ(config->policy_path, "/etc/weightpath/policy.yaml");
+}
+
+TEST_F(ServerConfigTest, ConfigFileFaultsNameTheLine) {
+  const std::string path = dir_.File("server.yaml");
+  testing::WriteFileOrDie(path, "listen: 127.0.0.1:6000\nlisten_port: 7\n");
+  absl::SetFlag(&FLAGS_config, path);
+  EXPECT_THAT(ServerConfigFromFlags({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("server.yaml:2: listen_port: unknown key")));
+  testing::WriteFileOrDie(path, "shutdown_grace: soon\n");
+  EXPECT_THAT(ServerConfigFromFlags({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("server.yaml:1: shutdown_grace")));
+  absl::SetFlag(&FLAGS_config, dir_.File("missing.yaml"));
+  EXPECT_THAT(ServerConfigFromFlags({}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.yaml")));
+}
+
+TEST_F(ServerConfigTest, FlagNamesOnCommandLineSeesEveryForm) {
+  char arg0[] = "weightpath-server";
+  char arg1[] = "--listen=0.0.0.0:1";
+  char arg2[] = "-policy";
+  char arg3[] = "p.yaml";
+  char arg4[] = "--noinsecure";
+  char arg5[] = "--";
+  char arg6[] = "--catalog=x";
+  char* argv[] = {arg0, arg1, arg2, arg3, arg4, arg5, arg6};
+  const std::set<std::string> names = FlagNamesOnCommandLine(7, argv);
+  EXPECT_EQ(names.count("listen"), 1u);
+  EXPECT_EQ(names.count("policy"), 1u);
+  EXPECT_EQ(names.count("insecure"), 1u);
+  EXPECT_EQ(names.count("catalog"), 0u);
+}
+
+TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
+  ServerConfig config;
+  config.client_ca_path = "ca.pem";
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--client_ca needs")));
+  config = ServerConfig();
+  config.log_level = "loud";
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--log_level")));
+  config = ServerConfig();
+  config.shutdown_grace = absl::Seconds(-1);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--shutdown_grace")));
+}
+
+}  // namespace
+}  // namespace weightpath::server
