@@ -9,6 +9,7 @@
 #include "agent/offline_decision.h"
 #include "agent/retry_policy.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -91,6 +92,20 @@ bool SameModel(const AgentConfig& config, const DecisionRecord& last_good) {
   return config.model.empty() || config.model == last_good.response.model();
 }
 
+// Most boots repeat the previous decision; rewriting an identical file
+// would cost two fsyncs on every boot and wear the flash of small devices.
+void RememberLastGood(const DecisionRecord& record, const std::string& state_dir) {
+  const absl::StatusOr<DecisionRecord> stored = LoadLastGood(state_dir);
+  if (stored.ok() && stored->artifact_path == record.artifact_path &&
+      google::protobuf::util::MessageDifferencer::Equals(stored->response, record.response)) {
+    return;
+  }
+  if (absl::Status saved = SaveLastGood(record, state_dir); !saved.ok()) {
+    // The engine has its decision; only a later fallback boot loses out.
+    spdlog::warn("boot: could not record the last good decision: {}", saved.ToString());
+  }
+}
+
 }  // namespace
 
 int ExitCodeFor(DecisionSource source) {
@@ -117,10 +132,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
         DecideWithServer(config, dependencies, *profile, budget_end, fetcher);
     if (from_server.ok()) {
       ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
-      if (absl::Status saved = SaveLastGood(outcome.record, config.state_dir); !saved.ok()) {
-        // The engine has its decision; only a later offline boot loses out.
-        spdlog::warn("boot: could not record the last good decision: {}", saved.ToString());
-      }
+      RememberLastGood(outcome.record, config.state_dir);
       return outcome;
     }
     fallback_reason = from_server.status().ToString();

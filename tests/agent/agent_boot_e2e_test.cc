@@ -241,11 +241,14 @@ TEST_F(AgentBootEndToEnd, ResolvesDownloadsVerifiesAndHandsOver) {
 TEST_F(AgentBootEndToEnd, SecondBootDoesNotDownloadAgain) {
   WriteAgentConfig(StartServer(catalog_path()));
   ASSERT_EQ(Boot().exit_code, 0);
+  const fs::file_time_type saved_at = fs::last_write_time(device("state/last_good_decision.json"));
   const CompletedProcess second = Boot();
   ASSERT_EQ(second.exit_code, 0) << second.stderr_text;
   EXPECT_THAT(second.stderr_text, HasSubstr("already cached and verified"));
   EXPECT_EQ(ArtifactRequests(), 1);
   EXPECT_EQ(Decision().artifact_path, cached_artifact());
+  // The same decision again: the stored copy is not rewritten.
+  EXPECT_EQ(fs::last_write_time(device("state/last_good_decision.json")), saved_at);
 }
 
 TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) {
