@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -173,14 +174,18 @@ class PostgresDatabase : public SqlDatabase {
     if (!idle_.empty()) {
       PGconn* connection = idle_.front();
       idle_.pop_front();
+      // Once one connection is found broken (a server restart or failover),
+      // every connection idle since then is suspect, though libpq still calls
+      // it OK: reset them all on reuse rather than fail one request each.
+      const bool suspect = connection_epoch_[connection] < broken_epoch_;
+      connection_epoch_[connection] = broken_epoch_;
       lock.unlock();
-      // A connection broken by a server restart is repaired on reuse.
-      if (PQstatus(connection) != CONNECTION_OK) PQreset(connection);
+      if (suspect || PQstatus(connection) != CONNECTION_OK) PQreset(connection);
       if (PQstatus(connection) != CONNECTION_OK) {
+        const std::string message = PQerrorMessage(connection);
         Release(connection);
-        return absl::UnavailableError(absl::StrCat("store URL ", RedactUrl(url_),
-                                                   ": connection lost: ",
-                                                   PQerrorMessage(connection)));
+        return absl::UnavailableError(
+            absl::StrCat("store URL ", RedactUrl(url_), ": connection lost: ", message));
       }
       return std::make_unique<PostgresSession>(this, connection);
     }
@@ -193,11 +198,19 @@ class PostgresDatabase : public SqlDatabase {
       available_.notify_one();
       return connection.status();
     }
+    {
+      std::lock_guard relock(mutex_);
+      connection_epoch_[*connection] = broken_epoch_;
+    }
     return std::make_unique<PostgresSession>(this, *connection);
   }
 
   void Release(PGconn* connection) {
     std::lock_guard lock(mutex_);
+    if (PQstatus(connection) != CONNECTION_OK) {
+      ++broken_epoch_;
+      connection_epoch_[connection] = broken_epoch_;  // this one gets reset anyway
+    }
     idle_.push_back(connection);
     available_.notify_one();
   }
@@ -209,6 +222,8 @@ class PostgresDatabase : public SqlDatabase {
   std::condition_variable available_;
   std::deque<PGconn*> idle_;
   int open_ = 0;
+  uint64_t broken_epoch_ = 0;
+  std::map<PGconn*, uint64_t> connection_epoch_;
 };
 
 PostgresSession::~PostgresSession() {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/sql_database.h"
 #include "store/store.h"
 #include "store/time_convert.h"
 #include "tests/store/seed_expectations.h"
@@ -197,7 +198,38 @@ TEST(StoreReplicas, StaleRolloutUpdateOnTheOtherReplicaIsAborted) {
   EXPECT_EQ(now_b->revision, 2);
 }
 
-TEST(StoreUnavailable, ADatabaseThatGoesAwayTurnsIntoUnavailable) {
+TEST(StoreUnavailable, EveryPooledConnectionRecoversAfterARestart) {
+  auto server = TemporaryPostgres::Start(/*sync_to_disk=*/false);
+  ASSERT_THAT(server, IsOk());
+  auto url = (*server)->CreateDatabase("restarting");
+  ASSERT_THAT(url, IsOk());
+  auto database = OpenSqlDatabase(*url);
+  ASSERT_THAT(database, IsOk());
+  {
+    // Two sessions at once: the pool now holds two open connections.
+    auto first = (*database)->Acquire();
+    auto second = (*database)->Acquire();
+    ASSERT_THAT(first, IsOk());
+    ASSERT_THAT(second, IsOk());
+    ASSERT_THAT((*first)->Query("SELECT 1").status(), IsOk());
+    ASSERT_THAT((*second)->Query("SELECT 1").status(), IsOk());
+  }
+  ASSERT_THAT((*server)->Stop(), IsOk());
+  ASSERT_THAT((*server)->StartAgain(), IsOk());
+  // The first use finds its connection broken; no later one may fail for it.
+  for (int i = 0; i < 4; ++i) {
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    absl::Status status = (*session)->Query("SELECT 1").status();
+    if (i == 0) {
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable));
+    } else {
+      EXPECT_THAT(status, IsOk()) << "use " << i;
+    }
+  }
+}
+
+TEST(StoreUnavailable, ADatabaseThatGoesAwayTurnsIntoUnavailableAndBackIntoService) {
   auto server = TemporaryPostgres::Start(/*sync_to_disk=*/false);
   ASSERT_THAT(server, IsOk());
   auto url = (*server)->CreateDatabase("going_away");
@@ -207,11 +239,19 @@ TEST(StoreUnavailable, ADatabaseThatGoesAwayTurnsIntoUnavailable) {
   ASSERT_THAT((*store)->UpsertDevices({MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0)}), IsOk());
   ASSERT_THAT((*store)->Ping(), IsOk());
 
-  server->reset();  // pg_ctl stop -m fast
+  ASSERT_THAT((*server)->Stop(), IsOk());  // pg_ctl stop -m fast
   EXPECT_THAT((*store)->RecordMeasurement(Measurement("k", "dev-a"), kT0),
               StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->Ping(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->GetDevice("dev-a"), StatusIs(absl::StatusCode::kUnavailable));
+
+  // Back up: the same store object reconnects; the agent's retry is recorded once.
+  ASSERT_THAT((*server)->StartAgain(), IsOk());
+  EXPECT_THAT((*store)->Ping(), IsOk());
+  auto retried = (*store)->RecordMeasurement(Measurement("k", "dev-a"), kT0);
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_FALSE(retried->duplicate);
+  EXPECT_THAT(*(*store)->ListMeasurements(absl::InfinitePast()), SizeIs(1));
 }
 
 }  // namespace

@@ -67,18 +67,36 @@ absl::StatusOr<std::unique_ptr<TemporaryPostgres>> TemporaryPostgres::Start(bool
   // A port found free can be taken before the server binds it; try a few.
   for (int attempt = 0; attempt < 5; ++attempt) {
     const int port = PickFreePort();
-    status = RunAsPostgres(absl::StrCat(
-        kBin, "/pg_ctl -D ", directory, "/data -o \"-k ", directory, " -p ", port,
-        " -c listen_addresses=127.0.0.1", sync_to_disk ? "" : " -c fsync=off",
-        "\" -l ", directory, "/server.log -w -t 120 start >/dev/null"));
+    status = StartServer(directory, port, sync_to_disk);
     if (status.ok()) {
-      std::unique_ptr<TemporaryPostgres> server(new TemporaryPostgres(directory, port));
+      std::unique_ptr<TemporaryPostgres> server(new TemporaryPostgres(directory, port, sync_to_disk));
       server->started_ = true;
       return server;
     }
   }
   std::filesystem::remove_all(directory);
   return absl::UnavailableError(absl::StrCat("PostgreSQL did not start: ", status.message()));
+}
+
+absl::Status TemporaryPostgres::StartServer(const std::string& directory, int port,
+                                            bool sync_to_disk) {
+  return RunAsPostgres(absl::StrCat(
+      kBin, "/pg_ctl -D ", directory, "/data -o \"-k ", directory, " -p ", port,
+      " -c listen_addresses=127.0.0.1", sync_to_disk ? "" : " -c fsync=off", "\" -l ", directory,
+      "/server.log -w -t 120 start >/dev/null"));
+}
+
+absl::Status TemporaryPostgres::Stop() {
+  absl::Status status =
+      RunAsPostgres(absl::StrCat(kBin, "/pg_ctl -D ", directory_, "/data -m fast -w stop >/dev/null"));
+  if (status.ok()) started_ = false;
+  return status;
+}
+
+absl::Status TemporaryPostgres::StartAgain() {
+  absl::Status status = StartServer(directory_, port_, sync_to_disk_);
+  if (status.ok()) started_ = true;
+  return status;
 }
 
 TemporaryPostgres::~TemporaryPostgres() {

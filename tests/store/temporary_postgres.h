@@ -20,14 +20,21 @@ class TemporaryPostgres {
   ~TemporaryPostgres();  // pg_ctl stop -m fast, then removes the directory
 
   int port() const { return port_; }
+  // Stops the server, keeping its data (a database outage).
+  absl::Status Stop();
+  // Starts it again on the same port and data.
+  absl::Status StartAgain();
   // Creates an empty database and returns its postgres:// URL.
   absl::StatusOr<std::string> CreateDatabase(const std::string& name);
   std::string UrlFor(const std::string& database) const;
 
  private:
-  TemporaryPostgres(std::string directory, int port) : directory_(std::move(directory)), port_(port) {}
+  TemporaryPostgres(std::string directory, int port, bool sync_to_disk)
+      : directory_(std::move(directory)), port_(port), sync_to_disk_(sync_to_disk) {}
+  static absl::Status StartServer(const std::string& directory, int port, bool sync_to_disk);
   std::string directory_;
   int port_;
+  bool sync_to_disk_;
   bool started_ = false;
 };
 
