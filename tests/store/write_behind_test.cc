@@ -9,6 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/store.h"
+#include "store/time_convert.h"
+#include "tests/store/store_backends.h"
+#include "tests/testing/status_matchers.h"
 
 namespace weightpath::store {
 namespace {
@@ -129,6 +133,37 @@ TEST(StoreWriteBehind, FlusherThreadDrainsOnShutdown) {
   EXPECT_EQ(written, 1000u);
   EXPECT_EQ(queue.counters().flushed, 1000u);
   EXPECT_EQ(queue.pending(), 0u);
+}
+
+TEST(StoreWriteBehind, FlushesIntoARealRegistryKeepingEachDevicesNewestRecord) {
+  auto url = testing::FreshDatabaseUrl(testing::Backend::kSqlite);
+  ASSERT_THAT(url, ::weightpath::testing::IsOk());
+  auto store = OpenFleetStore(*url);
+  ASSERT_THAT(store, ::weightpath::testing::IsOk());
+  WriteBehindOptions options;
+  options.max_batch = 128;
+  options.flush_period = absl::Hours(1);
+  DeviceWriteBehind queue(
+      [&](const std::vector<v1::Device>& batch) { return (*store)->UpsertDevices(batch); }, options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(queue.TryEnqueue(
+        testing::MakeDevice(absl::StrCat("d", i), "x86_cpu", "w4a8-amx", "Xeon", t0)));
+  }
+  for (int i = 0; i < 200; ++i) {  // these devices resolved again, onto another path
+    ASSERT_TRUE(queue.TryEnqueue(testing::MakeDevice(absl::StrCat("d", i), "x86_cpu",
+                                                     "w4a16-tinygemm", "Xeon", t0 + absl::Minutes(1))));
+  }
+  queue.Shutdown();
+  EXPECT_EQ(queue.counters().failed_batches, 0u);
+  auto summary = (*store)->DevicesSeenByClassAndPath(absl::InfinitePast());
+  ASSERT_THAT(summary, ::weightpath::testing::IsOk());
+  EXPECT_EQ((summary->at({"x86_cpu", "w4a16-tinygemm"})), 200u);
+  EXPECT_EQ((summary->at({"x86_cpu", "w4a8-amx"})), 800u);
+  auto repeated = (*store)->GetDevice("d7");
+  ASSERT_THAT(repeated, ::weightpath::testing::IsOk());
+  EXPECT_EQ(FromTimestamp(repeated->first_seen()), t0);
+  EXPECT_EQ(FromTimestamp(repeated->last_seen()), t0 + absl::Minutes(1));
 }
 
 }  // namespace
