@@ -198,10 +198,25 @@ TEST(StoreReplicas, StaleRolloutUpdateOnTheOtherReplicaIsAborted) {
   EXPECT_EQ(now_b->revision, 2);
 }
 
-TEST(StoreUnavailable, EveryPooledConnectionRecoversAfterARestart) {
-  auto server = TemporaryPostgres::Start(/*sync_to_disk=*/false);
-  ASSERT_THAT(server, IsOk());
-  auto url = (*server)->CreateDatabase("restarting");
+// One server for both outages: each start of a PostgreSQL costs seconds.
+class StoreUnavailable : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto started = TemporaryPostgres::Start(/*sync_to_disk=*/false);
+    ASSERT_THAT(started, IsOk());
+    server_ = started->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << "the test PostgreSQL did not start"; }
+  static TemporaryPostgres* server_;
+};
+TemporaryPostgres* StoreUnavailable::server_ = nullptr;
+
+TEST_F(StoreUnavailable, EveryPooledConnectionRecoversAfterARestart) {
+  auto url = server_->CreateDatabase("restarting");
   ASSERT_THAT(url, IsOk());
   auto database = OpenSqlDatabase(*url);
   ASSERT_THAT(database, IsOk());
@@ -214,8 +229,8 @@ TEST(StoreUnavailable, EveryPooledConnectionRecoversAfterARestart) {
     ASSERT_THAT((*first)->Query("SELECT 1").status(), IsOk());
     ASSERT_THAT((*second)->Query("SELECT 1").status(), IsOk());
   }
-  ASSERT_THAT((*server)->Stop(), IsOk());
-  ASSERT_THAT((*server)->StartAgain(), IsOk());
+  ASSERT_THAT(server_->Stop(), IsOk());
+  ASSERT_THAT(server_->StartAgain(), IsOk());
   // The first use finds its connection broken; no later one may fail for it.
   for (int i = 0; i < 4; ++i) {
     auto session = (*database)->Acquire();
@@ -229,24 +244,22 @@ TEST(StoreUnavailable, EveryPooledConnectionRecoversAfterARestart) {
   }
 }
 
-TEST(StoreUnavailable, ADatabaseThatGoesAwayTurnsIntoUnavailableAndBackIntoService) {
-  auto server = TemporaryPostgres::Start(/*sync_to_disk=*/false);
-  ASSERT_THAT(server, IsOk());
-  auto url = (*server)->CreateDatabase("going_away");
+TEST_F(StoreUnavailable, ADatabaseThatGoesAwayTurnsIntoUnavailableAndBackIntoService) {
+  auto url = server_->CreateDatabase("going_away");
   ASSERT_THAT(url, IsOk());
   auto store = OpenFleetStore(*url);
   ASSERT_THAT(store, IsOk());
   ASSERT_THAT((*store)->UpsertDevices({MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0)}), IsOk());
   ASSERT_THAT((*store)->Ping(), IsOk());
 
-  ASSERT_THAT((*server)->Stop(), IsOk());  // pg_ctl stop -m fast
+  ASSERT_THAT(server_->Stop(), IsOk());  // pg_ctl stop -m fast
   EXPECT_THAT((*store)->RecordMeasurement(Measurement("k", "dev-a"), kT0),
               StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->Ping(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->GetDevice("dev-a"), StatusIs(absl::StatusCode::kUnavailable));
 
   // Back up: the same store object reconnects; the agent's retry is recorded once.
-  ASSERT_THAT((*server)->StartAgain(), IsOk());
+  ASSERT_THAT(server_->StartAgain(), IsOk());
   EXPECT_THAT((*store)->Ping(), IsOk());
   auto retried = (*store)->RecordMeasurement(Measurement("k", "dev-a"), kT0);
   ASSERT_THAT(retried, IsOk());
