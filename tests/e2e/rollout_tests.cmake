@@ -30,3 +30,17 @@ weightpath_warnings(rollout_server_tests)
 # One CTest test for the binary: it starts one PostgreSQL for all its cases.
 add_test(NAME RolloutServer COMMAND rollout_server_tests)
 set_tests_properties(RolloutServer PROPERTIES TIMEOUT 240)
+
+# End to end with the real binaries; needs the server's rollout wiring.
+add_executable(rollout_e2e_tests
+  ${CMAKE_CURRENT_LIST_DIR}/rollout_e2e_test.cc
+  ${PROJECT_SOURCE_DIR}/tests/ctl/process_runner.cc)
+target_link_libraries(rollout_e2e_tests PRIVATE
+  weightpath_server_test_support weightpath_agent_lib weightpath_policy weightpath_testing)
+target_compile_definitions(rollout_e2e_tests PRIVATE
+  WEIGHTPATHCTL_PATH="$<TARGET_FILE:weightpathctl>"
+  WEIGHTPATH_AGENT_PATH="$<TARGET_FILE:weightpath-agent>")
+add_dependencies(rollout_e2e_tests weightpath-server weightpathctl weightpath-agent)
+weightpath_warnings(rollout_e2e_tests)
+gtest_discover_tests(rollout_e2e_tests TEST_PREFIX Rollout. DISCOVERY_TIMEOUT 60
+                     PROPERTIES TIMEOUT 240)
