@@ -253,6 +253,43 @@ TEST(HelmChart, EveryTemplateAndTheReadmeExist) {
               ::testing::HasSubstr("helm install"));
 }
 
+TEST(HelmChart, TlsMutualTlsAndPostgresValuesRenderTheMatchingFlags) {
+  YAML::Node values = LoadValues();
+  values["tls"]["secretName"] = "weightpath-tls";
+  values["tls"]["clientCASecretName"] = "device-ca";
+  values["store"]["type"] = "postgres";
+  values["store"]["postgres"]["secretName"] = "weightpath-db";
+  values["catalog"] = "default_model: m\n";
+  absl::StatusOr<std::vector<std::string>> args =
+      RenderContainerArgs(ChartFile("templates/deployment.yaml"), values);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ::testing::IsSupersetOf(
+                         {"--tls_cert=/etc/weightpath/tls/tls.crt",
+                          "--tls_key=/etc/weightpath/tls/tls.key",
+                          "--client_ca=/etc/weightpath/client-ca/ca.crt",
+                          "--catalog=/etc/weightpath/config/catalog.yaml",
+                          "--store=$(WEIGHTPATH_STORE_URL)"}));
+  EXPECT_THAT(*args, ::testing::Not(::testing::Contains("--insecure")));
+  EXPECT_THAT(*args, ::testing::Not(::testing::Contains(::testing::StartsWith("--store=sqlite:"))));
+  // The URL the kubelet expands must come from the Secret the values name.
+  const std::string deployment = ChartFile("templates/deployment.yaml");
+  EXPECT_EQ(FirstGroup(deployment, R"(- name: WEIGHTPATH_STORE_URL\s*\n\s*valueFrom:)"
+                                   R"(\s*\n\s*secretKeyRef:\s*\n\s*name: \{\{ (\S+) \}\})"),
+            ".Values.store.postgres.secretName");
+}
+
+TEST(HelmChart, StoreTypeNoneRendersStoreNone) {
+  YAML::Node values = LoadValues();
+  values["insecure"] = true;
+  values["store"]["type"] = "none";
+  absl::StatusOr<std::vector<std::string>> args =
+      RenderContainerArgs(ChartFile("templates/deployment.yaml"), values);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ::testing::Contains("--store=none"));
+  EXPECT_THAT(*args, ::testing::Not(::testing::Contains(::testing::StartsWith("--catalog"))))
+      << "an empty catalog value leaves the server on its embedded demo catalog";
+}
+
 // A directory laid out the way the kubelet writes a ConfigMap volume: the
 // visible policy.yaml links through ..data to a timestamped directory, and
 // an update writes a new directory and renames a new ..data link over the
