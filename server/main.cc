@@ -7,6 +7,7 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   weightpath::server::ConfigureLogging(config->log_format, config->log_level);
+  // Debian's abseil keeps Mutex deadlock detection on, which walks a lock
+  // graph on every Lock() of the per-request metrics lookup; the server's
+  // few locks are never nested, so it buys nothing here.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Blocked before gRPC starts its threads, so every thread inherits the mask
   // and the signals are taken only by the sigwait below.

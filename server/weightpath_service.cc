@@ -17,7 +17,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                                      bool require_client_identity)
-    : snapshots_(snapshots), metrics_(metrics), require_client_identity_(require_client_identity) {}
+    : snapshots_(snapshots), metrics_(metrics), require_client_identity_(require_client_identity) {
+  SetMessageAllocatorFor_ResolveWeightPath(&resolve_allocator_);
+}
 
 grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
     grpc::CallbackServerContext* context, const v1::ResolveWeightPathRequest* request,

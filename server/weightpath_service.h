@@ -3,6 +3,7 @@
 // callback API so no thread is parked per call.
 #pragma once
 
+#include "server/arena_message_allocator.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -24,6 +25,8 @@ class WeightPathService final : public v1::WeightPath::CallbackService {
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
+  ArenaMessageAllocator<v1::ResolveWeightPathRequest, v1::ResolveWeightPathResponse>
+      resolve_allocator_;
 };
 
 // absl and gRPC share the canonical code numbering, so the code carries over
