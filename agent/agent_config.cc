@@ -147,7 +147,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
       document, "",
       {"server", "tls", "device_id", "model", "priority", "labels", "state_dir", "cache_dir",
        "decision_file", "env_file", "budget", "call_timeout", "retry_base_delay",
-       "retry_max_delay"}));
+       "retry_max_delay", "apply_command", "engine_check_command", "resolve_interval"}));
 
   AgentConfig config;
   if (!document["server"]) {
@@ -168,6 +168,14 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
     const char* key;
     std::string* value;
   };
+  if (document["apply_command"]) {
+    ASSIGN_OR_RETURN(config.apply_command,
+                     reader.NonEmptyString(document["apply_command"], "apply_command"));
+  }
+  if (document["engine_check_command"]) {
+    ASSIGN_OR_RETURN(config.engine_check_command,
+                     reader.NonEmptyString(document["engine_check_command"], "engine_check_command"));
+  }
   for (const PathKey& path : {PathKey{"state_dir", &config.state_dir},
                               PathKey{"cache_dir", &config.cache_dir},
                               PathKey{"decision_file", &config.decision_file},
@@ -183,7 +191,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
   for (const DurationKey& duration : {DurationKey{"budget", &config.budget},
                                       DurationKey{"call_timeout", &config.call_timeout},
                                       DurationKey{"retry_base_delay", &config.retry_base_delay},
-                                      DurationKey{"retry_max_delay", &config.retry_max_delay}}) {
+                                      DurationKey{"retry_max_delay", &config.retry_max_delay},
+                                      DurationKey{"resolve_interval", &config.resolve_interval}}) {
     if (document[duration.key]) {
       ASSIGN_OR_RETURN(*duration.value,
                        reader.PositiveDuration(document[duration.key], duration.key));

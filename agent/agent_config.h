@@ -40,6 +40,13 @@ struct AgentConfig {
   // [0, min(retry_max_delay, retry_base_delay * 2^n)].
   absl::Duration retry_base_delay = absl::Milliseconds(250);
   absl::Duration retry_max_delay = absl::Seconds(8);
+  // `weightpath-agent run` only: the shell command that makes the engine
+  // pick up a new decision (e.g. "systemctl restart vllm-engine"), and an
+  // optional one whose success means the engine really serves it.
+  std::string apply_command;
+  std::string engine_check_command;
+  // Used between resolves when the server suggests no interval.
+  absl::Duration resolve_interval = absl::Minutes(5);
 };
 
 // Parses a config document. `source_name` labels errors ("agent.yaml:7:

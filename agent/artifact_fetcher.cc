@@ -275,9 +275,13 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
   result.resumed_from = offset;
   const absl::Time transfer_start = absl::Now();
   ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(artifact, partial_path, offset, time_limit));
-  if (outcome.code == CURLE_RANGE_ERROR && offset > 0) {
-    // The source ignores Range requests: the only safe choice is the whole
-    // file again.
+  const bool range_refused =
+      outcome.code == CURLE_RANGE_ERROR ||
+      (outcome.code == CURLE_HTTP_RETURNED_ERROR && outcome.http_status == 416);
+  if (range_refused && offset > 0) {
+    // The source ignores Range requests (200 instead of 206), or is now
+    // shorter than the partial file (416): either way the partial file
+    // cannot be continued, and the only safe choice is the whole file again.
     result.resumed_from = 0;
     const absl::Duration time_left = time_limit - (absl::Now() - transfer_start);
     ASSIGN_OR_RETURN(outcome, Transfer(artifact, partial_path, 0, time_left));

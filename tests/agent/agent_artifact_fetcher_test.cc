@@ -130,6 +130,22 @@ TEST_F(AgentArtifactFetcher, TruncatedSourceIsRejected) {
   EXPECT_FALSE(fs::exists(Partial(artifact)));
 }
 
+// A partial file longer than what the source now has cannot be resumed
+// (416); the fetch starts over, and the short source is then caught.
+TEST_F(AgentArtifactFetcher, PartialLongerThanTheSourceStartsOverAndIsRejected) {
+  v1::Artifact artifact = Served("shrunk.bin", 15);
+  WriteTextFile(Partial(artifact), ArtifactBytes(kArtifactBytes, 15).substr(0, 150000));
+  WriteTextFile(served_.Sub("shrunk.bin"), ArtifactBytes(100000, 15));
+  ArtifactFetcher fetcher(cache_.path());
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("truncated"), HasSubstr("100000 bytes"))));
+  EXPECT_FALSE(fs::exists(Partial(artifact)));
+  EXPECT_THAT(server_->RequestLog(),
+              ElementsAre(HasSubstr("range=bytes=150000- status=416"),
+                          HasSubstr("range=- status=200 bytes=100000")));
+}
+
 TEST_F(AgentArtifactFetcher, OversizedSourceIsCutOffAndRejected) {
   v1::Artifact artifact = Served("long.bin", 7);
   WriteTextFile(served_.Sub("long.bin"), ArtifactBytes(kArtifactBytes * 2, 7));

@@ -50,6 +50,10 @@ namespace fs = std::filesystem;
 
 constexpr char kModel[] = "Spark-X2.5-1.7B";
 constexpr size_t kArtifactBytes = 256 * 1024;
+// Budget (4 s in every config below) plus process start, probe and
+// hand-over on a loaded 2-core CI machine. Without per-call deadlines a
+// call to a silent server would wait until the test's 60 s kill.
+constexpr absl::Duration kProcessSlack = absl::Seconds(5);
 // An x86 server CPU with AMX: the default policy gives it w4a8-amx for speed.
 constexpr char kProfileJson[] = R"({
   "arch": "x86_64",
@@ -260,7 +264,7 @@ TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) 
 
   const CompletedProcess boot = Boot();
   ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
-  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));  // budget + process slack
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
   EXPECT_THAT(boot.stderr_text, HasSubstr("using the last good decision"));
   EXPECT_GE(ResolveAttempts(boot.stderr_text), 2) << "unavailable is retried";
   const DecisionRecord decision = Decision();
@@ -275,7 +279,7 @@ TEST_F(AgentBootEndToEnd, FreshDeviceWithoutServerGetsTheOfflinePolicy) {
   WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
   const CompletedProcess boot = Boot();
   ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
-  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
   EXPECT_THAT(boot.stderr_text, HasSubstr("offline decision from the default policy"));
   const DecisionRecord decision = Decision();
   EXPECT_EQ(decision.source, DecisionSource::kOffline);
@@ -306,7 +310,7 @@ TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudg
   ::close(listener);
   ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
   EXPECT_GE(boot.wall_time, absl::Seconds(1)) << "at least one full call deadline";
-  EXPECT_LT(boot.wall_time, absl::Seconds(4) + absl::Seconds(3));
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
   EXPECT_THAT(boot.stderr_text, HasSubstr("DEADLINE_EXCEEDED"));
   EXPECT_EQ(Decision().source, DecisionSource::kOffline);
 }

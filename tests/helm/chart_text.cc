@@ -44,7 +44,8 @@ std::map<std::string, std::string> StringVariables(const std::string& text) {
 
 std::string SubstituteSimpleReferences(const std::string& template_text,
                                        const YAML::Node& values) {
-  static const std::regex kReference(R"re(\{\{-?\s*(\.Values\.[\w.]+|\$\w+)\s*-?\}\})re");
+  static const std::regex kReference(
+      R"re(\{\{-?\s*(?:int\s+)?(\.Values\.[\w.]+|\$\w+)\s*-?\}\})re");
   const std::map<std::string, std::string> variables = StringVariables(template_text);
   std::string out;
   auto last = template_text.cbegin();

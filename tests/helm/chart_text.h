@@ -18,8 +18,9 @@ absl::StatusOr<std::string> ReadFileText(const std::string& path);
 // is missing.
 YAML::Node ValueAt(const YAML::Node& root, const std::string& dotted_path);
 
-// Replaces {{ .Values.x.y }} whose value is a scalar, and {{ $name }} where
-// the template sets $name := "literal", by their text.
+// Replaces {{ .Values.x.y }} (or {{ int .Values.x.y }}) whose value is a
+// scalar, and {{ $name }} where the template sets $name := "literal", by
+// their text.
 std::string SubstituteSimpleReferences(const std::string& template_text, const YAML::Node& values);
 
 // Every --name the text passes (a command-line flag, not a YAML "---").

@@ -1,0 +1,198 @@
+#include "agent/run_loop.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/artifact_fetcher.h"
+#include "agent/handover.h"
+#include "agent/last_good_store.h"
+#include "agent/run_report_client.h"
+#include "google/protobuf/util/json_util.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::agent {
+namespace {
+
+google::protobuf::Timestamp ToTimestamp(absl::Time time) {
+  google::protobuf::Timestamp timestamp;
+  const int64_t nanos = absl::ToUnixNanos(time);
+  timestamp.set_seconds(nanos / 1'000'000'000);
+  timestamp.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  return timestamp;
+}
+
+}  // namespace
+
+absl::Duration JitteredInterval(absl::Duration interval, RandomSource& random) {
+  return interval * random.Uniform(0.8, 1.2);
+}
+
+std::string BuildKey(const v1::ResolveWeightPathResponse& response) {
+  std::string kwargs;
+  google::protobuf::util::JsonPrintOptions options;
+  // A Struct prints its keys in map order, so equal kwargs give equal text.
+  (void)google::protobuf::util::MessageToJsonString(response.engine_kwargs(), &kwargs, options);
+  return absl::StrCat(response.weight_path().name(), "|", response.model(), "|",
+                      response.artifact().sha256(), "|", kwargs);
+}
+
+RunLoop::RunLoop(const AgentConfig& config, RunDependencies& dependencies,
+                 std::optional<DecisionRecord> current)
+    : config_(config),
+      dependencies_(dependencies),
+      current_(std::move(current)),
+      next_wait_(config.resolve_interval) {}
+
+void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
+                     const std::string& detail) {
+  v1::ReportOutcomeRequest request;
+  request.set_device_id(config_.device_id);
+  request.set_outcome(outcome);
+  request.set_path(about.weight_path().name());
+  request.set_artifact_sha256(about.artifact().sha256());
+  request.set_policy_version(about.policy_version());
+  request.set_rollout_id(about.rollout().rollout_id());
+  request.set_detail(detail);
+  *request.mutable_observed_at() = ToTimestamp(dependencies_.clock->Now());
+  request.set_idempotency_key(OutcomeIdempotencyKey(request));
+  unsent_.push_back(std::move(request));
+  FlushReports();
+}
+
+void RunLoop::FlushReports() {
+  std::vector<v1::ReportOutcomeRequest> still_unsent;
+  for (const v1::ReportOutcomeRequest& request : unsent_) {
+    const absl::Status sent =
+        dependencies_.report(request, dependencies_.clock->Now() + config_.call_timeout);
+    if (sent.ok()) continue;
+    // A rejected report would be rejected again; only a transport failure
+    // is worth keeping for the next pass.
+    if (sent.code() == absl::StatusCode::kUnavailable ||
+        sent.code() == absl::StatusCode::kDeadlineExceeded) {
+      still_unsent.push_back(request);
+    }
+    spdlog::warn("run: report {} not accepted: {}", v1::Outcome_Name(request.outcome()),
+                 sent.ToString());
+  }
+  unsent_ = std::move(still_unsent);
+}
+
+absl::Status RunLoop::StartEngine(const DecisionRecord& record) {
+  absl::Status handed_over = WriteHandover(record, config_.decision_file, config_.env_file);
+  if (!handed_over.ok()) return handed_over;
+  if (!config_.apply_command.empty()) {
+    absl::Status applied = dependencies_.run_command(config_.apply_command, "apply_command");
+    if (!applied.ok()) return applied;
+  }
+  if (!config_.engine_check_command.empty()) {
+    absl::Status checked =
+        dependencies_.run_command(config_.engine_check_command, "engine_check_command");
+    if (!checked.ok()) return checked;
+  }
+  return absl::OkStatus();
+}
+
+PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response) {
+  DecisionRecord next;
+  next.response = response;
+  next.source = DecisionSource::kServer;
+  if (response.has_artifact() && !response.artifact().uri().empty()) {
+    ArtifactFetcher fetcher(config_.cache_dir);
+    absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
+    if (!fetched.ok()) {
+      spdlog::warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
+                   fetched.status().ToString());
+      // Bytes that are not the artifact are a verdict on the build; a
+      // network hiccup is not, and the next pass simply tries again.
+      if (fetched.status().code() == absl::StatusCode::kDataLoss ||
+          fetched.status().code() == absl::StatusCode::kInvalidArgument) {
+        rejected_build_ = BuildKey(response);
+        Report(v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, response,
+               std::string(fetched.status().message()));
+      }
+      return PassResult::kFetchFailed;
+    }
+    next.artifact_path = fetched->path;
+  }
+
+  const absl::Status started = StartEngine(next);
+  if (started.ok()) {
+    spdlog::info("run: engine runs path={} rollout={}", response.weight_path().name(),
+                 response.rollout().rollout_id().empty() ? "none" : response.rollout().rollout_id());
+    const absl::Status saved = SaveLastGood(next, config_.state_dir);
+    if (!saved.ok()) spdlog::warn("run: last good decision not saved: {}", saved.ToString());
+    current_ = std::move(next);
+    Report(v1::OUTCOME_ENGINE_STARTED, response, "");
+    return PassResult::kApplied;
+  }
+
+  spdlog::error("run: new build failed, going back: {}", started.ToString());
+  rejected_build_ = BuildKey(response);
+  Report(v1::OUTCOME_ENGINE_START_FAILED, response, std::string(started.message()));
+  std::string rollback_detail = "back on the previous decision";
+  if (current_.has_value()) {
+    const absl::Status restored = StartEngine(*current_);
+    if (!restored.ok()) {
+      rollback_detail = absl::StrCat("previous decision restored but: ", restored.message());
+      spdlog::error("run: previous build did not come back cleanly: {}", restored.ToString());
+    }
+  } else {
+    rollback_detail = "no previous decision to go back to";
+  }
+  Report(v1::OUTCOME_ROLLED_BACK, response, rollback_detail);
+  return PassResult::kRolledBack;
+}
+
+PassResult RunLoop::RunOnce() {
+  FlushReports();
+  next_wait_ = JitteredInterval(config_.resolve_interval, *dependencies_.random);
+  absl::StatusOr<v1::HardwareProfile> profile = dependencies_.probe();
+  if (!profile.ok()) {
+    spdlog::warn("run: probe failed: {}", profile.status().ToString());
+    return PassResult::kResolveFailed;
+  }
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id(config_.device_id);
+  *request.mutable_profile() = *std::move(profile);
+  request.set_priority(config_.priority);
+  request.set_model(config_.model);
+  *request.mutable_labels() = config_.labels;
+  request.set_agent_version(dependencies_.agent_version);
+  absl::StatusOr<v1::ResolveWeightPathResponse> response =
+      dependencies_.resolve(request, dependencies_.clock->Now() + config_.call_timeout);
+  if (!response.ok()) {
+    spdlog::warn("run: resolve failed, keeping the current decision: {}",
+                 response.status().ToString());
+    return PassResult::kResolveFailed;
+  }
+  if (response->resolve_interval_seconds() > 0) {
+    next_wait_ = JitteredInterval(absl::Seconds(response->resolve_interval_seconds()),
+                                  *dependencies_.random);
+  }
+
+  const std::string build = BuildKey(*response);
+  if (current_.has_value() && BuildKey(current_->response) == build) {
+    rejected_build_.clear();
+    if (current_->response.rollout().rollout_id() != response->rollout().rollout_id()) {
+      // Same build, new attribution (e.g. the device joined a rollout whose
+      // action it already satisfies): the engine already runs it, so say so
+      // for the new rollout instead of staying silent until the timeout.
+      current_->response = *response;
+      const absl::Status written = WriteHandover(*current_, config_.decision_file, config_.env_file);
+      if (!written.ok()) spdlog::warn("run: decision file not updated: {}", written.ToString());
+      if (!response->rollout().rollout_id().empty()) {
+        Report(v1::OUTCOME_ENGINE_STARTED, *response, "build already running");
+      }
+    }
+    return PassResult::kUnchanged;
+  }
+  if (build == rejected_build_) return PassResult::kSkippedRejected;
+  return Apply(*response);
+}
+
+void RunLoop::Run(const std::function<bool()>& keep_going) {
+  while (keep_going()) {
+    RunOnce();
+    dependencies_.clock->SleepFor(next_wait_);
+  }
+}
+
+}  // namespace weightpath::agent

@@ -1,0 +1,93 @@
+// What `weightpath-agent run` does after boot: resolve again every so often
+// (the server's suggested interval, with jitter so a fleet does not poll in
+// lockstep), and when the decision changes bring the new build in:
+//   fetch and verify the artifact -> swap the hand-over files atomically ->
+//   apply_command -> engine_check_command (optional) ->
+//   report OUTCOME_ENGINE_STARTED (with the decision's rollout attribution).
+// If applying or the check fails, the previous decision goes back (files
+// swapped back, apply_command run again) and the agent reports
+// OUTCOME_ENGINE_START_FAILED then OUTCOME_ROLLED_BACK, both naming the
+// rollout whose build failed, so that rollout's gates see it. A decision
+// that failed is not tried again until the server's answer changes.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/agent_config.h"
+#include "agent/clock.h"
+#include "agent/decision_record.h"
+#include "agent/random_source.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::agent {
+
+// The outside world of the run loop, injected so tests drive time, jitter,
+// the server and the commands.
+struct RunDependencies {
+  Clock* clock = nullptr;
+  RandomSource* random = nullptr;
+  std::function<absl::StatusOr<v1::HardwareProfile>()> probe;
+  std::function<absl::StatusOr<v1::ResolveWeightPathResponse>(
+      const v1::ResolveWeightPathRequest& request, absl::Time deadline)>
+      resolve;
+  std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Time deadline)> report;
+  // Runs a configured shell command; `what` is its config key.
+  std::function<absl::Status(const std::string& command, const std::string& what)> run_command;
+  std::string agent_version;
+};
+
+// The wait before the next resolve: `interval` drawn uniformly from
+// [0.8, 1.2] of itself, so devices told the same interval spread out while
+// the average stays what the server asked for.
+absl::Duration JitteredInterval(absl::Duration interval, RandomSource& random);
+
+// The parts of a decision that change what the engine runs. A new stage or
+// rollout attribution with the same build is not a change to apply.
+std::string BuildKey(const v1::ResolveWeightPathResponse& response);
+
+enum class PassResult {
+  kUnchanged,        // same build as running (maybe a new attribution)
+  kApplied,          // a new build runs and the engine check passed
+  kRolledBack,       // the new build failed; the previous one runs again
+  kSkippedRejected,  // the server still offers a build that failed here
+  kResolveFailed,    // no answer from the server; nothing changed
+  kFetchFailed,      // the new artifact could not be fetched or verified
+};
+
+class RunLoop {
+ public:
+  // `current` is the decision the engine runs now (from decision_file), if any.
+  RunLoop(const AgentConfig& config, RunDependencies& dependencies,
+          std::optional<DecisionRecord> current);
+
+  // One resolve and whatever it calls for. Sets next_wait().
+  PassResult RunOnce();
+  // RunOnce, sleep next_wait() on the injected clock, until `keep_going` says no.
+  void Run(const std::function<bool()>& keep_going);
+
+  absl::Duration next_wait() const { return next_wait_; }
+  const std::optional<DecisionRecord>& current() const { return current_; }
+  // Reports not yet accepted by the server; retried on every pass.
+  const std::vector<v1::ReportOutcomeRequest>& unsent_reports() const { return unsent_; }
+
+ private:
+  void Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
+              const std::string& detail);
+  void FlushReports();
+  PassResult Apply(const v1::ResolveWeightPathResponse& response);
+  absl::Status StartEngine(const DecisionRecord& record);
+
+  const AgentConfig& config_;
+  RunDependencies& dependencies_;
+  std::optional<DecisionRecord> current_;
+  std::string rejected_build_;
+  absl::Duration next_wait_;
+  std::vector<v1::ReportOutcomeRequest> unsent_;
+};
+
+}  // namespace weightpath::agent

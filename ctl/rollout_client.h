@@ -1,0 +1,41 @@
+// weightpathctl's connection to FleetAdmin: the channel (plaintext or TLS,
+// with an admin client certificate for mutual TLS) and the operator's bearer
+// token, which rides on every call as `authorization: Bearer <token>`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ctl/arguments.h"
+#include "grpcpp/grpcpp.h"
+#include "weightpath/v1/fleet_admin.grpc.pb.h"
+
+namespace weightpath::ctl {
+
+// The flags every remote subcommand shares.
+std::vector<FlagSpec> ConnectionFlags();
+
+class FleetAdminConnection {
+ public:
+  // INVALID_ARGUMENT naming the flag when --server is missing, --cert comes
+  // without --key (or the reverse); FAILED_PRECONDITION naming the flag when
+  // a file is unreadable or empty.
+  static absl::StatusOr<FleetAdminConnection> Open(const ParsedArguments& arguments);
+
+  v1::FleetAdmin::Stub& stub() { return *stub_; }
+  // A context with the deadline and the operator's token set.
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+ private:
+  std::shared_ptr<v1::FleetAdmin::Stub> stub_;
+  std::string bearer_token_;
+  absl::Duration timeout_ = absl::Seconds(10);
+};
+
+// The gRPC status as an absl::Status with the same code, prefixed by the RPC.
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc);
+
+}  // namespace weightpath::ctl

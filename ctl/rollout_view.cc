@@ -1,0 +1,147 @@
+#include "ctl/rollout_view.h"
+
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "deploy/label_selector.h"
+#include "deploy/proto_time.h"
+#include "deploy/rollout_evaluation.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace weightpath::ctl {
+namespace {
+
+std::string StateName(v1::RolloutState state) {
+  std::string name = v1::RolloutState_Name(state);
+  constexpr absl::string_view kPrefix = "ROLLOUT_STATE_";
+  if (absl::StartsWith(name, kPrefix)) name = name.substr(kPrefix.size());
+  return name;
+}
+
+std::string DescribeAction(const v1::RolloutAction& action) {
+  switch (action.action_case()) {
+    case v1::RolloutAction::kSetPriority:
+      return absl::StrCat("set priority ", v1::Priority_Name(action.set_priority()));
+    case v1::RolloutAction::kPinPath:
+      return absl::StrCat("pin path ", action.pin_path());
+    case v1::RolloutAction::kPinArtifact:
+      return absl::StrCat("pin artifact of ", action.pin_artifact().path(), " to ",
+                          action.pin_artifact().artifact().uri(),
+                          action.pin_artifact().artifact().version().empty()
+                              ? ""
+                              : absl::StrCat(" (", action.pin_artifact().artifact().version(), ")"));
+    case v1::RolloutAction::ACTION_NOT_SET:
+      break;
+  }
+  return "none";
+}
+
+std::string DescribeSelector(const v1::DeviceSelector& selector) {
+  if (selector.all()) return "all devices";
+  std::string text = deploy::FormatLabelSelector(selector);
+  if (text.empty()) text = "(no label requirement)";
+  if (selector.hardware_classes_size() > 0) {
+    absl::StrAppend(&text, "  hardware classes: ", absl::StrJoin(selector.hardware_classes(), ","));
+  }
+  return text;
+}
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "-";
+  return absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+void AppendOutcomeRow(std::string* out, absl::string_view name, uint64_t members, uint64_t control) {
+  absl::StrAppend(out, absl::StrFormat("    %-18s %10d %10d\n", name, members, control));
+}
+
+}  // namespace
+
+std::string FormatRolloutProgress(const v1::Rollout& rollout) {
+  std::string out;
+  absl::StrAppend(&out, "rollout ", rollout.id(), ": ", StateName(rollout.state()));
+  if (!rollout.state_reason().empty()) absl::StrAppend(&out, " (", rollout.state_reason(), ")");
+  absl::StrAppend(&out, "\n");
+  if (!rollout.description().empty()) absl::StrAppend(&out, "  ", rollout.description(), "\n");
+  absl::StrAppend(&out, "  selector:  ", DescribeSelector(rollout.selector()), "\n");
+  absl::StrAppend(&out, "  action:    ", DescribeAction(rollout.action()),
+                  "  (precedence ", rollout.precedence(), ")\n");
+
+  const int stage_count = rollout.stages_size();
+  if (stage_count > 0) {
+    const uint32_t index = std::min<uint32_t>(rollout.current_stage(), stage_count - 1);
+    const v1::RolloutStage& stage = rollout.stages(index);
+    std::vector<std::string> plan;
+    for (const v1::RolloutStage& each : rollout.stages()) plan.push_back(absl::StrCat(each.percent(), "%"));
+    absl::StrAppend(&out, "  stage:     ", index + 1, "/", stage_count, " at ", stage.percent(),
+                    "% of the selector  [", absl::StrJoin(plan, " -> "), "]\n");
+    absl::StrAppend(&out, "             bake ", stage.min_bake_seconds(), "s, needs ",
+                    stage.min_reporting_devices(), " reporting, silent after ",
+                    stage.report_timeout_seconds(), "s");
+    if (rollout.has_stage_started_at()) {
+      absl::StrAppend(&out, ", started ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                       deploy::FromProtoTime(rollout.stage_started_at()),
+                                       absl::UTCTimeZone()));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+
+  const v1::CohortOutcomes& members = rollout.members();
+  const v1::CohortOutcomes& control = rollout.control();
+  absl::StrAppend(&out, "  members:   ", members.devices(), " devices, ", members.reporting(),
+                  " reporting (", Percent(members.reporting(), members.devices()), ")\n");
+  absl::StrAppend(&out, "  control:   ", control.devices(), " devices, ", control.reporting(),
+                  " reporting\n");
+  absl::StrAppend(&out, absl::StrFormat("  outcomes:  %-18s %10s %10s\n", "", "members", "control"));
+  AppendOutcomeRow(&out, "engine_started", members.engine_started(), control.engine_started());
+  AppendOutcomeRow(&out, "boot_failed", members.boot_failed(), control.boot_failed());
+  AppendOutcomeRow(&out, "artifact_failed", members.artifact_failed(), control.artifact_failed());
+  AppendOutcomeRow(&out, "engine_failed", members.engine_failed(), control.engine_failed());
+  AppendOutcomeRow(&out, "silent", members.silent(), control.silent());
+  AppendOutcomeRow(&out, "tasks_completed", members.tasks_completed(), control.tasks_completed());
+  AppendOutcomeRow(&out, "tasks_undone", members.tasks_undone(), control.tasks_undone());
+  AppendOutcomeRow(&out, "tasks_failed", members.tasks_failed(), control.tasks_failed());
+  absl::StrAppend(&out, "  gates:\n");
+  for (const deploy::GateReading& reading : deploy::ReadGates(rollout.gates(), members, control)) {
+    absl::StrAppend(&out, "    ", deploy::DescribeGate(reading),
+                    reading.breached ? "  BREACHED" : "", "\n");
+  }
+  if (rollout.gates().rollback_on_breach()) absl::StrAppend(&out, "    (a breach rolls back)\n");
+  return out;
+}
+
+std::string FormatRolloutList(const std::vector<v1::Rollout>& rollouts) {
+  if (rollouts.empty()) return "no rollouts\n";
+  std::string out = absl::StrFormat("%-24s %-12s %-8s %-8s %-10s %s\n", "ID", "STATE", "STAGE",
+                                    "PERCENT", "MEMBERS", "ACTION");
+  for (const v1::Rollout& rollout : rollouts) {
+    const int stage_count = rollout.stages_size();
+    const uint32_t index =
+        stage_count == 0 ? 0 : std::min<uint32_t>(rollout.current_stage(), stage_count - 1);
+    const std::string stage = absl::StrCat(index + 1, "/", stage_count);
+    const std::string percent =
+        stage_count == 0 ? "-" : absl::StrCat(rollout.stages(index).percent(), "%");
+    absl::StrAppend(&out, absl::StrFormat("%-24s %-12s %-8s %-8s %-10d %s\n", rollout.id(),
+                                          StateName(rollout.state()), stage, percent,
+                                          rollout.members().devices(),
+                                          DescribeAction(rollout.action())));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RolloutJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!printed.ok()) return absl::InternalError(absl::StrCat("JSON output: ", std::string(printed.message())));
+  if (json.empty() || json.back() != '\n') json.push_back('\n');
+  return json;
+}
+
+}  // namespace weightpath::ctl

@@ -1,0 +1,49 @@
+// The rollout metrics. Rollout ids are chosen by operators and few, so they
+// are fine as labels; device ids never appear.
+//   weightpath_rollout_stage{rollout}                     current stage index
+//   weightpath_rollout_state{rollout,state}               1 for the current state
+//   weightpath_rollout_members{rollout}                   members at the last evaluation
+//   weightpath_rollout_outcomes_total{rollout,cohort,outcome}  cohort = member | control
+//   weightpath_rollout_gate_breaches_total{rollout,gate}
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+#include "weightpath/v1/rollout.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::server {
+
+class RolloutMetrics {
+ public:
+  explicit RolloutMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  // Stage, state (every state series of the rollout, current one at 1) and members.
+  void SetRollout(const v1::Rollout& rollout);
+  void CountOutcome(absl::string_view rollout_id, absl::string_view cohort, v1::Outcome outcome);
+  void CountGateBreach(absl::string_view rollout_id, absl::string_view gate);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  absl::Mutex mutex_;  // Family::Add is thread-safe; this keeps state flips atomic
+  prometheus::Family<prometheus::Gauge>& stage_;
+  prometheus::Family<prometheus::Gauge>& state_;
+  prometheus::Family<prometheus::Gauge>& members_;
+  prometheus::Family<prometheus::Counter>& outcomes_;
+  prometheus::Family<prometheus::Counter>& breaches_;
+};
+
+// "progressing", "paused", ... (the enum name without its prefix, lowercase).
+std::string RolloutStateLabel(v1::RolloutState state);
+// "engine_started", "tasks", ... likewise.
+std::string OutcomeLabel(v1::Outcome outcome);
+
+}  // namespace weightpath::server

@@ -1,0 +1,34 @@
+// What rollouts change in one resolve: the decision the policy gives once
+// the first applicable member rollout has shaped it, its attribution, a
+// pinned artifact, and how soon the device should ask again.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "deploy/resolve_interval.h"
+#include "deploy/rollout_shaping.h"
+#include "policy/policy.h"
+#include "weightpath/v1/rollout.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::server {
+
+struct ShapedResolve {
+  deploy::RolloutResolution resolution;
+  uint32_t resolve_interval_seconds = 0;
+};
+
+// INVALID_ARGUMENT when the profile cannot be classified (as the policy says).
+absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
+                                            const v1::ResolveWeightPathRequest& request,
+                                            const std::vector<v1::Rollout>& rollouts,
+                                            const deploy::ResolveIntervalSettings& settings = {});
+
+// Fills `rollout` and `resolve_interval_seconds`, and replaces the catalog's
+// artifact when a rollout pinned one.
+void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* response);
+
+}  // namespace weightpath::server

@@ -1,0 +1,303 @@
+// The agent's run loop with an injected clock and randomness, a scripted
+// server and real shell scripts as apply/check commands (a script that
+// fails for the new build is a real failure, not a mock).
+#include <sys/stat.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/decision_record.h"
+#include "agent/run_loop.h"
+#include "agent/run_shell.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/artifact_files.h"
+#include "tests/agent/fake_clock.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::weightpath::testing::StatusIs;
+using testing::FakeClock;
+using testing::ReadTextFile;
+using testing::TempDir;
+using testing::WriteTextFile;
+
+// Always draws the same point of the range, so the schedule is exact.
+class FixedRandom : public RandomSource {
+ public:
+  explicit FixedRandom(double fraction) : fraction_(fraction) {}
+  double Uniform(double low, double high) override { return low + (high - low) * fraction_; }
+
+ private:
+  double fraction_;
+};
+
+v1::ResolveWeightPathResponse Decision(const std::string& path, const std::string& rollout_id,
+                                       uint32_t interval_seconds) {
+  v1::ResolveWeightPathResponse response;
+  response.set_hardware_class("x86_cpu");
+  response.mutable_weight_path()->set_name(path);
+  response.set_model("qwen2.5-1.5b-instruct");
+  response.set_policy_version("policy-test");
+  response.set_resolve_interval_seconds(interval_seconds);
+  if (!rollout_id.empty()) {
+    response.mutable_rollout()->set_rollout_id(rollout_id);
+    response.mutable_rollout()->set_bucket(12);
+  }
+  return response;
+}
+
+void WriteScript(const std::string& path, const std::string& body) {
+  WriteTextFile(path, absl::StrCat("#!/bin/sh\n", body));
+  ::chmod(path.c_str(), 0755);
+}
+
+class RunLoopTest : public ::testing::Test {
+ protected:
+  RunLoopTest() : random_(0.0) {
+    config_.server = "127.0.0.1:1";
+    config_.device_id = "device-0002";
+    config_.labels["workload"] = "agentic";
+    config_.state_dir = dir_.Sub("state");
+    config_.cache_dir = dir_.Sub("cache");
+    config_.decision_file = dir_.Sub("run/decision.json");
+    config_.env_file = dir_.Sub("run/engine.env");
+    config_.resolve_interval = absl::Seconds(600);
+    // The "engine" restarts by recording which path it was given; it cannot
+    // start the tinygemm build, as a broken new build would not.
+    WriteScript(dir_.Sub("apply.sh"),
+                absl::StrCat(". ", config_.env_file, "\necho \"$WEIGHTPATH_PATH\" >> ",
+                             dir_.Sub("applied.log"), "\n",
+                             "[ \"$WEIGHTPATH_PATH\" != w4a16-tinygemm ] || exit 3\n"));
+    config_.apply_command = dir_.Sub("apply.sh");
+
+    dependencies_.clock = &clock_;
+    dependencies_.random = &random_;
+    dependencies_.agent_version = "test";
+    dependencies_.probe = [] {
+      v1::HardwareProfile profile;
+      profile.set_arch("x86_64");
+      return absl::StatusOr<v1::HardwareProfile>(profile);
+    };
+    dependencies_.resolve = [this](const v1::ResolveWeightPathRequest& request, absl::Time)
+        -> absl::StatusOr<v1::ResolveWeightPathResponse> {
+      requests_.push_back(request);
+      if (answers_.empty()) return absl::UnavailableError("server down");
+      absl::StatusOr<v1::ResolveWeightPathResponse> answer = answers_.front();
+      if (answers_.size() > 1) answers_.pop_front();
+      return answer;
+    };
+    dependencies_.report = [this](const v1::ReportOutcomeRequest& request, absl::Time) {
+      if (!report_status_.ok()) return report_status_;
+      reports_.push_back(request);
+      return absl::OkStatus();
+    };
+    dependencies_.run_command = RunShellCommand;
+  }
+
+  std::vector<v1::Outcome> ReportedOutcomes() const {
+    std::vector<v1::Outcome> outcomes;
+    for (const auto& report : reports_) outcomes.push_back(report.outcome());
+    return outcomes;
+  }
+
+  DecisionRecord Running(const std::string& path) {
+    DecisionRecord record;
+    record.response = Decision(path, "", 3600);
+    return record;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  FixedRandom random_;
+  AgentConfig config_;
+  RunDependencies dependencies_;
+  std::deque<absl::StatusOr<v1::ResolveWeightPathResponse>> answers_;
+  std::vector<v1::ResolveWeightPathRequest> requests_;
+  std::vector<v1::ReportOutcomeRequest> reports_;
+  absl::Status report_status_;
+};
+
+TEST_F(RunLoopTest, AppliesANewDecisionAndReportsEngineStartedWithTheRollout) {
+  WriteScript(dir_.Sub("apply.sh"), absl::StrCat("echo ok >> ", dir_.Sub("applied.log"), "\n"));
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kApplied);
+
+  ASSERT_THAT(ReportedOutcomes(), ElementsAre(v1::OUTCOME_ENGINE_STARTED));
+  EXPECT_EQ(reports_[0].rollout_id(), "agentic-fidelity");
+  EXPECT_EQ(reports_[0].path(), "w4a16-tinygemm");
+  EXPECT_EQ(reports_[0].device_id(), "device-0002");
+  EXPECT_FALSE(reports_[0].idempotency_key().empty());
+  EXPECT_EQ(requests_.at(0).labels().at("workload"), "agentic");
+  absl::StatusOr<DecisionRecord> written =
+      DecisionFromJson(ReadTextFile(config_.decision_file), "decision.json");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->response.weight_path().name(), "w4a16-tinygemm");
+  EXPECT_EQ(written->response.rollout().rollout_id(), "agentic-fidelity");
+  EXPECT_EQ(ReadTextFile(dir_.Sub("applied.log")), "ok\n");
+  EXPECT_TRUE(std::filesystem::exists(config_.state_dir)) << "last good decision saved";
+}
+
+TEST_F(RunLoopTest, FailingApplyGoesBackToThePreviousDecisionAndReportsBoth) {
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  EXPECT_THAT(ReportedOutcomes(),
+              ElementsAre(v1::OUTCOME_ENGINE_START_FAILED, v1::OUTCOME_ROLLED_BACK));
+  for (const auto& report : reports_) {
+    EXPECT_EQ(report.rollout_id(), "agentic-fidelity") << "the failed build's rollout hears of it";
+    EXPECT_EQ(report.path(), "w4a16-tinygemm");
+  }
+  EXPECT_THAT(reports_[0].detail(), HasSubstr("apply_command"));
+  EXPECT_THAT(reports_[0].detail(), HasSubstr("exited with status 3"));
+  EXPECT_NE(reports_[0].idempotency_key(), reports_[1].idempotency_key());
+  // Tried the new build, then restarted the old one.
+  EXPECT_EQ(ReadTextFile(dir_.Sub("applied.log")), "w4a16-tinygemm\nw4a8-amx\n");
+  absl::StatusOr<DecisionRecord> written =
+      DecisionFromJson(ReadTextFile(config_.decision_file), "decision.json");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->response.weight_path().name(), "w4a8-amx");
+  EXPECT_THAT(ReadTextFile(config_.env_file), HasSubstr("WEIGHTPATH_PATH=w4a8-amx"));
+  EXPECT_EQ(loop.current()->response.weight_path().name(), "w4a8-amx");
+}
+
+TEST_F(RunLoopTest, ABuildThatFailedIsNotRetriedUntilTheAnswerChanges) {
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected);
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected);
+
+  EXPECT_EQ(reports_.size(), 2u) << "no repeated failure reports";
+  EXPECT_EQ(ReadTextFile(dir_.Sub("applied.log")), "w4a16-tinygemm\nw4a8-amx\n");
+}
+
+TEST_F(RunLoopTest, FailingEngineCheckAlsoRollsBack) {
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  WriteScript(dir_.Sub("check.sh"), "echo 'engine not serving' >&2\nexit 7\n");
+  config_.engine_check_command = dir_.Sub("check.sh");
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  EXPECT_THAT(ReportedOutcomes(),
+              ElementsAre(v1::OUTCOME_ENGINE_START_FAILED, v1::OUTCOME_ROLLED_BACK));
+  EXPECT_THAT(reports_[0].detail(), HasSubstr("engine_check_command"));
+  EXPECT_THAT(reports_[0].detail(), HasSubstr("status 7"));
+}
+
+TEST_F(RunLoopTest, WaitsTheServersIntervalWithJitter) {
+  answers_.push_back(Decision("w4a8-amx", "", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kUnchanged);
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(240)) << "0.8 x 300 s at the low end of the jitter";
+
+  FixedRandom high(1.0);
+  dependencies_.random = &high;
+  loop.RunOnce();
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(360)) << "1.2 x 300 s at the high end";
+  EXPECT_TRUE(reports_.empty()) << "an unchanged decision is not news";
+}
+
+TEST_F(RunLoopTest, RunSleepsOnTheInjectedClockBetweenPasses) {
+  answers_.push_back(Decision("w4a8-amx", "", 100));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  int passes = 0;
+  loop.Run([&passes] { return passes++ < 3; });
+  EXPECT_THAT(clock_.sleeps(),
+              ElementsAre(absl::Seconds(80), absl::Seconds(80), absl::Seconds(80)));
+  EXPECT_EQ(requests_.size(), 3u);
+}
+
+TEST_F(RunLoopTest, UnreachableServerKeepsTheDecisionAndUsesTheConfiguredInterval) {
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kResolveFailed);
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(480)) << "0.8 x resolve_interval 600 s";
+  EXPECT_EQ(loop.current()->response.weight_path().name(), "w4a8-amx");
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log")));
+}
+
+TEST_F(RunLoopTest, ReportsThatCouldNotBeSentAreSentOnTheNextPass) {
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  report_status_ = absl::UnavailableError("connection refused");
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kApplied);
+  ASSERT_EQ(loop.unsent_reports().size(), 1u);
+
+  report_status_ = absl::OkStatus();
+  EXPECT_EQ(loop.RunOnce(), PassResult::kUnchanged);
+  EXPECT_TRUE(loop.unsent_reports().empty());
+  EXPECT_THAT(ReportedOutcomes(), ElementsAre(v1::OUTCOME_ENGINE_STARTED));
+}
+
+TEST_F(RunLoopTest, JoiningARolloutWithTheBuildAlreadyRunningReportsWithoutRestarting) {
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a16-tinygemm"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kUnchanged);
+
+  ASSERT_THAT(ReportedOutcomes(), ElementsAre(v1::OUTCOME_ENGINE_STARTED));
+  EXPECT_EQ(reports_[0].rollout_id(), "agentic-fidelity");
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log"))) << "no restart";
+}
+
+TEST_F(RunLoopTest, AnArtifactThatDoesNotVerifyIsReportedAndNotApplied) {
+  WriteScript(dir_.Sub("apply.sh"), absl::StrCat("echo ran >> ", dir_.Sub("applied.log"), "\n"));
+  v1::ResolveWeightPathResponse response = Decision("w4a16-tinygemm", "agentic-fidelity", 300);
+  v1::Artifact artifact = testing::WriteArtifact(
+      dir_.Sub("served/model.bin"), testing::ArtifactBytes(4096, 7),
+      absl::StrCat("file://", dir_.Sub("served/model.bin")));
+  artifact.set_sha256(std::string(64, 'a'));  // not these bytes
+  *response.mutable_artifact() = artifact;
+  answers_.push_back(response);
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kFetchFailed);
+
+  EXPECT_THAT(ReportedOutcomes(), ElementsAre(v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log")));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected);
+}
+
+TEST_F(RunLoopTest, AVerifiedArtifactIsHandedToTheEngine) {
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  v1::ResolveWeightPathResponse response = Decision("w4a8-amx", "", 300);
+  *response.mutable_artifact() = testing::WriteArtifact(
+      dir_.Sub("served/model.bin"), testing::ArtifactBytes(4096, 9),
+      absl::StrCat("file://", dir_.Sub("served/model.bin")));
+  answers_.push_back(response);
+  RunLoop loop(config_, dependencies_, std::nullopt);
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kApplied);
+
+  EXPECT_EQ(loop.current()->artifact_path,
+            absl::StrCat(config_.cache_dir, "/", response.artifact().sha256()));
+  EXPECT_THAT(ReadTextFile(config_.env_file), HasSubstr(response.artifact().sha256()));
+  EXPECT_EQ(reports_.at(0).artifact_sha256(), response.artifact().sha256());
+  EXPECT_EQ(reports_.at(0).rollout_id(), "");
+}
+
+TEST(RunShellCommandTest, NamesTheConfigKeyAndTheExitStatus) {
+  EXPECT_TRUE(RunShellCommand("true", "apply_command").ok());
+  EXPECT_THAT(RunShellCommand("exit 4", "apply_command"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("apply_command 'exit 4' exited with status 4")));
+  EXPECT_THAT(RunShellCommand("kill -9 $$", "engine_check_command"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("killed by signal 9")));
+}
+
+}  // namespace
+}  // namespace weightpath::agent

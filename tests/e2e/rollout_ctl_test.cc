@@ -1,0 +1,170 @@
+// weightpathctl rollout's client side: rollout.yaml parsing (with its
+// unknown-key errors) and the progress view, without a server.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ctl/command.h"
+#include "ctl/command_table.h"
+#include "ctl/rollout_view.h"
+#include "ctl/rollout_yaml.h"
+#include "deploy/rollout_validation.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::ctl {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+
+std::string ReadExample() {
+  std::ifstream in(WEIGHTPATH_ROLLOUT_EXAMPLE);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(CtlRolloutYamlTest, TheExampleIsAValidAgenticFidelityRollout) {
+  absl::StatusOr<v1::Rollout> rollout = ParseRolloutYaml(ReadExample(), "example.yaml");
+  ASSERT_THAT(rollout.status(), IsOk());
+  EXPECT_EQ(rollout->id(), "agentic-fidelity");
+  EXPECT_EQ(rollout->selector().match_labels().at("workload"), "agentic");
+  EXPECT_EQ(rollout->action().set_priority(), v1::PRIORITY_FIDELITY);
+  ASSERT_EQ(rollout->stages_size(), 4);
+  EXPECT_EQ(rollout->stages(0).percent(), 1u);
+  EXPECT_EQ(rollout->stages(1).percent(), 10u);
+  EXPECT_EQ(rollout->stages(2).percent(), 50u);
+  EXPECT_EQ(rollout->stages(3).percent(), 100u);
+  EXPECT_DOUBLE_EQ(rollout->gates().max_task_failure_delta(), 0.05);
+  EXPECT_THAT(deploy::ValidateRollout(*rollout, *policy::DefaultPolicy()), IsOk());
+}
+
+TEST(CtlRolloutYamlTest, UnknownKeyIsNamedWithItsPathAndLine) {
+  const std::string yaml =
+      "id: x\n"
+      "stages:\n"
+      "  - percent: 100\n"
+      "    bake_minutes: 5\n";
+  EXPECT_THAT(ParseRolloutYaml(yaml, "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("r.yaml:4: rollout.stages[0].bake_minutes: unknown key")));
+  EXPECT_THAT(ParseRolloutYaml("id: x\nselektor: {}\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("r.yaml:2: rollout.selektor: unknown key")));
+}
+
+TEST(CtlRolloutYamlTest, LabelKeysAreFreeAndTheirValuesStayStrings) {
+  absl::StatusOr<v1::Rollout> rollout = ParseRolloutYaml(
+      "id: x\nselector:\n  match_labels:\n    tier: 2\n    any-key: yes\n", "r.yaml");
+  ASSERT_THAT(rollout.status(), IsOk());
+  EXPECT_EQ(rollout->selector().match_labels().at("tier"), "2");
+  EXPECT_EQ(rollout->selector().match_labels().at("any-key"), "yes");
+}
+
+TEST(CtlRolloutYamlTest, JsonNamesAndEnumNamesAreAccepted) {
+  absl::StatusOr<v1::Rollout> rollout = ParseRolloutYaml(
+      "id: x\nselector:\n  matchExpressions:\n    - key: workload\n      operator: OPERATOR_IN\n"
+      "      values: [agentic, batch]\naction:\n  pinPath: w4a8-amx\n",
+      "r.yaml");
+  ASSERT_THAT(rollout.status(), IsOk());
+  ASSERT_EQ(rollout->selector().match_expressions_size(), 1);
+  EXPECT_EQ(rollout->selector().match_expressions(0).operator_(), v1::LabelRequirement::OPERATOR_IN);
+  EXPECT_EQ(rollout->action().pin_path(), "w4a8-amx");
+}
+
+TEST(CtlRolloutYamlTest, BadValuesAndBadDocumentsAreInvalidArgument) {
+  EXPECT_THAT(ParseRolloutYaml("stages:\n  - percent: lots\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("r.yaml")));
+  EXPECT_THAT(ParseRolloutYaml("- just\n- a list\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a YAML map")));
+  EXPECT_THAT(ParseRolloutYaml("id: [unclosed\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid YAML")));
+}
+
+v1::Rollout InProgress() {
+  v1::Rollout rollout = *ParseRolloutYaml(ReadExample(), "example.yaml");
+  rollout.set_state(v1::ROLLOUT_STATE_PAUSED);
+  rollout.set_current_stage(1);
+  rollout.set_state_reason("stage 1: task gate: members 0.343 vs control 0.100, delta 0.243 > 0.050");
+  rollout.mutable_members()->set_devices(40);
+  rollout.mutable_members()->set_reporting(30);
+  rollout.mutable_members()->set_engine_started(28);
+  rollout.mutable_members()->set_engine_failed(2);
+  rollout.mutable_members()->set_tasks_completed(65);
+  rollout.mutable_members()->set_tasks_undone(30);
+  rollout.mutable_members()->set_tasks_failed(5);
+  rollout.mutable_control()->set_devices(360);
+  rollout.mutable_control()->set_reporting(300);
+  rollout.mutable_control()->set_engine_started(300);
+  rollout.mutable_control()->set_tasks_completed(900);
+  rollout.mutable_control()->set_tasks_undone(100);
+  return rollout;
+}
+
+TEST(CtlRolloutViewTest, ProgressShowsStageMembersOutcomesGatesAndReason) {
+  const std::string view = FormatRolloutProgress(InProgress());
+  EXPECT_THAT(view, HasSubstr("rollout agentic-fidelity: PAUSED (stage 1: task gate"));
+  EXPECT_THAT(view, HasSubstr("stage:     2/4 at 10% of the selector  [1% -> 10% -> 50% -> 100%]"));
+  EXPECT_THAT(view, HasSubstr("members:   40 devices, 30 reporting (75.0%)"));
+  EXPECT_THAT(view, HasSubstr("control:   360 devices, 300 reporting"));
+  EXPECT_THAT(view, HasSubstr("engine_started             28        300"));
+  EXPECT_THAT(view, HasSubstr("tasks_undone               30        100"));
+  // (30 + 5) / 100 against 100 / 1000: 0.350 vs 0.100.
+  EXPECT_THAT(view, HasSubstr("task gate: members 0.350 vs control 0.100"));
+  EXPECT_THAT(view, HasSubstr("BREACHED"));
+  EXPECT_THAT(view, HasSubstr("selector:  workload=agentic"));
+  EXPECT_THAT(view, HasSubstr("action:    set priority PRIORITY_FIDELITY"));
+}
+
+TEST(CtlRolloutViewTest, ListHasOneLinePerRolloutAndJsonUsesProtoNames) {
+  const std::string list = FormatRolloutList({InProgress()});
+  EXPECT_THAT(list, HasSubstr("agentic-fidelity"));
+  EXPECT_THAT(list, HasSubstr("PAUSED"));
+  EXPECT_THAT(list, HasSubstr("2/4"));
+  EXPECT_EQ(FormatRolloutList({}), "no rollouts\n");
+  absl::StatusOr<std::string> json = RolloutJson(InProgress());
+  ASSERT_THAT(json.status(), IsOk());
+  EXPECT_THAT(*json, HasSubstr("\"current_stage\": 1"));
+  EXPECT_THAT(*json, HasSubstr("\"state\": \"ROLLOUT_STATE_PAUSED\""));
+}
+
+int RunCtl(const std::vector<std::string>& args, std::string* out, std::string* err) {
+  std::ostringstream out_stream;
+  std::ostringstream err_stream;
+  const int code = Dispatch(args, {out_stream, err_stream});
+  *out = out_stream.str();
+  *err = err_stream.str();
+  return code;
+}
+
+TEST(CtlRolloutCommandTest, CommandLineErrorsExitWithUsageAndSayWhatIsWrong) {
+  std::string out, err;
+  EXPECT_EQ(RunCtl({"rollout", "frobnicate"}, &out, &err), kExitUsage);
+  EXPECT_THAT(err, HasSubstr("unknown action 'frobnicate'"));
+  EXPECT_EQ(RunCtl({"rollout", "status", "--server", "127.0.0.1:1"}, &out, &err), kExitUsage);
+  EXPECT_THAT(err, HasSubstr("rollout status needs the rollout ID"));
+  EXPECT_EQ(RunCtl({"rollout", "list"}, &out, &err), kExitUsage);
+  EXPECT_THAT(err, HasSubstr("--server HOST:PORT is required"));
+  EXPECT_EQ(RunCtl({"rollout", "create", "--server", "127.0.0.1:1"}, &out, &err), kExitUsage);
+  EXPECT_THAT(err, HasSubstr("-f FILE is required"));
+  EXPECT_EQ(RunCtl({"rollout", "list", "--server", "127.0.0.1:1", "--cert", "c.pem"}, &out, &err),
+            kExitUsage);
+  EXPECT_THAT(err, HasSubstr("--key is required with --cert"));
+  EXPECT_EQ(RunCtl({"rollout", "pause", "x", "--server", "127.0.0.1:1", "--bogus"}, &out, &err),
+            kExitUsage);
+  EXPECT_THAT(err, HasSubstr("bogus"));
+}
+
+TEST(CtlRolloutCommandTest, AnUnreachableServerIsAFailureNotAUsageError) {
+  std::string out, err;
+  EXPECT_EQ(RunCtl({"rollout", "list", "--server", "127.0.0.1:1", "--timeout", "2"}, &out, &err),
+            kExitFailure);
+  EXPECT_THAT(err, HasSubstr("ListRollouts"));
+}
+
+}  // namespace
+}  // namespace weightpath::ctl

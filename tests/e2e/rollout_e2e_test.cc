@@ -1,0 +1,217 @@
+// A fidelity rollout end to end with the real binaries on loopback:
+// weightpath-server (SQLite fleet store, operator bearer token),
+// `weightpathctl rollout`, and `weightpath-agent boot` / `outcome` with an
+// AMX x86 profile. Agentic devices switch from w4a8-amx to w4a16-tinygemm
+// as their bucket is reached; other devices never change.
+//
+// Buckets (deploy/README.md): device-0002 is 34 in "fidelity-agentic" (in
+// from the 1% stage), device-0001 is 8492 (in only at 100%).
+#include <stdlib.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/decision_record.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "tests/agent/artifact_files.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/ctl/process_runner.h"
+#include "tests/server/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "weightpath/v1/rollout.pb.h"
+
+namespace weightpath {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::ProcessResult;
+using ::weightpath::testing::RunProcess;
+
+constexpr char kModel[] = "Spark-X2.5-1.7B";
+constexpr char kRolloutId[] = "fidelity-agentic";
+
+constexpr char kAmxProfile[] = R"({
+  "arch": "x86_64",
+  "cpu_model": "Intel(R) Xeon(R) Platinum 8480C",
+  "cpu_flags": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8", "fma", "f16c"],
+  "n_logical": 8, "n_physical": 4, "numa_nodes": 1,
+  "ram_total_bytes": 34359738368, "ram_available_bytes": 30000000000,
+  "accelerator": "none", "supports_bf16": true, "host_os": "linux"
+})";
+
+// Two stages with a bake no test waits out: only the operator moves it.
+constexpr char kRolloutYaml[] = R"(id: fidelity-agentic
+description: agentic devices onto fidelity
+selector:
+  match_labels:
+    workload: agentic
+action:
+  set_priority: PRIORITY_FIDELITY
+stages:
+  - percent: 1
+    min_bake_seconds: 86400
+    min_reporting_devices: 1
+    report_timeout_seconds: 3600
+  - percent: 100
+    min_bake_seconds: 86400
+    min_reporting_devices: 1
+    report_timeout_seconds: 3600
+gates:
+  max_engine_failure_delta: 0.5
+)";
+
+class RolloutEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::shared_ptr<const policy::Policy> default_policy = policy::DefaultPolicy();
+    std::string catalog = absl::StrCat("default_model: ", kModel, "\nmodels:\n  ", kModel, ":\n");
+    uint32_t seed = 1;
+    for (const std::string& name : default_policy->ReachablePathNames()) {
+      const std::string file = dir_.Sub("served/" + name + ".bin");
+      const v1::Artifact artifact = agent::testing::WriteArtifact(
+          file, agent::testing::ArtifactBytes(4096, seed++), "file://" + file);
+      absl::StrAppend(&catalog, "    ", name, ":\n      uri: \"", artifact.uri(), "\"\n      sha256: ",
+                      artifact.sha256(), "\n      size_bytes: ", artifact.size_bytes(),
+                      "\n      version: \"", artifact.version(), "\"\n");
+    }
+    agent::testing::WriteTextFile(dir_.Sub("catalog.yaml"), catalog);
+    agent::testing::WriteTextFile(dir_.Sub("admin.token"), "e2e-operator-token\n");
+    agent::testing::WriteTextFile(dir_.Sub("profile.json"), kAmxProfile);
+    agent::testing::WriteTextFile(dir_.Sub("rollout.yaml"), kRolloutYaml);
+    ::setenv("WEIGHTPATH_HW_PROFILE", dir_.Sub("profile.json").c_str(), 1);
+
+    absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> server =
+        server::testing::ServerProcess::Start(
+            {"--catalog=" + dir_.Sub("catalog.yaml"), "--reload_interval=0s",
+             "--store=sqlite:" + dir_.Sub("fleet.db"),
+             "--admin_token_file=" + dir_.Sub("admin.token"), "--fleet_refresh_interval=200ms"});
+    ASSERT_THAT(server.status(), IsOk());
+    server_ = *std::move(server);
+  }
+
+  ProcessResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), WEIGHTPATHCTL_PATH);
+    for (const std::string& extra :
+         {std::string("--server"), server_->grpc_address(), std::string("--token-file"),
+          dir_.Sub("admin.token")}) {
+      args.push_back(extra);
+    }
+    return RunProcess(args);
+  }
+
+  std::string AgentConfig(const std::string& device_id, const std::string& workload) {
+    const std::string root = dir_.Sub(device_id);
+    const std::string path = root + "/agent.yaml";
+    agent::testing::WriteTextFile(
+        path, absl::StrCat("server: ", server_->grpc_address(), "\n", "device_id: ", device_id, "\n",
+                           "labels:\n  workload: ", workload, "\n", "state_dir: ", root, "/state\n",
+                           "cache_dir: ", root, "/cache\n", "decision_file: ", root,
+                           "/run/decision.json\n", "env_file: ", root, "/run/engine.env\n",
+                           "budget: 20\ncall_timeout: 10\n"));
+    return path;
+  }
+
+  // Boots the device and returns the path in its hand-over file.
+  std::string Boot(const std::string& device_id, const std::string& workload) {
+    const ProcessResult boot =
+        RunProcess({WEIGHTPATH_AGENT_PATH, "boot", "--config", AgentConfig(device_id, workload)});
+    EXPECT_EQ(boot.exit_code, 0) << boot.err;
+    absl::StatusOr<agent::DecisionRecord> decision = agent::DecisionFromJson(
+        agent::testing::ReadTextFile(dir_.Sub(device_id + "/run/decision.json")), device_id);
+    EXPECT_THAT(decision.status(), IsOk());
+    return decision.ok() ? decision->response.weight_path().name() : "";
+  }
+
+  // The rollout as `status -o json` prints it, polled until `ready` holds.
+  v1::Rollout WaitForStatus(const std::function<bool(const v1::Rollout&)>& ready) {
+    v1::Rollout rollout;
+    for (int attempt = 0; attempt < 150; ++attempt) {
+      const ProcessResult status = Ctl({"rollout", "status", kRolloutId, "-o", "json"});
+      EXPECT_EQ(status.exit_code, 0) << status.err;
+      rollout.Clear();
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(status.out, &rollout).ok()) << status.out;
+      if (ready(rollout)) return rollout;
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    ADD_FAILURE() << "rollout never reached the expected state: " << rollout.ShortDebugString();
+    return rollout;
+  }
+
+  agent::testing::TempDir dir_;
+  std::unique_ptr<server::testing::ServerProcess> server_;
+};
+
+TEST_F(RolloutEndToEnd, AgenticDevicesSwitchToFidelityAsStagesAdvance) {
+  EXPECT_EQ(Boot("device-0002", "agentic"), "w4a8-amx") << "no rollout yet";
+
+  const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("rollout.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_THAT(created.out, HasSubstr("rollout fidelity-agentic: PROGRESSING"));
+  EXPECT_THAT(created.out, HasSubstr("stage:     1/2 at 1%"));
+
+  EXPECT_EQ(Boot("device-0002", "agentic"), "w4a16-tinygemm") << "bucket 34 is inside 1%";
+  EXPECT_EQ(Boot("device-0001", "agentic"), "w4a8-amx") << "bucket 8492 is not";
+  EXPECT_EQ(Boot("device-0003", "chat"), "w4a8-amx") << "outside the selector";
+
+  // The engine's unit reports that it serves the new build.
+  const ProcessResult reported =
+      RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config", AgentConfig("device-0002", "agentic"),
+                  "--outcome", "engine_started"});
+  ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  EXPECT_THAT(reported.out, HasSubstr("rollout=fidelity-agentic"));
+  const v1::Rollout counted = WaitForStatus(
+      [](const v1::Rollout& r) { return r.members().engine_started() == 1 && r.control().devices() == 1; });
+  EXPECT_EQ(counted.members().devices(), 1u);
+  const ProcessResult view = Ctl({"rollout", "status", kRolloutId});
+  EXPECT_THAT(view.out, HasSubstr("members:   1 devices, 1 reporting"));
+
+  const ProcessResult advanced = Ctl({"rollout", "advance", kRolloutId, "--reason", "looks good"});
+  ASSERT_EQ(advanced.exit_code, 0) << advanced.err;
+  EXPECT_THAT(advanced.out, HasSubstr("stage:     2/2 at 100%"));
+  EXPECT_EQ(Boot("device-0001", "agentic"), "w4a16-tinygemm") << "100% takes every agentic device";
+  EXPECT_EQ(Boot("device-0003", "chat"), "w4a8-amx");
+
+  const ProcessResult listed = Ctl({"rollout", "list"});
+  EXPECT_THAT(listed.out, HasSubstr("fidelity-agentic"));
+
+  const ProcessResult aborted = Ctl({"rollout", "abort", kRolloutId});
+  ASSERT_EQ(aborted.exit_code, 0) << aborted.err;
+  EXPECT_THAT(aborted.out, HasSubstr("ABORTED"));
+  EXPECT_EQ(Boot("device-0002", "agentic"), "w4a8-amx") << "abort returns members";
+}
+
+TEST_F(RolloutEndToEnd, OperatorErrorsComeBackWithTheirCodes) {
+  agent::testing::WriteTextFile(dir_.Sub("bad.yaml"), "id: x\nstagez: []\n");
+  ProcessResult bad = Ctl({"rollout", "create", "-f", dir_.Sub("bad.yaml")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("rollout.stagez: unknown key"));
+
+  agent::testing::WriteTextFile(dir_.Sub("decreasing.yaml"),
+                                "id: x\nselector: {all: true}\naction: {set_priority: PRIORITY_FIDELITY}\n"
+                                "stages: [{percent: 50, report_timeout_seconds: 60}, "
+                                "{percent: 10, report_timeout_seconds: 60}]\n");
+  bad = Ctl({"rollout", "create", "-f", dir_.Sub("decreasing.yaml")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("rollout.stages[1].percent"));
+
+  bad = Ctl({"rollout", "pause", "missing"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("missing"));
+
+  agent::testing::WriteTextFile(dir_.Sub("wrong.token"), "not-the-token\n");
+  bad = RunProcess({WEIGHTPATHCTL_PATH, "rollout", "list", "--server", server_->grpc_address(),
+                    "--token-file", dir_.Sub("wrong.token")});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("ListRollouts"));
+}
+
+}  // namespace
+}  // namespace weightpath

@@ -1,0 +1,406 @@
+// The server's rollout layer against real stores: SQLite, and one real
+// PostgreSQL shared by two "replicas" (two stores, caches and admins on one
+// database, as two server processes would have). Time is injected.
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "deploy/proto_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "policy/profile_json.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "server/rollout_admin.h"
+#include "server/rollout_cache.h"
+#include "server/rollout_metrics.h"
+#include "server/rollout_outcome.h"
+#include "server/rollout_reconciler.h"
+#include "server/rollout_resolve.h"
+#include "store/store.h"
+#include "tests/store/store_backends.h"
+#include "tests/testing/status_matchers.h"
+
+namespace weightpath::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::StatusIs;
+using store::testing::Backend;
+using store::testing::FreshDatabaseUrl;
+using store::testing::MakeDevice;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+v1::HardwareProfile AmxProfile() {
+  std::ifstream in(WEIGHTPATH_EXAMPLE_PROFILES_DIR "/intel-sapphire-rapids.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return policy::ParseProfileJson(text.str(), "intel-sapphire-rapids.json").value();
+}
+
+// Agentic devices onto fidelity; stages 1 -> 10 -> 50 -> 100 percent.
+v1::Rollout FidelitySpec(const std::string& id) {
+  v1::Rollout rollout;
+  rollout.set_id(id);
+  (*rollout.mutable_selector()->mutable_match_labels())["workload"] = "agentic";
+  rollout.mutable_action()->set_set_priority(v1::PRIORITY_FIDELITY);
+  for (uint32_t percent : {1u, 10u, 50u, 100u}) {
+    v1::RolloutStage* stage = rollout.add_stages();
+    stage->set_percent(percent);
+    stage->set_min_bake_seconds(600);
+    stage->set_min_reporting_devices(1);
+    stage->set_report_timeout_seconds(1800);
+  }
+  rollout.mutable_gates()->set_max_task_failure_delta(0.1);
+  rollout.mutable_gates()->set_max_engine_failure_delta(0.2);
+  return rollout;
+}
+
+// One replica's rollout machinery over its own connection to the database.
+struct Replica {
+  explicit Replica(const std::string& url, absl::Time* clock)
+      : store(store::OpenFleetStore(url).value()),
+        registry(std::make_shared<prometheus::Registry>()),
+        metrics(registry) {
+    RolloutDependencies deps;
+    deps.store = store.get();
+    deps.cache = &cache;
+    deps.metrics = &metrics;
+    deps.policy = [] { return policy::DefaultPolicy(); };
+    deps.now = [clock] { return *clock; };
+    admin = std::make_unique<RolloutAdmin>(deps);
+    reconciler = std::make_unique<RolloutReconciler>(deps);
+  }
+
+  std::string Decide(const std::string& device_id, const std::string& workload) {
+    v1::ResolveWeightPathRequest request;
+    request.set_device_id(device_id);
+    *request.mutable_profile() = AmxProfile();
+    request.set_priority(v1::PRIORITY_SPEED);
+    (*request.mutable_labels())["workload"] = workload;
+    absl::StatusOr<ShapedResolve> shaped = ResolveShaped(*policy::DefaultPolicy(), request, *cache.Current());
+    EXPECT_THAT(shaped.status(), IsOk());
+    return shaped.ok() ? shaped->resolution.decision.path->name : "";
+  }
+
+  std::string Metrics() const {
+    prometheus::TextSerializer serializer;
+    return serializer.Serialize(registry->Collect());
+  }
+
+  std::unique_ptr<store::FleetStore> store;
+  std::shared_ptr<prometheus::Registry> registry;
+  RolloutMetrics metrics;
+  RolloutCache cache;
+  std::unique_ptr<RolloutAdmin> admin;
+  std::unique_ptr<RolloutReconciler> reconciler;
+};
+
+// device-0002 has bucket 34 in rollout "fidelity-agentic" (deploy/README.md):
+// a member from the 1% stage on. device-0001 has 8492: in only at 100%.
+constexpr char kRolloutId[] = "fidelity-agentic";
+
+void Register(store::FleetStore& store, const std::string& id, const std::string& workload,
+              absl::Time seen) {
+  v1::Device device = MakeDevice(id, "x86_cpu", "w4a8-amx", "Intel Xeon", seen);
+  (*device.mutable_labels())["workload"] = workload;
+  ASSERT_THAT(store.UpsertDevices({device}), IsOk());
+}
+
+v1::ReportOutcomeRequest Report(const std::string& device, const std::string& rollout,
+                                v1::Outcome outcome, absl::Time at) {
+  v1::ReportOutcomeRequest report;
+  report.set_idempotency_key(absl::StrCat(device, "/", rollout, "/", outcome, "/", absl::ToUnixSeconds(at)));
+  report.set_device_id(device);
+  report.set_rollout_id(rollout);
+  report.set_outcome(outcome);
+  *report.mutable_observed_at() = deploy::ToProtoTime(at);
+  return report;
+}
+
+class RolloutServerTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+    ASSERT_THAT(url.status(), IsOk());
+    url_ = *url;
+    replica_ = std::make_unique<Replica>(url_, &now_);
+  }
+
+  absl::Time now_ = kT0;
+  std::string url_;
+  std::unique_ptr<Replica> replica_;
+};
+
+TEST_P(RolloutServerTest, CreateStoresTheStartedRolloutWithItsStageClocks) {
+  absl::StatusOr<v1::Rollout> created = replica_->admin->Create(FidelitySpec(kRolloutId));
+  ASSERT_THAT(created.status(), IsOk());
+  EXPECT_EQ(created->state(), v1::ROLLOUT_STATE_PROGRESSING);
+
+  absl::StatusOr<store::StoredRollout> stored = replica_->store->GetRollout(kRolloutId);
+  ASSERT_THAT(stored.status(), IsOk());
+  ASSERT_EQ(stored->rollout.stage_entered_at_size(), 1) << "stage_entered_at must round-trip";
+  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.stage_entered_at(0)), kT0);
+  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.created_at()), kT0);
+
+  now_ += absl::Minutes(1);
+  ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
+  stored = replica_->store->GetRollout(kRolloutId);
+  ASSERT_EQ(stored->rollout.stage_entered_at_size(), 2);
+  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.stage_entered_at(1)), kT0 + absl::Minutes(1));
+  EXPECT_EQ(stored->rollout.current_stage(), 1u);
+}
+
+TEST_P(RolloutServerTest, CreateRefusesBadSpecsNamingTheField) {
+  v1::Rollout decreasing = FidelitySpec("bad-stages");
+  decreasing.mutable_stages(1)->set_percent(1);
+  EXPECT_THAT(replica_->admin->Create(decreasing),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.stages[1].percent")));
+  v1::Rollout unknown_path = FidelitySpec("bad-path");
+  unknown_path.mutable_action()->set_pin_path("no-such-path");
+  EXPECT_THAT(replica_->admin->Create(unknown_path),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pin_path")));
+  v1::Rollout everyone = FidelitySpec("bad-selector");
+  everyone.mutable_selector()->clear_match_labels();
+  EXPECT_THAT(replica_->admin->Create(everyone),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.selector")));
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  EXPECT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(replica_->admin->Get("nope"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(replica_->admin->Get(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id")));
+}
+
+TEST_P(RolloutServerTest, OperatorTransitionsNameTheStateTheyCannotLeave) {
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  EXPECT_THAT(replica_->admin->Resume(kRolloutId, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PROGRESSING")));
+  ASSERT_THAT(replica_->admin->Pause(kRolloutId, "looking at logs").status(), IsOk());
+  EXPECT_THAT(replica_->admin->Advance(kRolloutId, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PAUSED")));
+  ASSERT_THAT(replica_->admin->Resume(kRolloutId, "").status(), IsOk());
+  absl::StatusOr<v1::Rollout> aborted = replica_->admin->Abort(kRolloutId, "wrong build");
+  ASSERT_THAT(aborted.status(), IsOk());
+  EXPECT_EQ(aborted->state(), v1::ROLLOUT_STATE_ABORTED);
+  EXPECT_EQ(aborted->state_reason(), "aborted by operator: wrong build");
+  EXPECT_THAT(replica_->admin->Abort(kRolloutId, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("ABORTED")));
+  EXPECT_THAT(replica_->admin->Pause("missing", ""), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(RolloutServerTest, ResolveShapesMembersOnlyAndAbortReturnsThem) {
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  EXPECT_EQ(replica_->Decide("device-0002", "agentic"), "w4a16-tinygemm") << "bucket 34 < 100";
+  EXPECT_EQ(replica_->Decide("device-0001", "agentic"), "w4a8-amx") << "bucket 8492, not yet";
+  EXPECT_EQ(replica_->Decide("device-0002", "chat"), "w4a8-amx") << "outside the selector";
+
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id("device-0002");
+  *request.mutable_profile() = AmxProfile();
+  (*request.mutable_labels())["workload"] = "agentic";
+  absl::StatusOr<ShapedResolve> shaped =
+      ResolveShaped(*policy::DefaultPolicy(), request, *replica_->cache.Current());
+  ASSERT_THAT(shaped.status(), IsOk());
+  v1::ResolveWeightPathResponse response;
+  ApplyShaping(*shaped, &response);
+  EXPECT_EQ(response.rollout().rollout_id(), kRolloutId);
+  EXPECT_EQ(response.rollout().bucket(), 34u);
+  EXPECT_EQ(response.resolve_interval_seconds(), 300u) << "during_rollout default, timeout/3 = 600";
+
+  ASSERT_THAT(replica_->admin->Abort(kRolloutId, "").status(), IsOk());
+  EXPECT_EQ(replica_->Decide("device-0002", "agentic"), "w4a8-amx");
+}
+
+TEST_P(RolloutServerTest, ReconcileAdvancesAfterBakeAndEvidenceThenCompletes) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  Register(*replica_->store, "device-0001", "agentic", kT0);
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+
+  absl::StatusOr<std::vector<ReconcileResult>> pass = replica_->reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  ASSERT_THAT(*pass, SizeIs(1));
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kHold) << (*pass)[0].reason;
+
+  ASSERT_THAT(replica_->store->RecordOutcome(
+                  Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, kT0 + absl::Minutes(2)),
+                  kT0 + absl::Minutes(2)),
+              IsOk());
+  now_ = kT0 + absl::Minutes(11);
+  pass = replica_->reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kAdvance) << (*pass)[0].reason;
+  EXPECT_TRUE((*pass)[0].stored);
+  absl::StatusOr<v1::Rollout> after = replica_->admin->Get(kRolloutId);
+  EXPECT_EQ(after->current_stage(), 1u);
+  EXPECT_EQ(after->members().engine_started(), 1u);
+  EXPECT_EQ(after->members().devices(), 1u);
+  EXPECT_EQ(after->control().devices(), 1u);
+  EXPECT_THAT(replica_->Metrics(), HasSubstr("weightpath_rollout_stage{rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(replica_->Metrics(),
+              HasSubstr("weightpath_rollout_state{rollout=\"fidelity-agentic\",state=\"progressing\"} 1"));
+}
+
+TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreach) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  Register(*replica_->store, "device-0001", "agentic", kT0);
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  const absl::Time at = kT0 + absl::Minutes(1);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics, std::nullopt, at};
+  ASSERT_THAT(HandleReportOutcome(Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, at), context)
+                  .status(),
+              IsOk());
+  v1::ReportOutcomeRequest tasks = Report("device-0002", kRolloutId, v1::OUTCOME_TASKS, at);
+  tasks.set_tasks_completed(2);
+  tasks.set_tasks_undone(8);
+  ASSERT_THAT(HandleReportOutcome(tasks, context).status(), IsOk());
+  v1::ReportOutcomeRequest control = Report("device-0001", "", v1::OUTCOME_TASKS, at);
+  control.set_tasks_completed(10);
+  ASSERT_THAT(HandleReportOutcome(control, context).status(), IsOk());
+
+  absl::StatusOr<std::vector<ReconcileResult>> pass = replica_->reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kPause);
+  EXPECT_THAT((*pass)[0].reason, HasSubstr("task gate"));
+  absl::StatusOr<v1::Rollout> paused = replica_->admin->Get(kRolloutId);
+  EXPECT_EQ(paused->state(), v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_THAT(paused->state_reason(), HasSubstr("task gate: members 0.800 vs control 0.000"));
+  const std::string metrics = replica_->Metrics();
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_breaches_total{gate=\"task\",rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_outcomes_total{cohort=\"member\",outcome=\"tasks\",rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_outcomes_total{cohort=\"control\",outcome=\"tasks\",rollout=\"fidelity-agentic\"} 1"));
+
+  // Resume does not override the gate: the next pass pauses again; neither
+  // can an operator advance past it.
+  ASSERT_THAT(replica_->admin->Resume(kRolloutId, "").status(), IsOk());
+  EXPECT_THAT(replica_->admin->Advance(kRolloutId, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("task gate")));
+}
+
+TEST_P(RolloutServerTest, ReportOutcomeIsIdempotentAndOnlyForTheCertifiedDevice) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics,
+                         std::string("device-0002"), kT0};
+  const v1::ReportOutcomeRequest report =
+      Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, kT0);
+  absl::StatusOr<v1::ReportOutcomeResponse> first = HandleReportOutcome(report, context);
+  ASSERT_THAT(first.status(), IsOk());
+  EXPECT_FALSE(first->duplicate());
+  absl::StatusOr<v1::ReportOutcomeResponse> again = HandleReportOutcome(report, context);
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_TRUE(again->duplicate());
+  EXPECT_THAT(HandleReportOutcome(Report("device-0001", "", v1::OUTCOME_BOOT_OK, kT0), context),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("device-0001")));
+  v1::ReportOutcomeRequest unspecified = report;
+  unspecified.set_outcome(v1::OUTCOME_UNSPECIFIED);
+  unspecified.set_idempotency_key("other");
+  EXPECT_THAT(HandleReportOutcome(unspecified, context),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outcome")));
+  absl::StatusOr<std::vector<store::DeviceOutcomes>> stored = replica_->store->LatestOutcomes(kRolloutId);
+  ASSERT_THAT(stored.status(), IsOk());
+  ASSERT_THAT(*stored, SizeIs(1));
+  EXPECT_EQ(stored->front().reports, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RolloutServerTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return store::testing::BackendName(info.param); });
+
+// Two replicas on one PostgreSQL.
+class RolloutReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> url = FreshDatabaseUrl(Backend::kPostgres);
+    ASSERT_THAT(url.status(), IsOk());
+    url_ = *url;
+    a_ = std::make_unique<Replica>(url_, &now_);
+    b_ = std::make_unique<Replica>(url_, &now_);
+  }
+  absl::Time now_ = kT0;
+  std::string url_;
+  std::unique_ptr<Replica> a_;
+  std::unique_ptr<Replica> b_;
+};
+
+TEST_F(RolloutReplicasTest, ARolloutCreatedThroughOneIsServedByTheOther) {
+  EXPECT_EQ(b_->Decide("device-0002", "agentic"), "w4a8-amx");
+  ASSERT_THAT(a_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  EXPECT_EQ(b_->Decide("device-0002", "agentic"), "w4a8-amx") << "B has not refreshed yet";
+  ASSERT_THAT(b_->cache.Refresh(*b_->store), IsOk());
+  EXPECT_EQ(b_->Decide("device-0002", "agentic"), "w4a16-tinygemm");
+
+  // An operator change through B is seen by A after A's refresh, and A's
+  // stale copy cannot overwrite it: the compare-and-swap refuses.
+  ASSERT_THAT(b_->admin->Abort(kRolloutId, "").status(), IsOk());
+  ASSERT_THAT(a_->cache.Refresh(*a_->store), IsOk());
+  EXPECT_EQ(a_->Decide("device-0002", "agentic"), "w4a8-amx");
+  EXPECT_THAT(a_->store->UpdateRollout(FidelitySpec(kRolloutId), 1),
+              StatusIs(absl::StatusCode::kAborted));
+}
+
+TEST_F(RolloutReplicasTest, ARestartMidStageResumesWhereItWas) {
+  Register(*a_->store, "device-0002", "agentic", kT0);
+  ASSERT_THAT(a_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  now_ = kT0 + absl::Minutes(1);
+  ASSERT_THAT(a_->admin->Advance(kRolloutId, "").status(), IsOk());
+  ASSERT_THAT(a_->store->RecordOutcome(
+                  Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, now_), now_),
+              IsOk());
+  a_.reset();  // replica A goes away mid-stage
+  b_.reset();
+
+  now_ = kT0 + absl::Minutes(5);  // inside stage 2's 10-minute bake
+  Replica restarted(url_, &now_);
+  absl::StatusOr<std::vector<ReconcileResult>> pass = restarted.reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  ASSERT_THAT(*pass, SizeIs(1));
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kHold);
+  EXPECT_EQ((*pass)[0].stage, 1u) << "still the second stage, its bake clock kept";
+  EXPECT_EQ(restarted.Decide("device-0002", "agentic"), "w4a16-tinygemm") << "cache filled by the pass";
+
+  now_ = kT0 + absl::Minutes(12);  // the bake, counted from before the restart, is over
+  pass = restarted.reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kAdvance) << (*pass)[0].reason;
+  EXPECT_EQ((*pass)[0].stage, 2u);
+}
+
+TEST_F(RolloutReplicasTest, ConcurrentReconcilersStoreOneVerdictPerRevision) {
+  Register(*a_->store, "device-0002", "agentic", kT0);
+  ASSERT_THAT(a_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  ASSERT_THAT(a_->store->RecordOutcome(
+                  Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, kT0), kT0),
+              IsOk());
+  now_ = kT0 + absl::Minutes(11);
+  a_->reconciler->Start(absl::Milliseconds(5));
+  b_->reconciler->Start(absl::Milliseconds(5));
+  // Each pass either stores or loses the race; whoever wins, the first
+  // stage is left exactly once.
+  absl::StatusOr<v1::Rollout> rollout;
+  for (int i = 0; i < 400; ++i) {
+    rollout = a_->admin->Get(kRolloutId);
+    if (rollout.ok() && rollout->current_stage() > 0) break;
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  // Let both loops run many more passes over the advanced rollout.
+  absl::SleepFor(absl::Milliseconds(200));
+  a_->reconciler->Stop();
+  b_->reconciler->Stop();
+  rollout = a_->admin->Get(kRolloutId);
+  ASSERT_THAT(rollout.status(), IsOk());
+  // Bake is measured from each stage's entry at the injected `now`, which
+  // stands still: only the first stage had its bake behind it.
+  EXPECT_EQ(rollout->current_stage(), 1u);
+  EXPECT_EQ(rollout->state(), v1::ROLLOUT_STATE_PROGRESSING);
+  ASSERT_EQ(rollout->stage_entered_at_size(), 2);
+}
+
+}  // namespace
+}  // namespace weightpath::server
