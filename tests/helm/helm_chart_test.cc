@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "tests/helm/chart_args.h"
 #include "tests/helm/chart_text.h"
 #include "tests/helm/server_flags.h"
