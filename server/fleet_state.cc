@@ -39,8 +39,12 @@ v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
 
 std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
                         std::string_view cpu_model) {
-  return absl::StrCat(path, std::string_view("\0", 1), hardware_class,
-                      std::string_view("\0", 1), store::NormalizeCpuModel(cpu_model));
+  std::string key;
+  key.reserve(path.size() + hardware_class.size() + cpu_model.size() + 2);
+  key.append(path).push_back('\0');
+  key.append(hardware_class).push_back('\0');
+  key.append(store::NormalizeCpuModel(cpu_model));
+  return key;
 }
 
 FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,

@@ -54,7 +54,53 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
       policy_info_(prometheus::BuildGauge()
                        .Name("weightpath_policy_info")
                        .Help("Always 1; labelled with the policy and catalog versions in force")
-                       .Register(*registry_)) {
+                       .Register(*registry_)),
+      measurements_(prometheus::BuildCounter()
+                        .Name("weightpath_measurements_total")
+                        .Help("Measurements recorded (retries of a known key excluded), by the "
+                              "device's hardware class and the path measured")
+                        .Register(*registry_)),
+      measurement_regressions_(prometheus::BuildCounter()
+                                   .Name("weightpath_measurement_regressions_total")
+                                   .Help("Recorded measurements below the configured fraction "
+                                         "of the policy's expectation for the same CPU")
+                                   .Register(*registry_)),
+      fleet_records_dropped_(prometheus::BuildCounter()
+                                 .Name("weightpath_fleet_records_dropped_total")
+                                 .Help("Device records dropped because the write-behind queue "
+                                       "was full; resolving went on")
+                                 .Register(*registry_)
+                                 .Add({})),
+      fleet_records_flushed_(prometheus::BuildCounter()
+                                 .Name("weightpath_fleet_records_flushed_total")
+                                 .Help("Device records the write-behind queue wrote to the store")
+                                 .Register(*registry_)
+                                 .Add({})),
+      fleet_flush_failed_batches_(prometheus::BuildCounter()
+                                      .Name("weightpath_fleet_flush_failed_batches_total")
+                                      .Help("Write-behind batches the store refused")
+                                      .Register(*registry_)
+                                      .Add({})),
+      fleet_flush_failed_records_(prometheus::BuildCounter()
+                                      .Name("weightpath_fleet_flush_failed_records_total")
+                                      .Help("Device records lost in refused write-behind batches")
+                                      .Register(*registry_)
+                                      .Add({})),
+      store_up_(prometheus::BuildGauge()
+                    .Name("weightpath_store_up")
+                    .Help("1 while the fleet store answers, 0 while it cannot be reached")
+                    .Register(*registry_)
+                    .Add({})),
+      devices_seen_(prometheus::BuildGauge()
+                        .Name("weightpath_devices_seen")
+                        .Help("Devices whose last resolve is within --devices_seen_window, by "
+                              "hardware class and path, read from the store")
+                        .Register(*registry_)),
+      path_verified_(prometheus::BuildGauge()
+                         .Name("weightpath_path_verified")
+                         .Help("1 when the path is verified on the hardware class (by the "
+                               "policy or fleet evidence for some CPU model), else 0")
+                         .Register(*registry_)) {
   prometheus::BuildGauge()
       .Name("weightpath_build_info")
       .Help("Always 1; labelled with the server's version")
@@ -109,6 +155,61 @@ void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
   policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
                                            {"catalog_version", std::string(catalog_version)}});
   policy_info_series_->Set(1);
+}
+
+void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
+                                      bool regression) {
+  const prometheus::Labels labels = {{"hardware_class", std::string(hardware_class)},
+                                     {"path", std::string(path)}};
+  measurements_.Add(labels).Increment();
+  if (regression) measurement_regressions_.Add(labels).Increment();
+}
+
+void ServerMetrics::RecordFleetRecordDropped() { fleet_records_dropped_.Increment(); }
+
+void ServerMetrics::SetWriteBehind(const store::WriteBehindCounters& counters) {
+  absl::MutexLock lock(&fleet_mutex_);
+  fleet_records_flushed_.Increment(
+      static_cast<double>(counters.flushed - last_write_behind_.flushed));
+  fleet_flush_failed_batches_.Increment(
+      static_cast<double>(counters.failed_batches - last_write_behind_.failed_batches));
+  fleet_flush_failed_records_.Increment(
+      static_cast<double>(counters.failed_records - last_write_behind_.failed_records));
+  last_write_behind_ = counters;
+}
+
+void ServerMetrics::SetStoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
+
+namespace {
+
+// Sets every series in `values`, zeroes the ones that vanished (a class and
+// path nobody runs any more still answers 0 rather than a stale count).
+template <typename Value>
+void ReplaceGaugeSeries(const std::map<ServerMetrics::ClassAndPath, Value>& values,
+                        prometheus::Family<prometheus::Gauge>& family,
+                        std::map<ServerMetrics::ClassAndPath, prometheus::Gauge*>& series) {
+  for (auto& [key, gauge] : series) {
+    if (values.count(key) == 0) gauge->Set(0);
+  }
+  for (const auto& [key, value] : values) {
+    prometheus::Gauge*& gauge = series[key];
+    if (gauge == nullptr) {
+      gauge = &family.Add({{"hardware_class", key.first}, {"path", key.second}});
+    }
+    gauge->Set(static_cast<double>(value));
+  }
+}
+
+}  // namespace
+
+void ServerMetrics::SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts) {
+  absl::MutexLock lock(&fleet_mutex_);
+  ReplaceGaugeSeries(counts, devices_seen_, devices_seen_series_);
+}
+
+void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified) {
+  absl::MutexLock lock(&fleet_mutex_);
+  ReplaceGaugeSeries(verified, path_verified_, path_verified_series_);
 }
 
 }  // namespace weightpath::server

@@ -5,6 +5,8 @@
 
 #include "absl/strings/string_view.h"
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +19,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/resolver.h"
+#include "store/write_behind.h"
 
 namespace weightpath::server {
 
@@ -33,6 +36,18 @@ class ServerMetrics {
   void RecordReload(bool succeeded);
   // Replaces the single weightpath_policy_info series.
   void SetPolicyInfo(absl::string_view policy_version, absl::string_view catalog_version);
+
+  // Fleet registry and verification evidence (see server/fleet_state.h).
+  using ClassAndPath = std::pair<std::string, std::string>;
+  void RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
+                         bool regression);
+  void RecordFleetRecordDropped();
+  // The queue keeps running totals; the counters advance by what is new.
+  void SetWriteBehind(const store::WriteBehindCounters& counters);
+  void SetStoreUp(bool up);
+  // Replace the whole gauge: a pair missing from `counts` reads 0.
+  void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
+  void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
 
  private:
   // Label tuple of weightpath_resolve_requests_total; the view form lets a
@@ -84,6 +99,21 @@ class ServerMetrics {
   absl::Mutex resolve_counters_mutex_;
   absl::flat_hash_map<ResolveKey, prometheus::Counter*, ResolveKeyHash, ResolveKeyEq>
       resolve_counters_ ABSL_GUARDED_BY(resolve_counters_mutex_);
+
+  prometheus::Family<prometheus::Counter>& measurements_;
+  prometheus::Family<prometheus::Counter>& measurement_regressions_;
+  prometheus::Counter& fleet_records_dropped_;
+  prometheus::Counter& fleet_records_flushed_;
+  prometheus::Counter& fleet_flush_failed_batches_;
+  prometheus::Counter& fleet_flush_failed_records_;
+  prometheus::Gauge& store_up_;
+  prometheus::Family<prometheus::Gauge>& devices_seen_;
+  prometheus::Family<prometheus::Gauge>& path_verified_;
+
+  absl::Mutex fleet_mutex_;
+  store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);
+  std::map<ClassAndPath, prometheus::Gauge*> devices_seen_series_ ABSL_GUARDED_BY(fleet_mutex_);
+  std::map<ClassAndPath, prometheus::Gauge*> path_verified_series_ ABSL_GUARDED_BY(fleet_mutex_);
 
   absl::Mutex policy_info_mutex_;
   prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "grpc/grpc_security_constants.h"
 #include "server/file_fingerprint.h"
 
 namespace weightpath::server {

@@ -8,6 +8,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "server/tls.h"
+#include "store/store.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
@@ -52,13 +53,36 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->metrics_address_ =
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
 
+  const bool mutual_tls = !config.client_ca_path.empty();
+  ASSIGN_OR_RETURN(OperatorAuth operator_auth,
+                   OperatorAuth::Create(mutual_tls, config.admin_identity, config.admin_token_file));
+  server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
+  if (config.store_url != "none") {
+    absl::StatusOr<std::unique_ptr<store::FleetStore>> store = store::OpenFleetStore(config.store_url);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          absl::StrCat("--store=", config.store_url, ": ", store.status().message()));
+    }
+    FleetOptions options;
+    options.verification.min_devices = config.verified_min_devices;
+    options.verification.window = config.verification_window;
+    options.verification.regression_fraction = config.regression_fraction;
+    options.devices_seen_window = config.devices_seen_window;
+    options.refresh_interval = config.fleet_refresh_interval;
+    server->fleet_ = std::make_unique<FleetState>(*std::move(store), options, &server->snapshots_,
+                                                  server->metrics_.get());
+    server->fleet_queries_ = std::make_unique<FleetQueries>(server->fleet_.get());
+  }
+  server->fleet_admin_ = std::make_unique<FleetAdminService>(server->operator_auth_.get(),
+                                                             server->fleet_queries_.get());
   server->service_ = std::make_unique<WeightPathService>(
-      &server->snapshots_, server->metrics_.get(), !config.client_ca_path.empty());
+      &server->snapshots_, server->metrics_.get(), mutual_tls, server->fleet_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(config.listen, credentials, &grpc_port);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->fleet_admin_.get());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || grpc_port == 0) {
@@ -71,6 +95,14 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   grpc::HealthCheckServiceInterface* health = server->grpc_server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kWeightPathServiceName, true);
+  if (server->fleet_ != nullptr) {
+    // FleetAdmin's health follows the store; resolves stay SERVING because
+    // they fall back to the policy when the store is away.
+    server->fleet_->Start(
+        [health](bool store_up) { health->SetServingStatus(kFleetAdminServiceName, store_up); });
+  } else {
+    health->SetServingStatus(kFleetAdminServiceName, false);
+  }
   server->watcher_->Start();
   if (config.tls_cert_path.empty() && !IsLoopbackAddress(config.listen)) {
     spdlog::warn("--insecure: serving plaintext gRPC on non-loopback address {}",
@@ -98,6 +130,9 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
     spdlog::info("gRPC server stopped");
   }
   if (watcher_ != nullptr) watcher_->Stop();
+  // After the gRPC server: no resolve can enqueue a record any more, so the
+  // flush below writes the last of them.
+  if (fleet_ != nullptr) fleet_->Shutdown();
   exposer_.reset();
 }
 

@@ -11,6 +11,10 @@
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
 #include "server/config_watcher.h"
+#include "server/fleet_admin_service.h"
+#include "server/fleet_queries.h"
+#include "server/fleet_state.h"
+#include "server/operator_auth.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
 #include "server/server_config.h"
@@ -49,6 +53,10 @@ class WeightPathServer {
   std::unique_ptr<ServerMetrics> metrics_;
   SnapshotHolder snapshots_;
   std::unique_ptr<ConfigWatcher> watcher_;
+  std::unique_ptr<FleetState> fleet_;  // null with --store=none
+  std::unique_ptr<FleetQueries> fleet_queries_;
+  std::unique_ptr<OperatorAuth> operator_auth_;
+  std::unique_ptr<FleetAdminService> fleet_admin_;
   std::unique_ptr<WeightPathService> service_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -33,6 +33,25 @@ ABSL_FLAG(std::string, client_ca, "",
           "PEM CA bundle: require client certificates signed by it (mutual TLS); a request's "
           "device_id must then match the certificate's CN or a SAN");
 ABSL_FLAG(bool, insecure, false, "Allow plaintext gRPC on a non-loopback address");
+ABSL_FLAG(std::string, store, "sqlite:weightpath-fleet.db",
+          "Fleet store: sqlite:FILE (relative to the working directory), postgres://USER@HOST:"
+          "PORT/DB (shared by replicas), or none (no device registry or fleet evidence)");
+ABSL_FLAG(uint32_t, verified_min_devices, 3,
+          "Distinct devices of one class and CPU model whose reports make a path verified");
+ABSL_FLAG(absl::Duration, verification_window, absl::Hours(30 * 24),
+          "How far back measurements count as verification evidence (e.g. 720h)");
+ABSL_FLAG(double, regression_fraction, 0.8,
+          "A decode tok/s below this fraction of the policy's figure for the same CPU and "
+          "threads is flagged as a regression");
+ABSL_FLAG(absl::Duration, devices_seen_window, absl::Hours(24),
+          "Devices resolved within this window count in weightpath_devices_seen");
+ABSL_FLAG(absl::Duration, fleet_refresh_interval, absl::Seconds(5),
+          "How often the in-memory verification matrix and the devices-seen gauge are re-read "
+          "from the store (an accepted measurement refreshes at once)");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
+ABSL_FLAG(std::string, admin_identity, "",
+          "Under mTLS, what marks an operator certificate: ou=NAME or uri_prefix=PREFIX");
 ABSL_FLAG(std::string, config, "",
           "YAML file of flag values (keys named like the flags); the command line wins");
 
@@ -42,7 +61,9 @@ namespace {
 constexpr absl::string_view kConfigurableFlags[] = {
     "listen",          "metrics_listen", "policy",     "catalog",   "log_format",
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
-    "client_ca",       "insecure"};
+    "client_ca",       "insecure",       "store",      "verified_min_devices",
+    "verification_window", "regression_fraction", "devices_seen_window",
+    "fleet_refresh_interval", "admin_token_file", "admin_identity"};
 
 bool IsConfigurable(absl::string_view name) {
   for (absl::string_view known : kConfigurableFlags) {
@@ -130,6 +151,14 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   config.client_ca_path = absl::GetFlag(FLAGS_client_ca);
   config.insecure = absl::GetFlag(FLAGS_insecure);
+  config.store_url = absl::GetFlag(FLAGS_store);
+  config.verified_min_devices = absl::GetFlag(FLAGS_verified_min_devices);
+  config.verification_window = absl::GetFlag(FLAGS_verification_window);
+  config.regression_fraction = absl::GetFlag(FLAGS_regression_fraction);
+  config.devices_seen_window = absl::GetFlag(FLAGS_devices_seen_window);
+  config.fleet_refresh_interval = absl::GetFlag(FLAGS_fleet_refresh_interval);
+  config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
   RETURN_IF_ERROR(ValidateServerConfig(config));
   return config;
 }
@@ -154,6 +183,24 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (!config.client_ca_path.empty() && config.tls_cert_path.empty()) {
     return absl::InvalidArgumentError("--client_ca needs --tls_cert and --tls_key");
+  }
+  if (config.store_url.empty()) {
+    return absl::InvalidArgumentError("--store must be sqlite:FILE, postgres://... or none");
+  }
+  if (config.verified_min_devices == 0) {
+    return absl::InvalidArgumentError("--verified_min_devices must be at least 1");
+  }
+  if (config.verification_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--verification_window must be positive");
+  }
+  if (!(config.regression_fraction > 0 && config.regression_fraction <= 1)) {
+    return absl::InvalidArgumentError("--regression_fraction must be in (0, 1]");
+  }
+  if (config.devices_seen_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--devices_seen_window must be positive");
+  }
+  if (config.fleet_refresh_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--fleet_refresh_interval must be positive");
   }
   return absl::OkStatus();
 }

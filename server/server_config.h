@@ -3,6 +3,7 @@
 // keys named like the flags), and a flag given on the command line wins.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -26,6 +27,19 @@ struct ServerConfig {
   std::string tls_key_path;
   std::string client_ca_path;
   bool insecure = false;
+
+  // Fleet registry and verification evidence (server/fleet_state.h).
+  // "sqlite:FILE", "postgres://..." or "none" (no registry: resolves answer
+  // from the policy alone and the fleet RPCs refuse).
+  std::string store_url = "sqlite:weightpath-fleet.db";
+  uint32_t verified_min_devices = 3;
+  absl::Duration verification_window = absl::Hours(30 * 24);
+  double regression_fraction = 0.8;
+  absl::Duration devices_seen_window = absl::Hours(24);
+  absl::Duration fleet_refresh_interval = absl::Seconds(5);
+  // Operator identity for FleetAdmin (server/operator_auth.h).
+  std::string admin_token_file;
+  std::string admin_identity;
 };
 
 // Names of the flags present in argv (as --name, --name=value, -name, or

@@ -7,6 +7,7 @@
 #include "server/resolver.h"
 #include "server/tls.h"
 #include "spdlog/spdlog.h"
+#include "store/measurement_validation.h"
 
 namespace weightpath::server {
 
@@ -16,8 +17,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                                     bool require_client_identity)
-    : snapshots_(snapshots), metrics_(metrics), require_client_identity_(require_client_identity) {
+                                     bool require_client_identity, FleetState* fleet)
+    : snapshots_(snapshots),
+      metrics_(metrics),
+      require_client_identity_(require_client_identity),
+      fleet_(fleet) {
   SetMessageAllocatorFor_ResolveWeightPath(&resolve_allocator_);
 }
 
@@ -31,6 +35,10 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
     status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
   }
   if (status.ok()) status = Resolve(*request, snapshots_->Current(), response, &summary);
+  if (status.ok() && fleet_ != nullptr) {
+    fleet_->ApplyVerification(*request, response);
+    fleet_->RecordResolve(*request, *response);
+  }
 
   if (!status.ok()) {
     // device_id is only echoed once it passed validation, so a hostile value
@@ -47,6 +55,36 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
 
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
+    grpc::CallbackServerContext* context, const v1::ReportMeasurementRequest* request,
+    v1::ReportMeasurementResponse* response) {
+  absl::Status status = store::ValidateMeasurement(*request);
+  if (status.ok() && require_client_identity_) {
+    status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
+  }
+  if (status.ok() && fleet_ == nullptr) {
+    status = absl::FailedPreconditionError(
+        "the server runs with --store=none: measurements cannot be recorded");
+  }
+  if (status.ok()) {
+    absl::StatusOr<v1::ReportMeasurementResponse> recorded = fleet_->ReportMeasurement(*request);
+    if (recorded.ok()) {
+      *response = *std::move(recorded);
+    } else {
+      status = recorded.status();
+    }
+  }
+  if (!status.ok()) {
+    const bool device_id_valid = ValidateDeviceId(request->device_id()).ok();
+    spdlog::warn("ReportMeasurement device_id={} refused: {}: {}",
+                 device_id_valid ? request->device_id() : std::string("<invalid>"),
+                 absl::StatusCodeToString(status.code()), std::string(status.message()));
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;

@@ -4,27 +4,36 @@
 #pragma once
 
 #include "server/arena_message_allocator.h"
+#include "server/fleet_state.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::server {
 
-// ReportMeasurement and ReportOutcome are left to the generated base class
-// (UNIMPLEMENTED) until the fleet store exists.
+// With a fleet (not --store=none) each answered resolve is recorded and its
+// verification comes from fleet evidence; ReportMeasurement stores what the
+// device measured. ReportOutcome stays with the generated base class
+// (UNIMPLEMENTED) until rollouts exist.
 class WeightPathService final : public v1::WeightPath::CallbackService {
  public:
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                    bool require_client_identity);
+                    bool require_client_identity, FleetState* fleet = nullptr);
 
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
                                               const v1::ResolveWeightPathRequest* request,
                                               v1::ResolveWeightPathResponse* response) override;
 
+  // Commits before answering, so it runs the store call in the handler.
+  grpc::ServerUnaryReactor* ReportMeasurement(grpc::CallbackServerContext* context,
+                                              const v1::ReportMeasurementRequest* request,
+                                              v1::ReportMeasurementResponse* response) override;
+
  private:
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
+  FleetState* const fleet_;
   ArenaMessageAllocator<v1::ResolveWeightPathRequest, v1::ResolveWeightPathResponse>
       resolve_allocator_;
 };

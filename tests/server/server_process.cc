@@ -117,6 +117,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   std::unique_ptr<ServerProcess> process(new ServerProcess());
   process->log_dir_ = std::make_unique<TempDir>();
   process->log_path_ = process->log_dir_->File("server.log");
+  // The default store is a file in the working directory; each test server
+  // gets its own so parallel tests never share a registry by accident.
+  if (!Names(args, "store")) args.push_back("--store=sqlite:" + process->log_dir_->File("fleet.db"));
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
   process->pid_ = Spawn(args, pipe_fds[1], process->log_path_);
@@ -148,6 +151,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
 ExitResult ServerProcess::RunToExit(std::vector<std::string> args, absl::Duration timeout) {
   TempDir dir;
   const std::string log_path = dir.File("server.log");
+  if (!Names(args, "store")) args.push_back("--store=sqlite:" + dir.File("fleet.db"));
   const int dev_null = open("/dev/null", O_WRONLY);
   const pid_t pid = Spawn(args, dev_null, log_path);
   close(dev_null);
