@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/decision_record.h"
 #include "gmock/gmock.h"
@@ -50,10 +51,12 @@ namespace fs = std::filesystem;
 
 constexpr char kModel[] = "Spark-X2.5-1.7B";
 constexpr size_t kArtifactBytes = 256 * 1024;
-// Budget (4 s in every config below) plus process start, probe and
+// The fallback budget (4 s, kFallbackTiming) plus process start, probe and
 // hand-over on a loaded 2-core CI machine. Without per-call deadlines a
 // call to a silent server would wait until the test's 60 s kill.
 constexpr absl::Duration kProcessSlack = absl::Seconds(5);
+constexpr char kServerTiming[] = "budget: 30\ncall_timeout: 10\n";
+constexpr char kFallbackTiming[] = "budget: 4\ncall_timeout: 1\n";
 // An x86 server CPU with AMX: the default policy gives it w4a8-amx for speed.
 constexpr char kProfileJson[] = R"({
   "arch": "x86_64",
@@ -146,11 +149,14 @@ class AgentBootEndToEnd : public ::testing::Test {
   }
 
   // Starts weightpath-server on a free loopback port; returns host:port.
-  std::string StartServer(const std::string& catalog) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-        {WEIGHTPATH_SERVER_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-         "--catalog=" + catalog, "--reload_interval=0s"},
-        work_.Sub("server.stderr"));
+  std::string StartServer(const std::string& catalog,
+                          const std::vector<std::string>& extra_flags = {}) {
+    std::vector<std::string> argv = {WEIGHTPATH_SERVER_BINARY, "--listen=127.0.0.1:0",
+                                     "--metrics_listen=127.0.0.1:0", "--catalog=" + catalog,
+                                     "--reload_interval=0s"};
+    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> server =
+        ChildProcess::Start(argv, work_.Sub("server.stderr"));
     EXPECT_THAT(server, IsOk());
     if (!server.ok()) return "";
     absl::StatusOr<std::string> line = (*server)->WaitForLine("listening ", absl::Seconds(60));
@@ -164,7 +170,12 @@ class AgentBootEndToEnd : public ::testing::Test {
 
   void StopServer() { server_.reset(); }
 
-  void WriteAgentConfig(const std::string& server_address, const std::string& extra = "") {
+  // `timing`: two lines, budget and call_timeout. Boots expected to reach
+  // the server get room for a slow TLS handshake on a loaded machine;
+  // boots expected to fall back get kFallbackTiming, which the time bounds
+  // below assume.
+  void WriteAgentConfig(const std::string& server_address, const std::string& extra = "",
+                        const std::string& timing = kServerTiming) {
     WriteTextFile(device("agent.yaml"),
                   absl::StrCat("server: ", server_address, "\n",
                                "device_id: edge-test-0001\n",
@@ -174,8 +185,7 @@ class AgentBootEndToEnd : public ::testing::Test {
                                "cache_dir: ", device("cache"), "\n",
                                "decision_file: ", device("run/decision.json"), "\n",
                                "env_file: ", device("run/engine.env"), "\n",
-                               "budget: 4\n",
-                               "call_timeout: 1\n",
+                               timing,
                                "retry_base_delay: 100ms\n",
                                "retry_max_delay: 500ms\n", extra));
   }
@@ -260,7 +270,7 @@ TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) 
   ASSERT_EQ(Boot().exit_code, 0);
   const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
   StopServer();
-  WriteAgentConfig(address);
+  WriteAgentConfig(address, "", kFallbackTiming);
 
   const CompletedProcess boot = Boot();
   ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
@@ -276,7 +286,7 @@ TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) 
 }
 
 TEST_F(AgentBootEndToEnd, FreshDeviceWithoutServerGetsTheOfflinePolicy) {
-  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
   const CompletedProcess boot = Boot();
   ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
   EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
@@ -304,7 +314,7 @@ TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudg
   ASSERT_EQ(::listen(listener, 64), 0);
   socklen_t length = sizeof(address);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  WriteAgentConfig(absl::StrCat("127.0.0.1:", ntohs(address.sin_port)));
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", ntohs(address.sin_port)), "", kFallbackTiming);
 
   const CompletedProcess boot = Boot();
   ::close(listener);
@@ -378,7 +388,7 @@ TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodD
   ASSERT_EQ(Boot().exit_code, 0);
   fs::remove(cached_artifact());  // e.g. the cache was wiped
   StopServer();
-  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
 
   const CompletedProcess boot = Boot();
   ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
@@ -387,6 +397,56 @@ TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodD
   EXPECT_EQ(decision.artifact_path, cached_artifact());
   EXPECT_EQ(decision.response.model(), kModel);
   EXPECT_EQ(ArtifactRequests(), 2);
+}
+
+// Runs /usr/bin/openssl; the test fails if it does.
+void OpenSsl(const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv = {"/usr/bin/openssl"};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  const CompletedProcess run = RunProcess(argv, {}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << run.stderr_text;
+}
+
+TEST_F(AgentBootEndToEnd, MutualTlsResolvesWithTheDeviceCertificate) {
+  const std::string tls = work_.Sub("tls");
+  fs::create_directories(tls);
+  OpenSsl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", tls + "/ca.key", "-out",
+           tls + "/ca.pem", "-days", "1", "-subj", "/CN=weightpath-test-ca"});
+  WriteTextFile(tls + "/server.ext", "subjectAltName=IP:127.0.0.1\n");
+  for (const auto& [name, subject] : std::vector<std::pair<std::string, std::string>>{
+           {"server", "/CN=127.0.0.1"}, {"device", "/CN=edge-test-0001"}}) {
+    OpenSsl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", tls + "/" + name + ".key", "-out",
+             tls + "/" + name + ".csr", "-subj", subject});
+    std::vector<std::string> sign = {"x509", "-req", "-in", tls + "/" + name + ".csr", "-CA",
+                                     tls + "/ca.pem", "-CAkey", tls + "/ca.key",
+                                     "-CAcreateserial", "-out", tls + "/" + name + ".pem",
+                                     "-days", "1"};
+    if (name == "server") {
+      sign.push_back("-extfile");
+      sign.push_back(tls + "/server.ext");
+    }
+    OpenSsl(sign);
+  }
+  const std::string address =
+      StartServer(catalog_path(), {"--tls_cert=" + tls + "/server.pem",
+                                   "--tls_key=" + tls + "/server.key",
+                                   "--client_ca=" + tls + "/ca.pem"});
+  WriteAgentConfig(address, absl::StrCat("tls:\n  ca: ", tls, "/ca.pem\n  cert: ", tls,
+                                         "/device.pem\n  key: ", tls, "/device.key\n"));
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.stderr_text;
+  EXPECT_EQ(Decision().source, DecisionSource::kServer);
+  EXPECT_EQ(Decision().artifact_path, cached_artifact());
+}
+
+TEST_F(AgentBootEndToEnd, UnreadableTlsFileFallsBackNamingTheField) {
+  WriteAgentConfig(StartServer(catalog_path()),
+                   absl::StrCat("tls:\n  ca: ", work_.Sub("missing-ca.pem"), "\n"));
+  const CompletedProcess boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("tls.ca")));
+  EXPECT_EQ(ResolveAttempts(boot.stderr_text), 1);
+  EXPECT_EQ(Decision().source, DecisionSource::kOffline);
 }
 
 TEST_F(AgentBootEndToEnd, InvalidConfigExitsOneNamingTheLine) {
