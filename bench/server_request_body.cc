@@ -1,0 +1,57 @@
+// Writes gRPC-framed request bodies for h2load (bench/server_load.sh): one
+// byte "not compressed", four bytes big-endian length, the serialized
+// message. Usage: bench_server_request_body PROFILE.json RESOLVE.bin HEALTH.bin
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "grpc/health/v1/health.pb.h"
+#include "policy/profile_json.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace {
+
+bool WriteFramed(const std::string& path, const google::protobuf::MessageLite& message) {
+  const std::string payload = message.SerializeAsString();
+  const uint32_t size = static_cast<uint32_t>(payload.size());
+  std::string framed;
+  framed.push_back('\0');
+  for (int shift = 24; shift >= 0; shift -= 8) framed.push_back(static_cast<char>(size >> shift));
+  framed += payload;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << framed;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s PROFILE.json RESOLVE.bin HEALTH.bin\n", argv[0]);
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  std::stringstream json;
+  json << in.rdbuf();
+  auto profile = weightpath::policy::ParseProfileJson(json.str(), argv[1]);
+  if (!in || !profile.ok()) {
+    std::fprintf(stderr, "%s: cannot read profile: %s\n", argv[1],
+                 profile.ok() ? "unreadable" : std::string(profile.status().message()).c_str());
+    return 1;
+  }
+  weightpath::v1::ResolveWeightPathRequest request;
+  request.set_device_id("bench-device-0001");
+  *request.mutable_profile() = *profile;
+  request.set_priority(weightpath::v1::PRIORITY_SPEED);
+  (*request.mutable_labels())["workload"] = "agentic";
+  request.set_agent_version("bench");
+  grpc::health::v1::HealthCheckRequest health;  // "" = the whole server
+  if (!WriteFramed(argv[2], request) || !WriteFramed(argv[3], health)) {
+    std::fprintf(stderr, "cannot write the bodies\n");
+    return 1;
+  }
+  std::printf("resolve request: %zu bytes serialized\n", request.ByteSizeLong());
+  return 0;
+}
