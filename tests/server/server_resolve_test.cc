@@ -250,12 +250,15 @@ TEST_F(ServerResolveTest, OversizedMessageIsRefusedAndTheServerKeepsAnswering) {
   EXPECT_EQ(response.weight_path().name(), "w4a8-amx");
 }
 
-TEST_F(ServerResolveTest, ReportCallsAreLeftUnimplementedForNow) {
+// ReportMeasurement is served now (tests/server/fleet_server_test.cc); an
+// empty one is refused before it reaches the store.
+TEST_F(ServerResolveTest, AnEmptyReportIsRefusedNamingTheMissingField) {
   v1::ReportMeasurementRequest request;
   v1::ReportMeasurementResponse response;
   auto context = ContextWithDeadline();
-  EXPECT_EQ(stub_->ReportMeasurement(context.get(), request, &response).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  const grpc::Status status = stub_->ReportMeasurement(context.get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("idempotency_key"));
 }
 
 double SampleOrZero(const std::string& text, const std::string& series) {
