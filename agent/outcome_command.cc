@@ -22,7 +22,7 @@ absl::StatusOr<v1::Outcome> ParseOutcomeName(const std::string& text) {
       "--outcome: '", text, "' is not one of engine_started, engine_start_failed, tasks"));
 }
 
-absl::StatusOr<uint32_t> ParseCount(const std::string& text, std::string_view flag) {
+absl::StatusOr<uint32_t> ParseCount(const std::string& text, absl::string_view flag) {
   uint32_t count = 0;
   if (!absl::SimpleAtoi(text, &count)) {
     return absl::InvalidArgumentError(
