@@ -9,7 +9,10 @@
 // than one of the callback threads ResolveWeightPath depends on.
 #pragma once
 
+#include <functional>
+
 #include "server/fleet_queries.h"
+#include "server/rollout_admin.h"
 #include "server/operator_auth.h"
 #include "weightpath/v1/fleet_admin.grpc.pb.h"
 
@@ -34,7 +37,35 @@ class FleetAdminService final : public v1::FleetAdmin::Service {
                                      const v1::GetVerificationMatrixRequest* request,
                                      v1::GetVerificationMatrixResponse* response) override;
 
+  // Rollout RPCs and ExplainDecision, in rollout_admin_rpcs.cc. Without
+  // SetRolloutHandlers (--store=none) the rollout calls are
+  // FAILED_PRECONDITION naming --store.
+  using ExplainFunction = std::function<absl::StatusOr<v1::ExplainDecisionResponse>(
+      const v1::ExplainDecisionRequest&)>;
+  void SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain);
+  grpc::Status CreateRollout(grpc::ServerContext* context, const v1::CreateRolloutRequest* request,
+                             v1::Rollout* response) override;
+  grpc::Status GetRollout(grpc::ServerContext* context, const v1::GetRolloutRequest* request,
+                          v1::Rollout* response) override;
+  grpc::Status ListRollouts(grpc::ServerContext* context, const v1::ListRolloutsRequest* request,
+                            v1::ListRolloutsResponse* response) override;
+  grpc::Status PauseRollout(grpc::ServerContext* context, const v1::RolloutControlRequest* request,
+                            v1::Rollout* response) override;
+  grpc::Status ResumeRollout(grpc::ServerContext* context, const v1::RolloutControlRequest* request,
+                             v1::Rollout* response) override;
+  grpc::Status AdvanceRollout(grpc::ServerContext* context, const v1::RolloutControlRequest* request,
+                              v1::Rollout* response) override;
+  grpc::Status AbortRollout(grpc::ServerContext* context, const v1::RolloutControlRequest* request,
+                            v1::Rollout* response) override;
+  grpc::Status ExplainDecision(grpc::ServerContext* context,
+                               const v1::ExplainDecisionRequest* request,
+                               v1::ExplainDecisionResponse* response) override;
+
  private:
+  absl::Status AdmitRollouts(const grpc::ServerContext& context, const char* method) const;
+  RolloutAdmin* rollouts_ = nullptr;
+  ExplainFunction explain_;
+
   // OK when the caller is an operator and the fleet store is configured.
   absl::Status Admit(const grpc::ServerContext& context, const char* method) const;
 

@@ -2,17 +2,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/rollout_resolve.h"
 
 namespace weightpath::server {
 
 absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
-                     v1::ResolveWeightPathResponse* response, ResolveSummary* summary) {
+                     v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
+                     const std::vector<v1::Rollout>& rollouts, std::vector<std::string>* considered) {
   const policy::Policy& policy = *snapshot.policy;
   const Catalog& catalog = *snapshot.catalog;
 
-  ASSIGN_OR_RETURN(const policy::Decision decision,
-                   policy::Evaluate(policy, request.profile(), request.priority(),
-                                    request.labels()));
+  ASSIGN_OR_RETURN(ShapedResolve shaped, ResolveShaped(policy, request, rollouts));
+  const policy::Decision& decision = shaped.resolution.decision;
   const policy::PathDefinition& path = *decision.path;
   summary->hardware_class = decision.hardware_class;
   summary->path_name = path.name;
@@ -56,6 +57,8 @@ absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot
   response->set_policy_version(policy.version());
   if (decision.rule != nullptr) response->set_matched_rule(decision.rule->name);
   response->set_model(model);
+  ApplyShaping(shaped, response);
+  if (considered != nullptr) *considered = std::move(shaped.resolution.considered);
   return absl::OkStatus();
 }
 

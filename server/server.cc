@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include "server/rollout_explain.h"
+
 #include <exception>
 #include <utility>
 
@@ -72,11 +74,46 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     server->fleet_ = std::make_unique<FleetState>(*std::move(store), options, &server->snapshots_,
                                                   server->metrics_.get());
     server->fleet_queries_ = std::make_unique<FleetQueries>(server->fleet_.get());
+    server->rollout_metrics_ = std::make_unique<RolloutMetrics>(server->registry_);
+    RolloutDependencies rollout_deps;
+    rollout_deps.store = &server->fleet_->store();
+    rollout_deps.cache = &server->rollout_cache_;
+    rollout_deps.metrics = server->rollout_metrics_.get();
+    const SnapshotHolder* snapshots = &server->snapshots_;
+    rollout_deps.policy = [snapshots] { return snapshots->Share()->policy; };
+    rollout_deps.now = [] { return absl::Now(); };
+    server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
+    server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
   server->fleet_admin_ = std::make_unique<FleetAdminService>(server->operator_auth_.get(),
                                                              server->fleet_queries_.get());
   server->service_ = std::make_unique<WeightPathService>(
       &server->snapshots_, server->metrics_.get(), mutual_tls, server->fleet_.get());
+  {
+    WeightPathServer* self = server.get();
+    server->fleet_admin_->SetRolloutHandlers(
+        server->rollout_admin_.get(), [self](const v1::ExplainDecisionRequest& request) {
+          const std::shared_ptr<const Snapshot> snapshot = self->snapshots_.Share();
+          const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
+              self->rollout_cache_.Current();
+          ExplainContext context;
+          context.snapshot = snapshot.get();
+          context.rollouts = rollouts.get();
+          if (self->fleet_ != nullptr) {
+            context.store = &self->fleet_->store();
+            FleetState* fleet = self->fleet_.get();
+            context.apply_verification = [fleet](const v1::ResolveWeightPathRequest& subject,
+                                                 v1::ResolveWeightPathResponse* decision) {
+              fleet->ApplyVerification(subject, decision);
+            };
+          }
+          context.now = absl::Now();
+          return ExplainDecision(request, context);
+        });
+    if (server->fleet_ != nullptr) {
+      server->service_->SetRollouts(&server->rollout_cache_, server->rollout_metrics_.get());
+    }
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
@@ -100,6 +137,9 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     // they fall back to the policy when the store is away.
     server->fleet_->Start(
         [health](bool store_up) { health->SetServingStatus(kFleetAdminServiceName, store_up); });
+    // Fills the resolve cache at once, then re-reads and evaluates every
+    // fleet refresh interval.
+    server->rollout_reconciler_->Start(config.fleet_refresh_interval);
   } else {
     health->SetServingStatus(kFleetAdminServiceName, false);
   }
@@ -132,6 +172,7 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   if (watcher_ != nullptr) watcher_->Stop();
   // After the gRPC server: no resolve can enqueue a record any more, so the
   // flush below writes the last of them.
+  if (rollout_reconciler_ != nullptr) rollout_reconciler_->Stop();
   if (fleet_ != nullptr) fleet_->Shutdown();
   exposer_.reset();
 }

@@ -17,6 +17,10 @@
 #include "server/operator_auth.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
+#include "server/rollout_admin.h"
+#include "server/rollout_cache.h"
+#include "server/rollout_metrics.h"
+#include "server/rollout_reconciler.h"
 #include "server/server_config.h"
 #include "server/weightpath_service.h"
 
@@ -58,6 +62,12 @@ class WeightPathServer {
   std::unique_ptr<OperatorAuth> operator_auth_;
   std::unique_ptr<FleetAdminService> fleet_admin_;
   std::unique_ptr<WeightPathService> service_;
+  // Rollouts (with a fleet store): the cache resolves read, the operator
+  // side behind FleetAdmin, and the reconcile loop.
+  RolloutCache rollout_cache_;
+  std::unique_ptr<RolloutMetrics> rollout_metrics_;
+  std::unique_ptr<RolloutAdmin> rollout_admin_;
+  std::unique_ptr<RolloutReconciler> rollout_reconciler_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;

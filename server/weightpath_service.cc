@@ -34,7 +34,12 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
   if (status.ok() && require_client_identity_) {
     status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
   }
-  if (status.ok()) status = Resolve(*request, snapshots_->Current(), response, &summary);
+  if (status.ok()) {
+    // The cache's set is held for the whole call; a refresh swaps in a new one.
+    const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
+        rollouts_ != nullptr ? rollouts_->Current() : std::make_shared<const RolloutCache::Rollouts>();
+    status = Resolve(*request, snapshots_->Current(), response, &summary, *rollouts);
+  }
   if (status.ok() && fleet_ != nullptr) {
     fleet_->ApplyVerification(*request, response);
     fleet_->RecordResolve(*request, *response);

@@ -5,6 +5,8 @@
 
 #include "server/arena_message_allocator.h"
 #include "server/fleet_state.h"
+#include "server/rollout_cache.h"
+#include "server/rollout_metrics.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -28,12 +30,25 @@ class WeightPathService final : public v1::WeightPath::CallbackService {
   grpc::ServerUnaryReactor* ReportMeasurement(grpc::CallbackServerContext* context,
                                               const v1::ReportMeasurementRequest* request,
                                               v1::ReportMeasurementResponse* response) override;
+  // In rollout_report_outcome.cc. Needs SetRollouts (a fleet store).
+  grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* context,
+                                          const v1::ReportOutcomeRequest* request,
+                                          v1::ReportOutcomeResponse* response) override;
+
+  // Resolves consult `cache` (never the database) and ReportOutcome records
+  // into the fleet store; set once before serving.
+  void SetRollouts(RolloutCache* cache, RolloutMetrics* metrics) {
+    rollouts_ = cache;
+    rollout_metrics_ = metrics;
+  }
 
  private:
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
   FleetState* const fleet_;
+  RolloutCache* rollouts_ = nullptr;
+  RolloutMetrics* rollout_metrics_ = nullptr;
   ArenaMessageAllocator<v1::ResolveWeightPathRequest, v1::ResolveWeightPathResponse>
       resolve_allocator_;
 };
