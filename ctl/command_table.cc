@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include "ctl/devices_command.h"
 #include "ctl/resolve_command.h"
+#include "ctl/rollout_command.h"
+#include "ctl/summary_command.h"
+#include "ctl/verification_command.h"
 
 namespace weightpath::ctl {
 namespace {
@@ -21,7 +25,11 @@ void WriteUsage(std::ostream& out) {
 const std::vector<Command>& Commands() {
   // One line per subcommand; keep alphabetical.
   static const std::vector<Command> commands = {
+      {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"resolve", "decide the weight path for a device profile", RunResolveCommand},
+      {"rollout", "create, watch and steer staged rollouts", RunRolloutCommand},
+      {"summary", "count devices by hardware class and path", RunSummaryCommand},
+      {"verification", "the verification matrix rebuilt from fleet reports", RunVerificationCommand},
   };
   return commands;
 }
