@@ -1,0 +1,185 @@
+#include "agent/report_command.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/agent_config.h"
+#include "agent/clock.h"
+#include "agent/measurement_report.h"
+#include "agent/random_source.h"
+#include "agent/retry_policy.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace weightpath::agent {
+namespace {
+
+constexpr int kExitRecorded = 0;
+constexpr int kExitNotRecorded = 1;
+constexpr int kExitBadInput = 2;
+
+struct ReportArguments {
+  std::string file;
+  std::string config_path = "/etc/weightpath/agent.yaml";
+  std::string root = "/";
+  bool help = false;
+};
+
+std::optional<std::string> OptionValue(int argc, char** argv, int& index, const char* name) {
+  const std::string argument = argv[index];
+  const std::string prefix = absl::StrCat(name, "=");
+  if (absl::StartsWith(argument, prefix)) return argument.substr(prefix.size());
+  if (argument == name && index + 1 < argc) return std::string(argv[++index]);
+  return std::nullopt;
+}
+
+std::optional<ReportArguments> ParseArguments(int argc, char** argv) {
+  ReportArguments arguments;
+  for (int index = 1; index < argc; ++index) {
+    const std::string argument = argv[index];
+    if (argument == "--help" || argument == "-h") {
+      arguments.help = true;
+    } else if (auto file = OptionValue(argc, argv, index, "--file")) {
+      arguments.file = *file;
+    } else if (auto config = OptionValue(argc, argv, index, "--config")) {
+      arguments.config_path = *config;
+    } else if (auto root = OptionValue(argc, argv, index, "--root")) {
+      arguments.root = *root;
+    } else {
+      std::fprintf(stderr, "weightpath-agent report: unknown or incomplete argument '%s'\n",
+                   argument.c_str());
+      return std::nullopt;
+    }
+  }
+  if (!arguments.help && arguments.file.empty()) {
+    std::fprintf(stderr, "weightpath-agent report: --file FILE is required\n");
+    return std::nullopt;
+  }
+  return arguments;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+    const std::optional<TlsFiles>& tls) {
+  if (!tls.has_value()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  if (!tls->ca.empty()) { ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls->ca, "tls.ca")); }
+  if (!tls->cert.empty()) {
+    ASSIGN_OR_RETURN(options.pem_cert_chain, ReadFile(tls->cert, "tls.cert"));
+    ASSIGN_OR_RETURN(options.pem_private_key, ReadFile(tls->key, "tls.key"));
+  }
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
+std::string ReportUsage() {
+  return R"(usage: weightpath-agent report --file FILE [--config FILE] [--root DIR]
+
+Sends one ReportMeasurement to weightpath-server. FILE is the JSON an engine
+benchmark wrote: a ReportMeasurementRequest in the protobuf JSON mapping,
+for example
+  {"model": "qwen3-8b", "path": "w4a8-amx", "engine_version": "0.9.1",
+   "decode_tok_s": 86.1, "prefill_tok_s": 910, "threads": 24,
+   "fidelity_exact_matches": 19, "fidelity_prompts": 20}
+device_id defaults to the config's; idempotency_key defaults to a SHA-256
+of the device id and FILE, so resending the same file is never counted twice.
+Unreachable servers are retried with the config's backoff within its budget.
+
+  --file FILE    the measurement JSON (required)
+  --config FILE  agent YAML config (default /etc/weightpath/agent.yaml)
+  --root DIR     where /etc/machine-id is read when the config has no device_id
+
+exit codes:
+  0  recorded (or already recorded under the same key)
+  1  the server refused it or could not be reached within the budget
+  2  bad command line, unreadable/invalid FILE or config
+)";
+}
+
+int RunReportCommand(int argc, char** argv) {
+  const std::optional<ReportArguments> arguments = ParseArguments(argc, argv);
+  if (!arguments.has_value()) {
+    std::fputs(ReportUsage().c_str(), stderr);
+    return kExitBadInput;
+  }
+  if (arguments->help) {
+    std::fputs(ReportUsage().c_str(), stdout);
+    return kExitRecorded;
+  }
+  absl::StatusOr<AgentConfig> config = LoadAgentConfig(arguments->config_path, arguments->root);
+  if (!config.ok()) {
+    std::fprintf(stderr, "weightpath-agent report: config: %s\n", config.status().ToString().c_str());
+    return kExitBadInput;
+  }
+  absl::StatusOr<std::string> json = ReadFile(arguments->file, "--file");
+  absl::StatusOr<v1::ReportMeasurementRequest> request =
+      json.ok() ? ParseMeasurementReport(*json, arguments->file, config->device_id)
+                : absl::StatusOr<v1::ReportMeasurementRequest>(json.status());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      request.ok() ? Credentials(config->tls)
+                   : absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>(request.status());
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "weightpath-agent report: %s\n", credentials.status().ToString().c_str());
+    return kExitBadInput;
+  }
+
+  grpc::ChannelArguments channel_arguments;
+  // Our own backoff paces the retries; keep gRPC's reconnect backoff short
+  // so each attempt really tries the server.
+  channel_arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  channel_arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  channel_arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto stub = v1::WeightPath::NewStub(
+      grpc::CreateCustomChannel(config->server, *credentials, channel_arguments));
+
+  SystemClock clock;
+  SeededRandomSource random(std::random_device{}());
+  RetryOptions retry;
+  retry.call_timeout = config->call_timeout;
+  retry.base_delay = config->retry_base_delay;
+  retry.max_delay = config->retry_max_delay;
+  v1::ReportMeasurementResponse response;
+  RetryTrace trace;
+  const absl::Status status = CallWithRetries(
+      retry, clock.Now() + config->budget, clock, random,
+      [&](absl::Time deadline) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(deadline));
+        const grpc::Status result = stub->ReportMeasurement(&context, *request, &response);
+        return absl::Status(static_cast<absl::StatusCode>(result.error_code()),
+                            result.error_message());
+      },
+      &trace);
+  if (!status.ok()) {
+    std::fprintf(stderr, "weightpath-agent report: ReportMeasurement failed after %d attempt(s): %s\n",
+                 trace.attempts, status.ToString().c_str());
+    return kExitNotRecorded;
+  }
+  std::printf("measurement_id=%s duplicate=%s regression=%s%s%s\n",
+              response.measurement_id().c_str(), response.duplicate() ? "true" : "false",
+              response.regression() ? "true" : "false",
+              response.regression_reason().empty() ? "" : " reason=",
+              response.regression_reason().c_str());
+  return kExitRecorded;
+}
+
+}  // namespace weightpath::agent

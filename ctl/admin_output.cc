@@ -1,0 +1,68 @@
+#include "ctl/admin_output.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace weightpath::ctl {
+
+absl::StatusOr<AdminOutput> ParseAdminOutput(const std::optional<std::string>& text) {
+  if (!text.has_value() || *text == "table") return AdminOutput::kTable;
+  if (*text == "json") return AdminOutput::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("-o/--output '", *text, "' is not one of: json, table"));
+}
+
+absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
+  }
+  out << json;
+  if (json.empty() || json.back() != '\n') out << "\n";
+  return absl::OkStatus();
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp) {
+  if (timestamp.seconds() == 0 && timestamp.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(timestamp.seconds()),
+                          absl::UTCTimeZone());
+}
+
+std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels) {
+  if (labels.empty()) return "-";
+  const std::map<std::string, std::string> sorted(labels.begin(), labels.end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+std::string FormatFigure(double value, uint32_t samples) {
+  if (samples == 0) return "-";
+  return absl::StrFormat("%.1f", value);
+}
+
+absl::StatusOr<absl::Duration> ParseSince(absl::string_view text, absl::string_view flag) {
+  absl::string_view days = text;
+  int64_t day_count = 0;
+  if (absl::ConsumeSuffix(&days, "d") && absl::SimpleAtoi(days, &day_count) && day_count >= 0) {
+    return absl::Hours(24 * day_count);
+  }
+  absl::Duration duration;
+  if (!absl::ParseDuration(text, &duration) || duration < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=\"", text, "\" must be a duration such as 30m, 24h or 7d"));
+  }
+  return duration;
+}
+
+}  // namespace weightpath::ctl

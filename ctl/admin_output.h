@@ -1,0 +1,38 @@
+// Output shared by the operator subcommands: a table for people, or the
+// protobuf JSON mapping (proto field names, defaults printed) for programs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/map.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/timestamp.pb.h"
+
+namespace weightpath::ctl {
+
+enum class AdminOutput { kTable, kJson };
+
+// "table" (the default when absent) or "json"; INVALID_ARGUMENT naming -o.
+absl::StatusOr<AdminOutput> ParseAdminOutput(const std::optional<std::string>& text);
+
+absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
+
+// RFC 3339 in UTC to the second; "-" when unset.
+std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp);
+// "k=v,k2=v2" in key order; "-" when there are none.
+std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels);
+// A figure with one decimal; "-" when there were no samples.
+std::string FormatFigure(double value, uint32_t samples);
+
+// A look-back such as 30m or 24h (absl syntax) or 7d (whole days, which
+// absl does not spell); INVALID_ARGUMENT naming `flag`.
+absl::StatusOr<absl::Duration> ParseSince(absl::string_view text, absl::string_view flag);
+
+}  // namespace weightpath::ctl
