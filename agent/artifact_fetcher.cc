@@ -1,6 +1,5 @@
 #include "agent/artifact_fetcher.h"
 
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <system_error>
 
 #include "absl/status/status.h"
@@ -16,21 +14,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/atomic_file.h"
+#include "agent/curl_library.h"
 #include "agent/sha256_file.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-void InitCurlOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 struct CurlDeleter {
-  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+  const CurlApi* curl;
+  void operator()(CURL* handle) const { curl->easy_cleanup(handle); }
 };
 struct FileCloser {
   void operator()(FILE* file) const { std::fclose(file); }
@@ -70,6 +66,17 @@ void RemoveQuietly(const std::string& path) {
   fs::remove(path, ignored);
 }
 
+// A damaged artifact goes with its stamp, so no stamp outlives its file.
+void RemoveCachedQuietly(const std::string& path) {
+  RemoveQuietly(path);
+  RemoveQuietly(StampPathFor(path));
+}
+
+SystemClock* WallClock() {
+  static SystemClock* const clock = new SystemClock();
+  return clock;
+}
+
 struct TransferOutcome {
   CURLcode code = CURLE_OK;
   long http_status = 0;
@@ -79,7 +86,7 @@ struct TransferOutcome {
 };
 
 // One libcurl transfer appending to `partial_path` from byte `offset`.
-absl::StatusOr<TransferOutcome> Transfer(const v1::Artifact& artifact,
+absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact& artifact,
                                          const std::string& partial_path, uint64_t offset,
                                          absl::Duration time_limit) {
   std::unique_ptr<FILE, FileCloser> file(std::fopen(partial_path.c_str(), offset > 0 ? "ab" : "wb"));
@@ -87,30 +94,30 @@ absl::StatusOr<TransferOutcome> Transfer(const v1::Artifact& artifact,
     return absl::InternalError(
         absl::StrCat("cannot open ", partial_path, " for writing: ", std::strerror(errno)));
   }
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  std::unique_ptr<CURL, CurlDeleter> curl(api.easy_init(), CurlDeleter{&api});
   if (!curl) return absl::InternalError("curl_easy_init failed");
   TransferSink sink{file.get(), offset, artifact.size_bytes(), 0, false};
   char error_buffer[CURL_ERROR_SIZE] = {0};
   CURL* handle = curl.get();
-  curl_easy_setopt(handle, CURLOPT_URL, artifact.uri().c_str());
-  curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https,file");
-  curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
-  curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &WriteToSink);
-  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS,
+  api.easy_setopt(handle, CURLOPT_URL, artifact.uri().c_str());
+  api.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https,file");
+  api.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  api.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+  api.easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
+  api.easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
+  api.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+  api.easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
+  api.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &WriteToSink);
+  api.easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
+  api.easy_setopt(handle, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(time_limit))));
   if (offset > 0) {
-    curl_easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(offset));
+    api.easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(offset));
   }
   TransferOutcome outcome;
-  outcome.code = curl_easy_perform(handle);
-  curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &outcome.http_status);
-  outcome.error_text = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(outcome.code);
+  outcome.code = api.easy_perform(handle);
+  api.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &outcome.http_status);
+  outcome.error_text = error_buffer[0] != '\0' ? error_buffer : api.easy_strerror(outcome.code);
   outcome.oversized = sink.oversized;
   outcome.received = sink.received;
   // The partial file must hold every byte received so far, whatever
@@ -181,6 +188,9 @@ absl::Status VerifyAndInstall(const v1::Artifact& artifact, const std::string& p
                                             ", artifact.sha256 is ", artifact.sha256(),
                                             "; download discarded"));
   }
+  // A fresh download is not stamped: its ctime is too recent to trust (see
+  // ChangedTooRecentlyToStamp), so the next check hashes and stamps it.
+  RemoveQuietly(StampPathFor(final_path));
   if (::rename(partial_path.c_str(), final_path.c_str()) != 0) {
     return absl::InternalError(
         absl::StrCat("cannot rename ", partial_path, " to ", final_path, ": ", std::strerror(errno)));
@@ -208,31 +218,86 @@ absl::Status ValidateArtifact(const v1::Artifact& artifact) {
   return absl::OkStatus();
 }
 
-ArtifactFetcher::ArtifactFetcher(std::string cache_dir) : cache_dir_(std::move(cache_dir)) {}
+ArtifactFetcher::ArtifactFetcher(std::string cache_dir)
+    : ArtifactFetcher(std::move(cache_dir), WallClock(), kDefaultReverifyAfter) {}
+
+ArtifactFetcher::ArtifactFetcher(std::string cache_dir, Clock* clock,
+                                 absl::Duration reverify_after)
+    : cache_dir_(std::move(cache_dir)), clock_(clock), reverify_after_(reverify_after) {}
 
 std::string ArtifactFetcher::CachedPath(const std::string& sha256) const {
   return (fs::path(cache_dir_) / sha256).string();
 }
 
 absl::StatusOr<std::string> ArtifactFetcher::VerifyCached(const v1::Artifact& artifact) {
+  ASSIGN_OR_RETURN(CachedArtifact cached, CheckCached(artifact));
+  return cached.path;
+}
+
+absl::StatusOr<CachedArtifact> ArtifactFetcher::CheckCached(const v1::Artifact& artifact) {
   RETURN_IF_ERROR(ValidateArtifact(artifact));
   const std::string path = CachedPath(artifact.sha256());
-  std::error_code error;
-  const uintmax_t size = fs::file_size(path, error);
-  if (error) return absl::NotFoundError(absl::StrCat("artifact not cached at ", path));
-  if (size != artifact.size_bytes()) {
-    RemoveQuietly(path);
-    return absl::DataLossError(absl::StrCat("cached artifact ", path, " has ", size,
+  absl::StatusOr<FileIdentity> identity = StatFileIdentity(path);
+  if (absl::IsNotFound(identity.status())) {
+    return absl::NotFoundError(absl::StrCat("artifact not cached at ", path));
+  }
+  RETURN_IF_ERROR(identity.status());
+  if (identity->size != artifact.size_bytes()) {
+    RemoveCachedQuietly(path);
+    return absl::DataLossError(absl::StrCat("cached artifact ", path, " has ", identity->size,
                                             " bytes, artifact.size_bytes is ",
                                             artifact.size_bytes(), "; deleted"));
   }
+  if (StampVouches(path, artifact.sha256(), *identity)) return CachedArtifact{path, false};
   ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(path));
   if (digest != artifact.sha256()) {
-    RemoveQuietly(path);
+    RemoveCachedQuietly(path);
     return absl::DataLossError(absl::StrCat("cached artifact ", path, " is corrupted: sha256 is ",
                                             digest, "; deleted"));
   }
-  return path;
+  StampIfUnchanged(path, digest, *identity);
+  return CachedArtifact{path, true};
+}
+
+bool ArtifactFetcher::StampVouches(const std::string& path, const std::string& sha256,
+                                   const FileIdentity& identity) {
+  const absl::StatusOr<VerifiedStamp> stamp = ReadStamp(StampPathFor(path));
+  if (!stamp.ok()) {
+    if (!absl::IsNotFound(stamp.status())) {
+      spdlog::warn("artifact cache: stamp unusable, hashing {}: {}", path,
+                   stamp.status().ToString());
+    }
+    return false;
+  }
+  if (stamp->sha256 != sha256 || stamp->identity != identity) {
+    spdlog::info("artifact cache: {} changed since its stamp, hashing it", path);
+    return false;
+  }
+  const absl::Duration age = clock_->Now() - stamp->verified_at;
+  if (age < absl::ZeroDuration() || age >= reverify_after_) {
+    // A clock before the stamp (a device that booted without its real-time
+    // clock set) cannot tell the age, so it is treated as expired.
+    spdlog::info("artifact cache: stamp of {} is {} old (re-verified every {}), hashing it", path,
+                 absl::FormatDuration(age), absl::FormatDuration(reverify_after_));
+    return false;
+  }
+  return true;
+}
+
+void ArtifactFetcher::StampIfUnchanged(const std::string& path, const std::string& sha256,
+                                       const FileIdentity& before_hash) {
+  const absl::StatusOr<FileIdentity> after_hash = StatFileIdentity(path);
+  if (!after_hash.ok() || *after_hash != before_hash ||
+      ChangedTooRecentlyToStamp(before_hash, absl::Now())) {
+    // Written during or just before the hash: the digest may not describe
+    // the bytes now on disk under this identity, so the next check hashes.
+    RemoveQuietly(StampPathFor(path));
+    return;
+  }
+  const VerifiedStamp stamp{sha256, before_hash, clock_->Now()};
+  if (absl::Status written = WriteStamp(StampPathFor(path), stamp); !written.ok()) {
+    spdlog::warn("artifact cache: cannot stamp {} as verified: {}", path, written.ToString());
+  }
 }
 
 absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
@@ -246,8 +311,11 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
   }
   FetchResult result;
   result.path = CachedPath(artifact.sha256());
-  absl::StatusOr<std::string> cached = VerifyCached(artifact);
-  if (cached.ok()) return result;
+  absl::StatusOr<CachedArtifact> cached = CheckCached(artifact);
+  if (cached.ok()) {
+    result.hashed = cached->hashed;
+    return result;
+  }
   // DATA_LOSS: a damaged copy was just deleted, so download it afresh.
   if (cached.status().code() != absl::StatusCode::kNotFound &&
       cached.status().code() != absl::StatusCode::kDataLoss) {
@@ -270,11 +338,11 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     RemoveQuietly(partial_path);
     offset = 0;
   }
-  InitCurlOnce();
+  ASSIGN_OR_RETURN(const CurlApi* curl, LoadCurl());
   result.downloaded = true;
   result.resumed_from = offset;
   const absl::Time transfer_start = absl::Now();
-  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(artifact, partial_path, offset, time_limit));
+  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, partial_path, offset, time_limit));
   const bool range_refused =
       outcome.code == CURLE_RANGE_ERROR ||
       (outcome.code == CURLE_HTTP_RETURNED_ERROR && outcome.http_status == 416);
@@ -284,7 +352,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     // cannot be continued, and the only safe choice is the whole file again.
     result.resumed_from = 0;
     const absl::Duration time_left = time_limit - (absl::Now() - transfer_start);
-    ASSIGN_OR_RETURN(outcome, Transfer(artifact, partial_path, 0, time_left));
+    ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, partial_path, 0, time_left));
   }
   result.bytes_transferred = outcome.received;
   if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path);

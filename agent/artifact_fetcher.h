@@ -3,6 +3,13 @@
 // The cache is content-addressed: cache_dir/<sha256> exists only after its
 // size and digest matched. Downloads land in cache_dir/<sha256>.partial,
 // which survives an interruption so the next attempt resumes from it.
+//
+// A verified artifact gets a stamp beside it (cache_dir/<sha256>.verified,
+// see verified_stamp.h). A later check trusts a stamp whose recorded file
+// identity still matches and that is younger than `reverify_after`;
+// anything else (no stamp, a garbled one, any change of size, mtime, ctime,
+// inode or device, an old stamp, a clock before the stamp) hashes the whole
+// file again and, if it still matches, rewrites the stamp.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/clock.h"
+#include "agent/verified_stamp.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::agent {
@@ -19,11 +28,25 @@ struct FetchResult {
   bool downloaded = false;         // false: the cached copy verified
   uint64_t resumed_from = 0;       // bytes already in the partial file
   uint64_t bytes_transferred = 0;  // bytes received by this call
+  bool hashed = false;             // the whole file was hashed by this call
 };
+
+struct CachedArtifact {
+  std::string path;
+  bool hashed = false;  // false: its verified stamp was trusted
+};
+
+// Bit rot below the filesystem leaves the stamp matching; a full hash at
+// least this often bounds how long it can go unnoticed.
+inline constexpr absl::Duration kDefaultReverifyAfter = absl::Hours(7 * 24);
 
 class ArtifactFetcher {
  public:
+  // The wall clock, stamps trusted for kDefaultReverifyAfter.
   explicit ArtifactFetcher(std::string cache_dir);
+  // `clock` dates stamps and judges their age; `reverify_after` must be
+  // positive (zero or less: every check hashes the whole file).
+  ArtifactFetcher(std::string cache_dir, Clock* clock, absl::Duration reverify_after);
 
   // The verified artifact, downloaded (http://, https://, file://) only when
   // the cache does not already hold it. Errors:
@@ -33,6 +56,8 @@ class ArtifactFetcher {
   //   NOT_FOUND         the source does not have it (HTTP 404, missing file)
   //   DATA_LOSS         the bytes are not the artifact: wrong size or digest;
   //                     nothing is installed and the bad bytes are deleted
+  //   FAILED_PRECONDITION a download is needed but libcurl.so.4 cannot be
+  //                     loaded (see curl_library.h)
   absl::StatusOr<FetchResult> Fetch(const v1::Artifact& artifact, absl::Duration time_limit);
 
   // The cached artifact's path if it is present and verifies, without any
@@ -40,10 +65,25 @@ class ArtifactFetcher {
   // it no longer matches its size or digest.
   absl::StatusOr<std::string> VerifyCached(const v1::Artifact& artifact);
 
+  // VerifyCached, also saying whether the file was hashed or its stamp trusted.
+  absl::StatusOr<CachedArtifact> CheckCached(const v1::Artifact& artifact);
+
   std::string CachedPath(const std::string& sha256) const;
 
  private:
+  // Whether a stamp beside `path` vouches for `sha256` at `identity`.
+  bool StampVouches(const std::string& path, const std::string& sha256,
+                    const FileIdentity& identity);
+
+  // Stamps `path` as holding `sha256` if its identity did not change while
+  // it was hashed (`before_hash`). A stamp that cannot be written only costs
+  // a hash at the next check, so that is logged, not returned.
+  void StampIfUnchanged(const std::string& path, const std::string& sha256,
+                        const FileIdentity& before_hash);
+
   std::string cache_dir_;
+  Clock* clock_;
+  absl::Duration reverify_after_;
 };
 
 // INVALID_ARGUMENT naming the field when an artifact entry is unusable.

@@ -70,7 +70,8 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                  fetched->bytes_transferred, record.response.artifact().uri(),
                  fetched->resumed_from);
   } else {
-    spdlog::info("boot: artifact {} already cached and verified", fetched->path);
+    spdlog::info("boot: artifact {} already cached and verified ({})", fetched->path,
+                 fetched->hashed ? "hashed" : "stamp trusted");
   }
   record.artifact_path = fetched->path;
   record.source = DecisionSource::kServer;
@@ -123,7 +124,7 @@ int ExitCodeFor(DecisionSource source) {
 absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                                         BootDependencies& dependencies) {
   const absl::Time budget_end = dependencies.clock->Now() + config.budget;
-  ArtifactFetcher fetcher(config.cache_dir);
+  ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
   std::string fallback_reason;
