@@ -1,12 +1,16 @@
 // weightpath-agent: runs on every device, before its inference engine.
 //   weightpath-agent probe [--root DIR] [-o json|text]
 //   weightpath-agent boot --config FILE [--root DIR]
+//   weightpath-agent run --config FILE [--root DIR] [--once]
+//   weightpath-agent outcome --config FILE --outcome ... [--tasks-* N]
 //   weightpath-agent report --file FILE [--config FILE]
 #include <cstdio>
 #include <cstring>
 
 #include "agent/boot_command.h"
 #include "agent/boot_flow.h"
+#include "agent/outcome_command.h"
+#include "agent/run_command.h"
 #include "agent/probe/probe_command.h"
 #include "agent/report_command.h"
 
@@ -17,6 +21,8 @@ void PrintUsage(FILE* stream) {
       "usage: weightpath-agent <command> [options]\n"
       "  probe [--root DIR] [-o json|text]   print this device's hardware profile\n"
       "  boot --config FILE [--root DIR]     resolve, fetch and hand over the weight path\n"
+      "  run --config FILE [--once]          re-resolve periodically, apply changes, report\n"
+      "  outcome --config FILE --outcome X   report engine_started/engine_start_failed/tasks\n"
       "  report --file FILE [--config FILE]  send one measurement the engine benchmark wrote\n"
       "Run `weightpath-agent <command> --help` for a command's options and exit codes.\n",
       stream);
@@ -32,6 +38,10 @@ int main(int argc, char** argv) {
   const char* command = argv[1];
   if (std::strcmp(command, "probe") == 0) return weightpath::probe::RunProbeCommand(argc - 1, argv + 1);
   if (std::strcmp(command, "boot") == 0) return weightpath::agent::RunBootCommand(argc - 1, argv + 1);
+  if (std::strcmp(command, "run") == 0) return weightpath::agent::RunRunCommand(argc - 1, argv + 1);
+  if (std::strcmp(command, "outcome") == 0) {
+    return weightpath::agent::RunOutcomeCommand(argc - 1, argv + 1);
+  }
   if (std::strcmp(command, "report") == 0) {
     return weightpath::agent::RunReportCommand(argc - 1, argv + 1);
   }
