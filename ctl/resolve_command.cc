@@ -7,9 +7,11 @@
 #include "ctl/command_error.h"
 #include "ctl/resolve_offline.h"
 #include "ctl/resolve_output.h"
+#include "ctl/rollout_client.h"
 #include "ctl/text_file.h"
 #include "policy/policy.h"
 #include "policy/profile_json.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::ctl {
 namespace {
@@ -17,21 +19,32 @@ namespace {
 constexpr std::string_view kCommand = "resolve";
 
 const std::vector<FlagSpec>& ResolveFlags() {
-  static const std::vector<FlagSpec> flags = {
+  static const std::vector<FlagSpec> flags = [] {
+    std::vector<FlagSpec> all = {
       {"offline", '\0', false, "evaluate locally with the policy library, no server"},
+      {"device-id", '\0', true, "device id sent to the server (default: weightpathctl)"},
+      {"model", '\0', true, "model to resolve for (default: the catalog's default)"},
       {"profile", '\0', true, "hardware profile JSON, as the prober writes it (required)"},
       {"priority", '\0', true, "speed (default) or fidelity"},
       {"policy", '\0', true, "policy YAML to use instead of the bundled default"},
       {"labels", '\0', true, "device labels, k=v,k2=v2"},
       {"output", 'o', true, "text (default) or json"},
       {"help", 'h', false, "show this help"},
-  };
+    };
+    // --server ADDR and its TLS flags, shared with the other remote commands.
+    for (FlagSpec& flag : ConnectionFlags()) {
+      if (flag.name != "token-file") all.push_back(std::move(flag));
+    }
+    return all;
+  }();
   return flags;
 }
 
 void WriteHelp(std::ostream& out) {
-  out << "usage: weightpathctl resolve --offline --profile FILE [--priority speed|fidelity]\n"
-         "                             [--policy FILE] [--labels k=v,...] [-o json|text]\n\n"
+  out << "usage: weightpathctl resolve (--offline [--policy FILE] | --server HOST:PORT\n"
+         "                             [--ca FILE] [--cert FILE --key FILE] [--device-id ID]\n"
+         "                             [--model NAME]) --profile FILE\n"
+         "                             [--priority speed|fidelity] [--labels k=v,...] [-o json|text]\n\n"
       << FlagHelp(ResolveFlags());
 }
 
@@ -70,6 +83,17 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
     if (!parsed.ok()) return parsed.status();
     inputs.format = *parsed;
   }
+  if (std::optional<std::string> model = arguments.Value("model")) {
+    inputs.request.set_model(*model);
+  }
+  inputs.request.set_device_id(arguments.Value("device-id").value_or("weightpathctl"));
+  if (arguments.Has("server")) {
+    if (arguments.Has("policy")) {
+      return absl::InvalidArgumentError(
+          "--policy applies to --offline only: the server decides with its own policy");
+    }
+    return inputs;
+  }
   if (std::optional<std::string> policy_path = arguments.Value("policy")) {
     absl::StatusOr<std::string> policy_text = ReadTextFile(*policy_path);
     if (!policy_text.ok()) return policy_text.status();
@@ -83,6 +107,19 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
   return inputs;
 }
 
+// Asks weightpath-server, exactly as an agent would.
+absl::StatusOr<v1::ResolveWeightPathResponse> ResolveRemotely(
+    const ParsedArguments& arguments, const v1::ResolveWeightPathRequest& request) {
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(arguments);
+  if (!connection.ok()) return connection.status();
+  std::unique_ptr<v1::WeightPath::Stub> stub = v1::WeightPath::NewStub(connection->channel());
+  std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
+  v1::ResolveWeightPathResponse response;
+  grpc::Status status = stub->ResolveWeightPath(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "ResolveWeightPath");
+  return response;
+}
+
 }  // namespace
 
 int RunResolveCommand(const std::vector<std::string>& args, CommandIo io) {
@@ -92,16 +129,19 @@ int RunResolveCommand(const std::vector<std::string>& args, CommandIo io) {
     WriteHelp(io.out);
     return kExitOk;
   }
-  if (!arguments->Has("offline")) {
+  const bool remote = arguments->Has("server");
+  if (remote == arguments->Has("offline")) {
     return ReportError(kCommand,
                        absl::InvalidArgumentError(
-                           "--server ADDR or --offline is required (where to decide)"),
+                           remote ? "--server and --offline exclude each other"
+                                  : "--server ADDR or --offline is required (where to decide)"),
                        io.err);
   }
   absl::StatusOr<ResolveInputs> inputs = ReadInputs(*arguments);
   if (!inputs.ok()) return ReportError(kCommand, inputs.status(), io.err);
   absl::StatusOr<v1::ResolveWeightPathResponse> response =
-      ResolveOffline(*inputs->policy, inputs->request);
+      remote ? ResolveRemotely(*arguments, inputs->request)
+             : ResolveOffline(*inputs->policy, inputs->request);
   if (!response.ok()) return ReportError(kCommand, response.status(), io.err);
   absl::Status written = WriteResolveResponse(*response, inputs->format, io.out);
   if (!written.ok()) return ReportError(kCommand, written, io.err);

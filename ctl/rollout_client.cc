@@ -76,7 +76,8 @@ absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArgu
     }
     connection.timeout_ = absl::Seconds(seconds);
   }
-  connection.stub_ = v1::FleetAdmin::NewStub(grpc::CreateChannel(*server, credentials));
+  connection.channel_ = grpc::CreateChannel(*server, credentials);
+  connection.stub_ = v1::FleetAdmin::NewStub(connection.channel_);
   return connection;
 }
 

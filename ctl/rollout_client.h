@@ -26,10 +26,13 @@ class FleetAdminConnection {
   static absl::StatusOr<FleetAdminConnection> Open(const ParsedArguments& arguments);
 
   v1::FleetAdmin::Stub& stub() { return *stub_; }
+  // The same channel, for the device-facing WeightPath service.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   // A context with the deadline and the operator's token set.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
  private:
+  std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<v1::FleetAdmin::Stub> stub_;
   std::string bearer_token_;
   absl::Duration timeout_ = absl::Seconds(10);
