@@ -54,7 +54,7 @@ mkdir -p "$work/artifacts"
   done
 } >"$work/catalog.yaml"
 
-"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --catalog="$work/catalog.yaml" \
+"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --catalog="$work/catalog.yaml" --store=none \
   --reload_interval=0s >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 for _ in $(seq 1 600); do
