@@ -15,6 +15,7 @@
 #include "agent/measurement_report.h"
 #include "agent/random_source.h"
 #include "agent/retry_policy.h"
+#include "agent/server_channel.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -77,18 +78,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
   return contents.str();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
-    const std::optional<TlsFiles>& tls) {
-  if (!tls.has_value()) return grpc::InsecureChannelCredentials();
-  grpc::SslCredentialsOptions options;
-  if (!tls->ca.empty()) { ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls->ca, "tls.ca")); }
-  if (!tls->cert.empty()) {
-    ASSIGN_OR_RETURN(options.pem_cert_chain, ReadFile(tls->cert, "tls.cert"));
-    ASSIGN_OR_RETURN(options.pem_private_key, ReadFile(tls->key, "tls.key"));
-  }
-  return grpc::SslCredentials(options);
-}
-
 }  // namespace
 
 std::string ReportUsage() {
@@ -134,22 +123,14 @@ int RunReportCommand(int argc, char** argv) {
   absl::StatusOr<v1::ReportMeasurementRequest> request =
       json.ok() ? ParseMeasurementReport(*json, arguments->file, config->device_id)
                 : absl::StatusOr<v1::ReportMeasurementRequest>(json.status());
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      request.ok() ? Credentials(config->tls)
-                   : absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>(request.status());
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "weightpath-agent report: %s\n", credentials.status().ToString().c_str());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      request.ok() ? OpenServerChannel(config->server, config->tls)
+                   : absl::StatusOr<std::shared_ptr<grpc::Channel>>(request.status());
+  if (!channel.ok()) {
+    std::fprintf(stderr, "weightpath-agent report: %s\n", channel.status().ToString().c_str());
     return kExitBadInput;
   }
-
-  grpc::ChannelArguments channel_arguments;
-  // Our own backoff paces the retries; keep gRPC's reconnect backoff short
-  // so each attempt really tries the server.
-  channel_arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  channel_arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  channel_arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  auto stub = v1::WeightPath::NewStub(
-      grpc::CreateCustomChannel(config->server, *credentials, channel_arguments));
+  auto stub = v1::WeightPath::NewStub(*channel);
 
   SystemClock clock;
   SeededRandomSource random(std::random_device{}());
