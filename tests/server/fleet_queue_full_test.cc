@@ -1,0 +1,169 @@
+// The device registry is soft state: when it cannot be written the
+// write-behind queue fills, and ResolveWeightPath must keep answering while
+// every record that never reaches the registry is counted. The fault is
+// real: this test holds SQLite's write lock on the server's registry file,
+// so the flusher blocks in the store exactly as behind a stuck disk.
+//
+// The server has no flag for the queue's size, so the test overruns the
+// default capacity (store::WriteBehindOptions, which server.cc leaves as is).
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "store/write_behind.h"
+#include "tests/server/fleet_client.h"
+#include "tests/server/server_process.h"
+
+namespace weightpath::server::testing {
+namespace {
+
+constexpr char kDropped[] = "weightpath_fleet_records_dropped_total";
+constexpr char kFlushed[] = "weightpath_fleet_records_flushed_total";
+constexpr char kFailed[] = "weightpath_fleet_flush_failed_records_total";
+
+// One sqlite3 connection of the test's own to the server's registry file.
+class RegistryFile {
+ public:
+  explicit RegistryFile(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
+    }
+    // The server may be inside a write of its own at the moment we lock.
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  ~RegistryFile() { sqlite3_close(db_); }
+  RegistryFile(const RegistryFile&) = delete;
+  RegistryFile& operator=(const RegistryFile&) = delete;
+
+  bool Exec(const char* sql) {
+    char* error = nullptr;
+    const bool ok = sqlite3_exec(db_, sql, nullptr, nullptr, &error) == SQLITE_OK;
+    if (!ok) ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
+    sqlite3_free(error);
+    return ok;
+  }
+
+  int64_t Count(const char* sql) {
+    sqlite3_stmt* statement = nullptr;
+    int64_t count = -1;
+    if (sqlite3_prepare_v2(db_, sql, -1, &statement, nullptr) == SQLITE_OK &&
+        sqlite3_step(statement) == SQLITE_ROW) {
+      count = sqlite3_column_int64(statement, 0);
+    } else {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+    }
+    sqlite3_finalize(statement);
+    return count;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+struct WriteBehindMetrics {
+  double dropped = -1;
+  double flushed = -1;
+  double failed = -1;
+};
+
+absl::StatusOr<WriteBehindMetrics> Scrape(const ServerProcess& server) {
+  absl::StatusOr<std::string> text = HttpGet(server.metrics_address(), "/metrics");
+  if (!text.ok()) return text.status();
+  WriteBehindMetrics metrics;
+  for (auto [series, value] : {std::pair{kDropped, &metrics.dropped},
+                               std::pair{kFlushed, &metrics.flushed},
+                               std::pair{kFailed, &metrics.failed}}) {
+    absl::StatusOr<double> sample = SampleValue(*text, series);
+    if (!sample.ok()) return sample.status();
+    *value = *sample;
+  }
+  return metrics;
+}
+
+TEST(FleetQueueFullTest, ResolvesStayOkAndEveryRecordNotInTheRegistryIsCounted) {
+  const store::WriteBehindOptions defaults;
+  // Accepted records are at most a full queue plus the batches the flusher
+  // takes while blocked, one max_batch per SQLite busy timeout (10 s): this
+  // many drops for certain unless resolving runs under 70 a second.
+  const int total = static_cast<int>(defaults.capacity + 4 * defaults.max_batch);
+
+  TempDir dir;
+  const std::string registry = dir.File("fleet.db");
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start({"--store=sqlite:" + registry, "--fleet_refresh_interval=100ms"});
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  RegistryFile file(registry);
+  ASSERT_TRUE(file.Exec("BEGIN EXCLUSIVE"));  // the flusher's writes now wait on us
+
+  std::atomic<int> next{0};
+  std::atomic<int> answered_ok{0};
+  std::mutex failure_mutex;
+  std::string first_failure;
+  auto channel = PlaintextChannel((*server)->grpc_address());
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&] {
+      auto stub = v1::WeightPath::NewStub(channel);
+      for (int i = next.fetch_add(1); i < total; i = next.fetch_add(1)) {
+        v1::ResolveWeightPathResponse response;
+        const grpc::Status status =
+            CallResolve(*stub, ArmRequest(absl::StrFormat("queue-full-%06d", i)), &response);
+        if (status.ok()) {
+          answered_ok.fetch_add(1);
+        } else {
+          std::lock_guard lock(failure_mutex);
+          if (first_failure.empty()) first_failure = status.error_message();
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(answered_ok.load(), total) << "first failure: " << first_failure;
+
+  absl::StatusOr<WriteBehindMetrics> locked = Scrape(**server);
+  ASSERT_TRUE(locked.ok()) << locked.status();
+  EXPECT_GT(locked->dropped, 0);
+  // Drops start only once the queue is full, so at least a queue's worth
+  // was accepted.
+  EXPECT_LE(locked->dropped, total - static_cast<double>(defaults.capacity));
+  EXPECT_EQ(file.Count("SELECT count(*) FROM devices"), 0) << "written through our lock?";
+
+  ASSERT_TRUE(file.Exec("COMMIT"));
+
+  // Drained: every accepted record was either written or lost with a batch
+  // the store refused (one that waited out the busy timeout under our lock).
+  absl::StatusOr<WriteBehindMetrics> drained;
+  const bool settled = Eventually(
+      [&] {
+        drained = Scrape(**server);
+        return drained.ok() && drained->flushed + drained->failed + drained->dropped == total;
+      },
+      absl::Seconds(90));
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_TRUE(settled) << "dropped " << drained->dropped << " flushed " << drained->flushed
+                       << " failed " << drained->failed << " of " << total << "\n"
+                       << (*server)->Log();
+  EXPECT_EQ(drained->dropped, locked->dropped) << "no resolve ran after the scrape";
+
+  const int64_t recorded =
+      file.Count("SELECT count(DISTINCT device_id) FROM devices WHERE device_id LIKE 'queue-full-%'");
+  EXPECT_EQ(file.Count("SELECT count(*) FROM devices"), recorded);
+  EXPECT_EQ(static_cast<double>(recorded), drained->flushed);
+  // Nothing accepted is lost silently.
+  EXPECT_EQ(static_cast<double>(recorded) + drained->dropped + drained->failed, total);
+  RecordProperty("dropped", static_cast<int>(drained->dropped));
+  RecordProperty("failed", static_cast<int>(drained->failed));
+  RecordProperty("recorded", static_cast<int>(recorded));
+}
+
+}  // namespace
+}  // namespace weightpath::server::testing
