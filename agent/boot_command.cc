@@ -3,73 +3,18 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
 #include "agent/boot_flow.h"
-#include "agent/clock.h"
-#include "agent/probe/filesystem.h"
-#include "agent/probe/probe.h"
-#include "agent/random_source.h"
+#include "agent/command_options.h"
+#include "agent/live_device.h"
 #include "agent/resolve_client.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
-
-#ifndef WEIGHTPATH_AGENT_VERSION
-#define WEIGHTPATH_AGENT_VERSION "unknown"
-#endif
 
 namespace weightpath::agent {
 namespace {
-
-struct BootArguments {
-  std::string config_path;
-  std::string root = "/";
-  bool help = false;
-};
-
-// Takes "--name VALUE" or "--name=VALUE"; advances `index` past the value.
-std::optional<std::string> OptionValue(int argc, char** argv, int& index, const char* name) {
-  const std::string argument = argv[index];
-  const std::string prefix = absl::StrCat(name, "=");
-  if (absl::StartsWith(argument, prefix)) return argument.substr(prefix.size());
-  if (argument == name && index + 1 < argc) return std::string(argv[++index]);
-  return std::nullopt;
-}
-
-std::optional<BootArguments> ParseArguments(int argc, char** argv) {
-  BootArguments arguments;
-  for (int index = 1; index < argc; ++index) {
-    const std::string argument = argv[index];
-    if (argument == "--help" || argument == "-h") {
-      arguments.help = true;
-    } else if (auto config = OptionValue(argc, argv, index, "--config")) {
-      arguments.config_path = *config;
-    } else if (auto root = OptionValue(argc, argv, index, "--root")) {
-      arguments.root = *root;
-    } else {
-      std::fprintf(stderr, "weightpath-agent boot: unknown or incomplete argument '%s'\n%s",
-                   argument.c_str(), BootUsage().c_str());
-      return std::nullopt;
-    }
-  }
-  if (!arguments.help && arguments.config_path.empty()) {
-    std::fprintf(stderr, "weightpath-agent boot: --config FILE is required\n%s",
-                 BootUsage().c_str());
-    return std::nullopt;
-  }
-  return arguments;
-}
-
-// journald stamps each line itself; stderr keeps stdout free for tools.
-void ConfigureLogging() {
-  auto logger = spdlog::stderr_logger_mt("weightpath-agent");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
-}
 
 std::string Describe(const DecisionRecord& record) {
   return absl::StrCat("path=", record.response.weight_path().name(),
@@ -106,33 +51,30 @@ exit codes:
 }
 
 int RunBootCommand(int argc, char** argv) {
-  const std::optional<BootArguments> arguments = ParseArguments(argc, argv);
-  if (!arguments.has_value()) return kExitUsage;
-  if (arguments->help) {
+  const absl::StatusOr<CommandOptions> options =
+      ParseCommandOptions(argc, argv, {"--config", "--root"});
+  if (!options.ok()) return UsageError("boot", options.status().message(), BootUsage());
+  if (options->help()) {
     std::fputs(BootUsage().c_str(), stdout);
     return kExitServerDecision;
   }
-  ConfigureLogging();
-  absl::StatusOr<AgentConfig> config = LoadAgentConfig(arguments->config_path, arguments->root);
+  const std::optional<std::string> config_path = options->Value("--config");
+  if (!config_path.has_value()) return UsageError("boot", "--config FILE is required", BootUsage());
+  const std::string root = options->ValueOr("--root", "/");
+  LogToStderr();
+  absl::StatusOr<AgentConfig> config = LoadAgentConfig(*config_path, root);
   if (!config.ok()) {
     spdlog::error("boot: config: {} (exit {})", config.status().ToString(), kExitNothingUsable);
     return kExitNothingUsable;
   }
 
-  SystemClock clock;
-  SeededRandomSource random(std::random_device{}());
-  const std::unique_ptr<probe::Filesystem> filesystem = probe::MakeRootedFilesystem(arguments->root);
+  LiveDevice device(root);
   // An unusable TLS file is a reason to fall back, not to leave the device
   // without a decision, so the error surfaces as a failed resolve.
   absl::StatusOr<std::unique_ptr<ResolveClient>> client =
       ResolveClient::Create(config->server, config->tls);
   BootDependencies dependencies;
-  dependencies.clock = &clock;
-  dependencies.random = &random;
-  dependencies.agent_version = WEIGHTPATH_AGENT_VERSION;
-  dependencies.probe = [&filesystem]() {
-    return probe::ProbeHardware(probe::LiveProbeEnvironment(*filesystem));
-  };
+  device.Bind(dependencies);
   dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
                                    absl::Time deadline)
       -> absl::StatusOr<v1::ResolveWeightPathResponse> {

@@ -7,6 +7,7 @@
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/offline_decision.h"
+#include "agent/resolve_client.h"
 #include "agent/retry_policy.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -19,26 +20,13 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
-v1::ResolveWeightPathRequest BuildRequest(const AgentConfig& config,
-                                          const v1::HardwareProfile& profile,
-                                          const std::string& agent_version) {
-  v1::ResolveWeightPathRequest request;
-  request.set_device_id(config.device_id);
-  *request.mutable_profile() = profile;
-  request.set_priority(config.priority);
-  request.set_model(config.model);
-  *request.mutable_labels() = config.labels;
-  request.set_agent_version(agent_version);
-  return request;
-}
-
 // Step 1: the server's decision with its artifact verified in the cache.
 absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 BootDependencies& dependencies,
                                                 const v1::HardwareProfile& profile,
                                                 absl::Time budget_end, ArtifactFetcher& fetcher) {
   const v1::ResolveWeightPathRequest request =
-      BuildRequest(config, profile, dependencies.agent_version);
+      ResolveRequest(config, profile, dependencies.agent_version);
   const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
   DecisionRecord record;
   RetryTrace trace;

@@ -1,5 +1,8 @@
 #include "agent/decision_record.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -99,6 +102,14 @@ absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
   RETURN_IF_ERROR(FromProtobufStatus(
       google::protobuf::util::JsonStringToMessage(response_json, &record.response), source_name));
   return record;
+}
+
+absl::StatusOr<DecisionRecord> ReadDecisionFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return DecisionFromJson(contents.str(), path);
 }
 
 }  // namespace weightpath::agent

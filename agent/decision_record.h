@@ -33,4 +33,8 @@ absl::StatusOr<std::string> DecisionToJson(const DecisionRecord& record);
 absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
                                                 absl::string_view source_name);
 
+// DecisionFromJson of the file at `path`; NOT_FOUND naming it when it
+// cannot be read.
+absl::StatusOr<DecisionRecord> ReadDecisionFile(const std::string& path);
+
 }  // namespace weightpath::agent

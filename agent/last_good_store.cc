@@ -1,8 +1,6 @@
 #include "agent/last_good_store.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/atomic_file.h"
@@ -21,11 +19,11 @@ absl::Status SaveLastGood(const DecisionRecord& record, const std::string& state
 
 absl::StatusOr<DecisionRecord> LoadLastGood(const std::string& state_dir) {
   const std::string path = LastGoodPath(state_dir);
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("no last good decision at ", path));
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return DecisionFromJson(contents.str(), path);
+  absl::StatusOr<DecisionRecord> record = ReadDecisionFile(path);
+  if (record.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("no last good decision at ", path));
+  }
+  return record;
 }
 
 }  // namespace weightpath::agent

@@ -1,14 +1,13 @@
 #include "agent/outcome_command.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/boot_flow.h"
+#include "agent/command_options.h"
 #include "agent/run_report_client.h"
 
 namespace weightpath::agent {
@@ -26,58 +25,33 @@ absl::StatusOr<uint32_t> ParseCount(const std::string& text, absl::string_view f
   uint32_t count = 0;
   if (!absl::SimpleAtoi(text, &count)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", text, "' is not a non-negative whole number"));
+        absl::StrCat(flag, ": '", text, "' is not a non-negative whole number"));
   }
   return count;
 }
 
-google::protobuf::Timestamp ToTimestamp(absl::Time time) {
-  google::protobuf::Timestamp timestamp;
-  const int64_t nanos = absl::ToUnixNanos(time);
-  timestamp.set_seconds(nanos / 1'000'000'000);
-  timestamp.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  return timestamp;
-}
-
 }  // namespace
 
-absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(int argc, char** argv) {
+absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(const CommandOptions& options) {
   OutcomeArguments arguments;
+  arguments.config_path = options.ValueOr("--config", "");
+  arguments.root = options.ValueOr("--root", "/");
+  arguments.detail = options.ValueOr("--detail", "");
+  if (const std::optional<std::string> outcome = options.Value("--outcome")) {
+    absl::StatusOr<v1::Outcome> parsed = ParseOutcomeName(*outcome);
+    if (!parsed.ok()) return parsed.status();
+    arguments.outcome = *parsed;
+  }
   bool any_count = false;
-  for (int index = 1; index < argc; ++index) {
-    const std::string argument = argv[index];
-    std::string name = argument;
-    std::optional<std::string> value;
-    if (const size_t equals = argument.find('='); equals != std::string::npos) {
-      name = argument.substr(0, equals);
-      value = argument.substr(equals + 1);
-    }
-    const bool known = name == "--config" || name == "--root" || name == "--outcome" ||
-                       name == "--tasks-completed" || name == "--tasks-undone" ||
-                       name == "--tasks-failed" || name == "--detail";
-    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argument, "'"));
-    if (!value.has_value()) {
-      if (index + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
-      value = argv[++index];
-    }
-    if (name == "--config") {
-      arguments.config_path = *value;
-    } else if (name == "--root") {
-      arguments.root = *value;
-    } else if (name == "--detail") {
-      arguments.detail = *value;
-    } else if (name == "--outcome") {
-      absl::StatusOr<v1::Outcome> outcome = ParseOutcomeName(*value);
-      if (!outcome.ok()) return outcome.status();
-      arguments.outcome = *outcome;
-    } else {
-      absl::StatusOr<uint32_t> count = ParseCount(*value, name.substr(2));
-      if (!count.ok()) return count.status();
-      any_count = true;
-      if (name == "--tasks-completed") arguments.tasks_completed = *count;
-      if (name == "--tasks-undone") arguments.tasks_undone = *count;
-      if (name == "--tasks-failed") arguments.tasks_failed = *count;
-    }
+  for (const auto& [flag, count] : {std::pair{"--tasks-completed", &arguments.tasks_completed},
+                                    std::pair{"--tasks-undone", &arguments.tasks_undone},
+                                    std::pair{"--tasks-failed", &arguments.tasks_failed}}) {
+    const std::optional<std::string> text = options.Value(flag);
+    if (!text.has_value()) continue;
+    absl::StatusOr<uint32_t> parsed = ParseCount(*text, flag);
+    if (!parsed.ok()) return parsed.status();
+    *count = *parsed;
+    any_count = true;
   }
   if (arguments.config_path.empty()) return absl::InvalidArgumentError("--config FILE is required");
   if (arguments.outcome == v1::OUTCOME_UNSPECIFIED) {
@@ -97,19 +71,11 @@ absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(int argc, char** argv) {
 v1::ReportOutcomeRequest BuildOutcomeReport(const AgentConfig& config,
                                             const OutcomeArguments& arguments,
                                             const DecisionRecord& decision, absl::Time now) {
-  v1::ReportOutcomeRequest request;
-  request.set_device_id(config.device_id);
-  request.set_outcome(arguments.outcome);
-  request.set_path(decision.response.weight_path().name());
-  request.set_artifact_sha256(decision.response.artifact().sha256());
-  request.set_policy_version(decision.response.policy_version());
-  request.set_rollout_id(decision.response.rollout().rollout_id());
+  v1::ReportOutcomeRequest request =
+      OutcomeReport(config.device_id, arguments.outcome, decision.response, arguments.detail, now);
   request.set_tasks_completed(arguments.tasks_completed);
   request.set_tasks_undone(arguments.tasks_undone);
   request.set_tasks_failed(arguments.tasks_failed);
-  request.set_detail(arguments.detail);
-  *request.mutable_observed_at() = ToTimestamp(now);
-  request.set_idempotency_key(OutcomeIdempotencyKey(request));
   return request;
 }
 
@@ -128,33 +94,29 @@ exit codes: 0 accepted (or already recorded), 1 not sent or refused, 2 bad comma
 }
 
 int RunOutcomeCommand(int argc, char** argv) {
-  for (int index = 1; index < argc; ++index) {
-    if (std::string(argv[index]) == "--help" || std::string(argv[index]) == "-h") {
-      std::fputs(OutcomeUsage().c_str(), stdout);
-      return 0;
-    }
+  const absl::StatusOr<CommandOptions> options =
+      ParseCommandOptions(argc, argv,
+                          {"--config", "--root", "--outcome", "--tasks-completed", "--tasks-undone",
+                           "--tasks-failed", "--detail"});
+  if (!options.ok()) return UsageError("outcome", options.status().message(), OutcomeUsage());
+  if (options->help()) {
+    std::fputs(OutcomeUsage().c_str(), stdout);
+    return 0;
   }
-  absl::StatusOr<OutcomeArguments> arguments = ParseOutcomeArguments(argc, argv);
-  if (!arguments.ok()) {
-    std::fprintf(stderr, "weightpath-agent outcome: %s\n%s",
-                 std::string(arguments.status().message()).c_str(), OutcomeUsage().c_str());
-    return kExitUsage;
-  }
+  absl::StatusOr<OutcomeArguments> arguments = ParseOutcomeArguments(*options);
+  if (!arguments.ok()) return UsageError("outcome", arguments.status().message(), OutcomeUsage());
   absl::StatusOr<AgentConfig> config = LoadAgentConfig(arguments->config_path, arguments->root);
   if (!config.ok()) {
     std::fprintf(stderr, "weightpath-agent outcome: config: %s\n",
                  std::string(config.status().message()).c_str());
     return kExitNothingUsable;
   }
-  std::ifstream in(config->decision_file);
-  if (!in) {
+  absl::StatusOr<DecisionRecord> decision = ReadDecisionFile(config->decision_file);
+  if (decision.status().code() == absl::StatusCode::kNotFound) {
     std::fprintf(stderr, "weightpath-agent outcome: decision_file %s is unreadable: run boot first\n",
                  config->decision_file.c_str());
     return kExitNothingUsable;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<DecisionRecord> decision = DecisionFromJson(text.str(), config->decision_file);
   if (!decision.ok()) {
     std::fprintf(stderr, "weightpath-agent outcome: %s\n",
                  std::string(decision.status().message()).c_str());

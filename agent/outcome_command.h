@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
+#include "agent/command_options.h"
 #include "agent/decision_record.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -24,10 +25,10 @@ struct OutcomeArguments {
   std::string detail;
 };
 
-// INVALID_ARGUMENT naming the flag: unknown flag, missing --config or
-// --outcome, an outcome outside the three, a count that is not a number,
-// counts without `tasks` or `tasks` without any count.
-absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(int argc, char** argv);
+// INVALID_ARGUMENT naming the flag: missing --config or --outcome, an
+// outcome outside the three, a count that is not a number, counts without
+// `tasks` or `tasks` without any count.
+absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(const CommandOptions& options);
 
 // The report about `decision` (path, artifact, policy version and rollout
 // attribution of the build the engine runs), stamped `now`.

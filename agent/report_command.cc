@@ -8,10 +8,10 @@
 #include <random>
 #include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
 #include "agent/clock.h"
+#include "agent/command_options.h"
 #include "agent/measurement_report.h"
 #include "agent/random_source.h"
 #include "agent/retry_policy.h"
@@ -26,46 +26,6 @@ namespace {
 constexpr int kExitRecorded = 0;
 constexpr int kExitNotRecorded = 1;
 constexpr int kExitBadInput = 2;
-
-struct ReportArguments {
-  std::string file;
-  std::string config_path = "/etc/weightpath/agent.yaml";
-  std::string root = "/";
-  bool help = false;
-};
-
-std::optional<std::string> OptionValue(int argc, char** argv, int& index, const char* name) {
-  const std::string argument = argv[index];
-  const std::string prefix = absl::StrCat(name, "=");
-  if (absl::StartsWith(argument, prefix)) return argument.substr(prefix.size());
-  if (argument == name && index + 1 < argc) return std::string(argv[++index]);
-  return std::nullopt;
-}
-
-std::optional<ReportArguments> ParseArguments(int argc, char** argv) {
-  ReportArguments arguments;
-  for (int index = 1; index < argc; ++index) {
-    const std::string argument = argv[index];
-    if (argument == "--help" || argument == "-h") {
-      arguments.help = true;
-    } else if (auto file = OptionValue(argc, argv, index, "--file")) {
-      arguments.file = *file;
-    } else if (auto config = OptionValue(argc, argv, index, "--config")) {
-      arguments.config_path = *config;
-    } else if (auto root = OptionValue(argc, argv, index, "--root")) {
-      arguments.root = *root;
-    } else {
-      std::fprintf(stderr, "weightpath-agent report: unknown or incomplete argument '%s'\n",
-                   argument.c_str());
-      return std::nullopt;
-    }
-  }
-  if (!arguments.help && arguments.file.empty()) {
-    std::fprintf(stderr, "weightpath-agent report: --file FILE is required\n");
-    return std::nullopt;
-  }
-  return arguments;
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
   std::ifstream in(path, std::ios::binary);
@@ -105,23 +65,25 @@ exit codes:
 }
 
 int RunReportCommand(int argc, char** argv) {
-  const std::optional<ReportArguments> arguments = ParseArguments(argc, argv);
-  if (!arguments.has_value()) {
-    std::fputs(ReportUsage().c_str(), stderr);
-    return kExitBadInput;
-  }
-  if (arguments->help) {
+  const absl::StatusOr<CommandOptions> options =
+      ParseCommandOptions(argc, argv, {"--file", "--config", "--root"});
+  if (!options.ok()) return UsageError("report", options.status().message(), ReportUsage());
+  if (options->help()) {
     std::fputs(ReportUsage().c_str(), stdout);
     return kExitRecorded;
   }
-  absl::StatusOr<AgentConfig> config = LoadAgentConfig(arguments->config_path, arguments->root);
+  const std::optional<std::string> file = options->Value("--file");
+  if (!file.has_value()) return UsageError("report", "--file FILE is required", ReportUsage());
+  absl::StatusOr<AgentConfig> config =
+      LoadAgentConfig(options->ValueOr("--config", "/etc/weightpath/agent.yaml"),
+                      options->ValueOr("--root", "/"));
   if (!config.ok()) {
     std::fprintf(stderr, "weightpath-agent report: config: %s\n", config.status().ToString().c_str());
     return kExitBadInput;
   }
-  absl::StatusOr<std::string> json = ReadFile(arguments->file, "--file");
+  absl::StatusOr<std::string> json = ReadFile(*file, "--file");
   absl::StatusOr<v1::ReportMeasurementRequest> request =
-      json.ok() ? ParseMeasurementReport(*json, arguments->file, config->device_id)
+      json.ok() ? ParseMeasurementReport(*json, *file, config->device_id)
                 : absl::StatusOr<v1::ReportMeasurementRequest>(json.status());
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       request.ok() ? OpenServerChannel(config->server, config->tls)

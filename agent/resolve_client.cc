@@ -28,4 +28,17 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveClient::Resolve(
   return response;
 }
 
+v1::ResolveWeightPathRequest ResolveRequest(const AgentConfig& config,
+                                            const v1::HardwareProfile& profile,
+                                            const std::string& agent_version) {
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id(config.device_id);
+  *request.mutable_profile() = profile;
+  request.set_priority(config.priority);
+  request.set_model(config.model);
+  *request.mutable_labels() = config.labels;
+  request.set_agent_version(agent_version);
+  return request;
+}
+
 }  // namespace weightpath::agent

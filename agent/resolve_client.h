@@ -31,4 +31,11 @@ class ResolveClient {
   std::unique_ptr<v1::WeightPath::Stub> stub_;
 };
 
+// What this device asks: its id, probed profile, priority, model and
+// labels from the config, and the agent's version. Boot and the run loop
+// ask the same question.
+v1::ResolveWeightPathRequest ResolveRequest(const AgentConfig& config,
+                                            const v1::HardwareProfile& profile,
+                                            const std::string& agent_version);
+
 }  // namespace weightpath::agent

@@ -1,80 +1,27 @@
 #include "agent/run_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
-#include <sstream>
 #include <string>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
 #include "agent/boot_flow.h"
-#include "agent/clock.h"
+#include "agent/command_options.h"
 #include "agent/decision_record.h"
-#include "agent/probe/filesystem.h"
-#include "agent/probe/probe.h"
-#include "agent/random_source.h"
+#include "agent/live_device.h"
 #include "agent/resolve_client.h"
 #include "agent/run_loop.h"
 #include "agent/run_report_client.h"
 #include "agent/run_shell.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
-
-#ifndef WEIGHTPATH_AGENT_VERSION
-#define WEIGHTPATH_AGENT_VERSION "unknown"
-#endif
 
 namespace weightpath::agent {
 namespace {
 
-struct RunArguments {
-  std::string config_path;
-  std::string root = "/";
-  bool once = false;
-  bool help = false;
-};
-
-std::optional<RunArguments> ParseRunArguments(int argc, char** argv) {
-  RunArguments arguments;
-  for (int index = 1; index < argc; ++index) {
-    const std::string argument = argv[index];
-    auto value = [&](const char* name) -> std::optional<std::string> {
-      const std::string prefix = absl::StrCat(name, "=");
-      if (absl::StartsWith(argument, prefix)) return argument.substr(prefix.size());
-      if (argument == name && index + 1 < argc) return std::string(argv[++index]);
-      return std::nullopt;
-    };
-    if (argument == "--help" || argument == "-h") {
-      arguments.help = true;
-    } else if (argument == "--once") {
-      arguments.once = true;
-    } else if (auto config = value("--config")) {
-      arguments.config_path = *config;
-    } else if (auto root = value("--root")) {
-      arguments.root = *root;
-    } else {
-      std::fprintf(stderr, "weightpath-agent run: unknown or incomplete argument '%s'\n%s",
-                   argument.c_str(), RunUsage().c_str());
-      return std::nullopt;
-    }
-  }
-  if (!arguments.help && arguments.config_path.empty()) {
-    std::fprintf(stderr, "weightpath-agent run: --config FILE is required\n%s", RunUsage().c_str());
-    return std::nullopt;
-  }
-  return arguments;
-}
-
 std::optional<DecisionRecord> ReadCurrentDecision(const std::string& decision_file) {
-  std::ifstream in(decision_file);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<DecisionRecord> record = DecisionFromJson(text.str(), decision_file);
+  absl::StatusOr<DecisionRecord> record = ReadDecisionFile(decision_file);
+  if (record.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
   if (!record.ok()) {
     spdlog::warn("run: ignoring {}: {}", decision_file, record.status().ToString());
     return std::nullopt;
@@ -106,17 +53,19 @@ WEIGHTPATH_HW_PROFILE=FILE replaces the hardware probe with a profile JSON.
 }
 
 int RunRunCommand(int argc, char** argv) {
-  const std::optional<RunArguments> arguments = ParseRunArguments(argc, argv);
-  if (!arguments.has_value()) return kExitUsage;
-  if (arguments->help) {
+  const absl::StatusOr<CommandOptions> options =
+      ParseCommandOptions(argc, argv, {"--config", "--root"}, {"--once"});
+  if (!options.ok()) return UsageError("run", options.status().message(), RunUsage());
+  if (options->help()) {
     std::fputs(RunUsage().c_str(), stdout);
     return 0;
   }
-  auto logger = spdlog::stderr_logger_mt("weightpath-agent");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
+  const std::optional<std::string> config_path = options->Value("--config");
+  if (!config_path.has_value()) return UsageError("run", "--config FILE is required", RunUsage());
+  const std::string root = options->ValueOr("--root", "/");
+  LogToStderr();
 
-  absl::StatusOr<AgentConfig> config = LoadAgentConfig(arguments->config_path, arguments->root);
+  absl::StatusOr<AgentConfig> config = LoadAgentConfig(*config_path, root);
   if (!config.ok()) {
     spdlog::error("run: config: {}", config.status().ToString());
     return kExitNothingUsable;
@@ -134,16 +83,9 @@ int RunRunCommand(int argc, char** argv) {
     return kExitNothingUsable;
   }
 
-  SystemClock clock;
-  SeededRandomSource random(std::random_device{}());
-  const std::unique_ptr<probe::Filesystem> filesystem = probe::MakeRootedFilesystem(arguments->root);
+  LiveDevice device(root);
   RunDependencies dependencies;
-  dependencies.clock = &clock;
-  dependencies.random = &random;
-  dependencies.agent_version = WEIGHTPATH_AGENT_VERSION;
-  dependencies.probe = [&filesystem]() {
-    return probe::ProbeHardware(probe::LiveProbeEnvironment(*filesystem));
-  };
+  device.Bind(dependencies);
   dependencies.resolve = [&resolver](const v1::ResolveWeightPathRequest& request,
                                      absl::Time deadline) {
     return (*resolver)->Resolve(request, deadline);
@@ -155,7 +97,7 @@ int RunRunCommand(int argc, char** argv) {
   dependencies.run_command = RunShellCommand;
 
   RunLoop loop(*config, dependencies, ReadCurrentDecision(config->decision_file));
-  if (arguments->once) {
+  if (options->Has("--once")) {
     const PassResult result = loop.RunOnce();
     const bool failed = result == PassResult::kRolledBack || result == PassResult::kFetchFailed ||
                         result == PassResult::kResolveFailed || !loop.unsent_reports().empty();

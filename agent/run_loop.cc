@@ -4,22 +4,12 @@
 #include "agent/artifact_fetcher.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
+#include "agent/resolve_client.h"
 #include "agent/run_report_client.h"
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
-namespace {
-
-google::protobuf::Timestamp ToTimestamp(absl::Time time) {
-  google::protobuf::Timestamp timestamp;
-  const int64_t nanos = absl::ToUnixNanos(time);
-  timestamp.set_seconds(nanos / 1'000'000'000);
-  timestamp.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  return timestamp;
-}
-
-}  // namespace
 
 absl::Duration JitteredInterval(absl::Duration interval, RandomSource& random) {
   return interval * random.Uniform(0.8, 1.2);
@@ -43,17 +33,8 @@ RunLoop::RunLoop(const AgentConfig& config, RunDependencies& dependencies,
 
 void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
                      const std::string& detail) {
-  v1::ReportOutcomeRequest request;
-  request.set_device_id(config_.device_id);
-  request.set_outcome(outcome);
-  request.set_path(about.weight_path().name());
-  request.set_artifact_sha256(about.artifact().sha256());
-  request.set_policy_version(about.policy_version());
-  request.set_rollout_id(about.rollout().rollout_id());
-  request.set_detail(detail);
-  *request.mutable_observed_at() = ToTimestamp(dependencies_.clock->Now());
-  request.set_idempotency_key(OutcomeIdempotencyKey(request));
-  unsent_.push_back(std::move(request));
+  unsent_.push_back(
+      OutcomeReport(config_.device_id, outcome, about, detail, dependencies_.clock->Now()));
   FlushReports();
 }
 
@@ -149,15 +130,9 @@ PassResult RunLoop::RunOnce() {
     spdlog::warn("run: probe failed: {}", profile.status().ToString());
     return PassResult::kResolveFailed;
   }
-  v1::ResolveWeightPathRequest request;
-  request.set_device_id(config_.device_id);
-  *request.mutable_profile() = *std::move(profile);
-  request.set_priority(config_.priority);
-  request.set_model(config_.model);
-  *request.mutable_labels() = config_.labels;
-  request.set_agent_version(dependencies_.agent_version);
   absl::StatusOr<v1::ResolveWeightPathResponse> response =
-      dependencies_.resolve(request, dependencies_.clock->Now() + config_.call_timeout);
+      dependencies_.resolve(ResolveRequest(config_, *profile, dependencies_.agent_version),
+                            dependencies_.clock->Now() + config_.call_timeout);
   if (!response.ok()) {
     spdlog::warn("run: resolve failed, keeping the current decision: {}",
                  response.status().ToString());

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
+#include "agent/boot_flow.h"
 #include "agent/clock.h"
 #include "agent/decision_record.h"
 #include "agent/random_source.h"
@@ -27,18 +28,12 @@
 namespace weightpath::agent {
 
 // The outside world of the run loop, injected so tests drive time, jitter,
-// the server and the commands.
-struct RunDependencies {
-  Clock* clock = nullptr;
-  RandomSource* random = nullptr;
-  std::function<absl::StatusOr<v1::HardwareProfile>()> probe;
-  std::function<absl::StatusOr<v1::ResolveWeightPathResponse>(
-      const v1::ResolveWeightPathRequest& request, absl::Time deadline)>
-      resolve;
+// the server and the commands: boot's (clock, randomness, probe, resolve),
+// plus reporting outcomes and running the configured commands.
+struct RunDependencies : BootDependencies {
   std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Time deadline)> report;
   // Runs a configured shell command; `what` is its config key.
   std::function<absl::Status(const std::string& command, const std::string& what)> run_command;
-  std::string agent_version;
 };
 
 // The wait before the next resolve: `interval` drawn uniformly from

@@ -7,6 +7,17 @@
 #include "grpcpp/grpcpp.h"
 
 namespace weightpath::agent {
+namespace {
+
+google::protobuf::Timestamp ToTimestamp(absl::Time time) {
+  google::protobuf::Timestamp timestamp;
+  const int64_t nanos = absl::ToUnixNanos(time);
+  timestamp.set_seconds(nanos / 1'000'000'000);
+  timestamp.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  return timestamp;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ReportClient>> ReportClient::Create(
     const std::string& server, const std::optional<TlsFiles>& tls) {
@@ -25,6 +36,22 @@ absl::StatusOr<v1::ReportOutcomeResponse> ReportClient::Report(
                         absl::StrCat("ReportOutcome: ", status.error_message()));
   }
   return response;
+}
+
+v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
+                                       const v1::ResolveWeightPathResponse& about,
+                                       const std::string& detail, absl::Time observed_at) {
+  v1::ReportOutcomeRequest request;
+  request.set_device_id(device_id);
+  request.set_outcome(outcome);
+  request.set_path(about.weight_path().name());
+  request.set_artifact_sha256(about.artifact().sha256());
+  request.set_policy_version(about.policy_version());
+  request.set_rollout_id(about.rollout().rollout_id());
+  request.set_detail(detail);
+  *request.mutable_observed_at() = ToTimestamp(observed_at);
+  request.set_idempotency_key(OutcomeIdempotencyKey(request));
+  return request;
 }
 
 std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request) {

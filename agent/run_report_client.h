@@ -29,6 +29,14 @@ class ReportClient {
   std::unique_ptr<v1::WeightPath::Stub> stub_;
 };
 
+// The report of `outcome` about the build `about` names (path, artifact,
+// policy version, rollout attribution), observed at `observed_at` and keyed
+// with OutcomeIdempotencyKey. Task counts are the caller's to add: they are
+// not part of the key.
+v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
+                                       const v1::ResolveWeightPathResponse& about,
+                                       const std::string& detail, absl::Time observed_at);
+
 // A key that names the report itself (device, rollout, outcome, instant), so
 // resending the same report after a lost reply is deduplicated by the server.
 std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request);
