@@ -2,29 +2,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "ctl/rollout_client.h"
-#include "ctl/admin_output.h"
-#include "ctl/command_error.h"
+#include "ctl/admin_query.h"
 #include "ctl/table_writer.h"
 
 namespace weightpath::ctl {
 namespace {
 
-constexpr std::string_view kCommand = "devices";
-
 const std::vector<FlagSpec>& DevicesFlags() {
-  static const std::vector<FlagSpec> flags = [] {
-    std::vector<FlagSpec> specs = {
-        {"class", '\0', true, "only this hardware class (e.g. x86_cpu)"},
-        {"path", '\0', true, "only devices served this weight path"},
-        {"selector", '\0', true, "label selector, e.g. workload=agentic,site in (a,b)"},
-        {"since", '\0', true, "only devices seen within this long (30m, 24h, 7d)"},
-        {"output", 'o', true, "table (default) or json"},
-        {"help", 'h', false, "show this help"},
-    };
-    for (FlagSpec& spec : ConnectionFlags()) specs.push_back(std::move(spec));
-    return specs;
-  }();
+  static const std::vector<FlagSpec> flags = AdminQueryFlags({
+      {"class", '\0', true, "only this hardware class (e.g. x86_cpu)"},
+      {"path", '\0', true, "only devices served this weight path"},
+      {"selector", '\0', true, "label selector, e.g. workload=agentic,site in (a,b)"},
+      {"since", '\0', true, "only devices seen within this long (30m, 24h, 7d)"},
+  });
   return flags;
 }
 
@@ -48,13 +38,11 @@ absl::StatusOr<v1::ListDevicesResponse> ListAll(FleetAdminConnection& connection
                                                 v1::ListDevicesRequest request) {
   v1::ListDevicesResponse all;
   do {
-    v1::ListDevicesResponse page;
-    std::unique_ptr<grpc::ClientContext> context = connection.NewContext();
-    absl::Status status = FromGrpc(connection.stub().ListDevices(context.get(), request, &page),
-                                   "ListDevices");
-    if (!status.ok()) return status;
-    for (v1::Device& device : *page.mutable_devices()) *all.add_devices() = std::move(device);
-    request.set_page_token(page.next_page_token());
+    absl::StatusOr<v1::ListDevicesResponse> page =
+        CallFleetAdmin(connection, &v1::FleetAdmin::Stub::ListDevices, request, "ListDevices");
+    if (!page.ok()) return page.status();
+    for (v1::Device& device : *page->mutable_devices()) *all.add_devices() = std::move(device);
+    request.set_page_token(page->next_page_token());
   } while (!request.page_token().empty());
   return all;
 }
@@ -75,30 +63,16 @@ void WriteTable(const v1::ListDevicesResponse& response, std::ostream& out) {
 }  // namespace
 
 int RunDevicesCommand(const std::vector<std::string>& args, CommandIo io) {
-  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, DevicesFlags());
-  if (!arguments.ok()) return ReportError(kCommand, arguments.status(), io.err);
-  if (arguments->Has("help")) {
-    io.out << "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D]\n"
-              "                             [-o table|json] --server ADDR [--token-file F | --ca C --cert F --key K]\n\n"
-           << FlagHelp(DevicesFlags());
-    return kExitOk;
-  }
-  absl::StatusOr<AdminOutput> output = ParseAdminOutput(arguments->Value("output"));
-  if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
-  absl::StatusOr<v1::ListDevicesRequest> request = BuildRequest(*arguments);
-  if (!request.ok()) return ReportError(kCommand, request.status(), io.err);
-  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
-  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
-
-  absl::StatusOr<v1::ListDevicesResponse> devices = ListAll(*connection, *std::move(request));
-  if (!devices.ok()) return ReportError(kCommand, devices.status(), io.err);
-  if (*output == AdminOutput::kJson) {
-    absl::Status written = WriteJson(*devices, io.out);
-    if (!written.ok()) return ReportError(kCommand, written, io.err);
-  } else {
-    WriteTable(*devices, io.out);
-  }
-  return kExitOk;
+  const AdminQuery<v1::ListDevicesRequest, v1::ListDevicesResponse> query{
+      "devices",
+      "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D]\n"
+      "                             [-o table|json] --server ADDR [--token-file F | --ca C --cert F --key K]",
+      DevicesFlags(),
+      BuildRequest,
+      ListAll,
+      WriteTable,
+  };
+  return RunAdminQuery(query, args, io);
 }
 
 }  // namespace weightpath::ctl

@@ -1,25 +1,14 @@
 #include "ctl/verification_command.h"
 
 #include "absl/strings/str_cat.h"
-#include "ctl/rollout_client.h"
-#include "ctl/admin_output.h"
-#include "ctl/command_error.h"
+#include "ctl/admin_query.h"
 #include "ctl/table_writer.h"
 
 namespace weightpath::ctl {
 namespace {
 
-constexpr std::string_view kCommand = "verification";
-
 const std::vector<FlagSpec>& VerificationFlags() {
-  static const std::vector<FlagSpec> flags = [] {
-    std::vector<FlagSpec> specs = {
-        {"output", 'o', true, "table (default) or json"},
-        {"help", 'h', false, "show this help"},
-    };
-    for (FlagSpec& spec : ConnectionFlags()) specs.push_back(std::move(spec));
-    return specs;
-  }();
+  static const std::vector<FlagSpec> flags = AdminQueryFlags({});
   return flags;
 }
 
@@ -54,32 +43,18 @@ void WriteTable(const v1::GetVerificationMatrixResponse& response, std::ostream&
 }  // namespace
 
 int RunVerificationCommand(const std::vector<std::string>& args, CommandIo io) {
-  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, VerificationFlags());
-  if (!arguments.ok()) return ReportError(kCommand, arguments.status(), io.err);
-  if (arguments->Has("help")) {
-    io.out << "usage: weightpathctl verification [-o table|json] --server ADDR\n\n"
-           << FlagHelp(VerificationFlags());
-    return kExitOk;
-  }
-  absl::StatusOr<AdminOutput> output = ParseAdminOutput(arguments->Value("output"));
-  if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
-  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
-  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
-
-  v1::GetVerificationMatrixResponse response;
-  std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
-  absl::Status status = FromGrpc(
-      connection->stub().GetVerificationMatrix(context.get(), v1::GetVerificationMatrixRequest(),
-                                               &response),
-      "GetVerificationMatrix");
-  if (!status.ok()) return ReportError(kCommand, status, io.err);
-  if (*output == AdminOutput::kJson) {
-    absl::Status written = WriteJson(response, io.out);
-    if (!written.ok()) return ReportError(kCommand, written, io.err);
-  } else {
-    WriteTable(response, io.out);
-  }
-  return kExitOk;
+  const AdminQuery<v1::GetVerificationMatrixRequest, v1::GetVerificationMatrixResponse> query{
+      "verification",
+      "usage: weightpathctl verification [-o table|json] --server ADDR",
+      VerificationFlags(),
+      [](const ParsedArguments&) { return v1::GetVerificationMatrixRequest(); },
+      [](FleetAdminConnection& connection, const v1::GetVerificationMatrixRequest& request) {
+        return CallFleetAdmin(connection, &v1::FleetAdmin::Stub::GetVerificationMatrix, request,
+                              "GetVerificationMatrix");
+      },
+      WriteTable,
+  };
+  return RunAdminQuery(query, args, io);
 }
 
 }  // namespace weightpath::ctl

@@ -1,0 +1,79 @@
+// What the FleetAdmin read subcommands (devices, summary, verification)
+// share: their flags end with -o, -h and the connection's; --help prints the
+// usage and the flag list; the request is checked before connecting; the
+// answer is printed as JSON (-o json) or as the command's table. A command
+// supplies only its own flags, its request, its call and its table.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ctl/admin_output.h"
+#include "ctl/arguments.h"
+#include "ctl/command.h"
+#include "ctl/command_error.h"
+#include "ctl/rollout_client.h"
+
+namespace weightpath::ctl {
+
+// `own`, then --output/-o, --help/-h and ConnectionFlags().
+std::vector<FlagSpec> AdminQueryFlags(std::vector<FlagSpec> own);
+
+template <typename Request, typename Response>
+struct AdminQuery {
+  std::string_view command;            // "summary", in error lines
+  std::string_view usage;              // the --help text above the flag list
+  const std::vector<FlagSpec>& flags;  // from AdminQueryFlags
+  // The request from the command's own flags; INVALID_ARGUMENT naming a bad one.
+  std::function<absl::StatusOr<Request>(const ParsedArguments&)> request;
+  std::function<absl::StatusOr<Response>(FleetAdminConnection&, Request)> call;
+  std::function<void(const Response&, std::ostream&)> write_table;
+};
+
+template <typename Request, typename Response>
+int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<std::string>& args,
+                  CommandIo io) {
+  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, query.flags);
+  if (!arguments.ok()) return ReportError(query.command, arguments.status(), io.err);
+  if (arguments->Has("help")) {
+    io.out << query.usage << "\n\n" << FlagHelp(query.flags);
+    return kExitOk;
+  }
+  absl::StatusOr<AdminOutput> output = ParseAdminOutput(arguments->Value("output"));
+  if (!output.ok()) return ReportError(query.command, output.status(), io.err);
+  absl::StatusOr<Request> request = query.request(*arguments);
+  if (!request.ok()) return ReportError(query.command, request.status(), io.err);
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
+  if (!connection.ok()) return ReportError(query.command, connection.status(), io.err);
+  absl::StatusOr<Response> response = query.call(*connection, *std::move(request));
+  if (!response.ok()) return ReportError(query.command, response.status(), io.err);
+  if (*output == AdminOutput::kJson) {
+    absl::Status written = WriteJson(*response, io.out);
+    if (!written.ok()) return ReportError(query.command, written, io.err);
+  } else {
+    query.write_table(*response, io.out);
+  }
+  return kExitOk;
+}
+
+// One unary FleetAdmin call with the connection's deadline and token; the
+// gRPC status as FromGrpc(status, `name`).
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallFleetAdmin(
+    FleetAdminConnection& connection,
+    grpc::Status (v1::FleetAdmin::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request, std::string_view name) {
+  Response response;
+  std::unique_ptr<grpc::ClientContext> context = connection.NewContext();
+  absl::Status status = FromGrpc((connection.stub().*rpc)(context.get(), request, &response),
+                                 absl::string_view(name.data(), name.size()));
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace weightpath::ctl
