@@ -19,13 +19,14 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
-#include "tests/agent/child_process.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
+#include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
 #include "tests/testing/status_matchers.h"
 
 #ifndef WEIGHTPATH_AGENT_BINARY
-#error "the test target defines WEIGHTPATH_AGENT_BINARY and WEIGHTPATH_SERVER_BINARY"
+#error "the test target defines WEIGHTPATH_AGENT_BINARY"
 #endif
 
 namespace weightpath::agent {
@@ -37,11 +38,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
 using testing::ArtifactBytes;
-using testing::ChildProcess;
-using testing::CompletedProcess;
+using server::testing::ServerProcess;
 using testing::RangeHttpServer;
 using testing::ReadTextFile;
-using testing::RunProcess;
+using ::weightpath::testing::ProcessResult;
+using ::weightpath::testing::RunProcess;
 using testing::TempDir;
 using testing::WriteArtifact;
 using testing::WriteTextFile;
@@ -151,21 +152,13 @@ class AgentBootEndToEnd : public ::testing::Test {
   // Starts weightpath-server on a free loopback port; returns host:port.
   std::string StartServer(const std::string& catalog,
                           const std::vector<std::string>& extra_flags = {}) {
-    std::vector<std::string> argv = {WEIGHTPATH_SERVER_BINARY, "--listen=127.0.0.1:0",
-                                     "--metrics_listen=127.0.0.1:0", "--catalog=" + catalog,
-                                     "--reload_interval=0s"};
-    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-    absl::StatusOr<std::unique_ptr<ChildProcess>> server =
-        ChildProcess::Start(argv, work_.Sub("server.stderr"));
+    std::vector<std::string> args = {"--catalog=" + catalog, "--reload_interval=0s"};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(args);
     EXPECT_THAT(server, IsOk());
     if (!server.ok()) return "";
-    absl::StatusOr<std::string> line = (*server)->WaitForLine("listening ", absl::Seconds(60));
-    EXPECT_THAT(line, IsOk()) << ReadTextFile(work_.Sub("server.stderr"));
     server_ = *std::move(server);
-    if (!line.ok()) return "";
-    // "listening grpc=127.0.0.1:PORT metrics=127.0.0.1:PORT"
-    const std::string grpc = line->substr(line->find("grpc=") + 5);
-    return grpc.substr(0, grpc.find(' '));
+    return server_->grpc_address();
   }
 
   void StopServer() { server_.reset(); }
@@ -190,8 +183,8 @@ class AgentBootEndToEnd : public ::testing::Test {
                                "retry_max_delay: 500ms\n", extra));
   }
 
-  CompletedProcess Boot() {
-    CompletedProcess result =
+  ProcessResult Boot() {
+    ProcessResult result =
         RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")},
                    {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
     return result;
@@ -214,26 +207,26 @@ class AgentBootEndToEnd : public ::testing::Test {
 
   // Sources engine.env in sh and prints one variable.
   std::string EnvVariable(const std::string& name) const {
-    CompletedProcess shell = RunProcess(
+    ProcessResult shell = RunProcess(
         {"/bin/sh", "-c", ". \"$1\" && printf '%s' \"$" + name + "\"", "sh",
          device("run/engine.env")},
         {}, absl::Seconds(10));
-    EXPECT_EQ(shell.exit_code, 0) << shell.stderr_text;
-    return shell.stdout_text;
+    EXPECT_EQ(shell.exit_code, 0) << shell.err;
+    return shell.out;
   }
 
   TempDir work_;
   std::unique_ptr<RangeHttpServer> http_;
-  std::unique_ptr<ChildProcess> server_;
+  std::unique_ptr<ServerProcess> server_;
   std::map<std::string, v1::Artifact> artifacts_;
   std::string expected_path_;
 };
 
 TEST_F(AgentBootEndToEnd, ResolvesDownloadsVerifiesAndHandsOver) {
   WriteAgentConfig(StartServer(catalog_path()));
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 0) << boot.stderr_text;
-  EXPECT_THAT(boot.stderr_text, HasSubstr("decision from the server"));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  EXPECT_THAT(boot.err, HasSubstr("decision from the server"));
 
   const DecisionRecord decision = Decision();
   EXPECT_EQ(decision.source, DecisionSource::kServer);
@@ -256,9 +249,9 @@ TEST_F(AgentBootEndToEnd, SecondBootDoesNotDownloadAgain) {
   WriteAgentConfig(StartServer(catalog_path()));
   ASSERT_EQ(Boot().exit_code, 0);
   const fs::file_time_type saved_at = fs::last_write_time(device("state/last_good_decision.json"));
-  const CompletedProcess second = Boot();
-  ASSERT_EQ(second.exit_code, 0) << second.stderr_text;
-  EXPECT_THAT(second.stderr_text, HasSubstr("already cached and verified"));
+  const ProcessResult second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("already cached and verified"));
   EXPECT_EQ(ArtifactRequests(), 1);
   EXPECT_EQ(Decision().artifact_path, cached_artifact());
   // The same decision again: the stored copy is not rewritten.
@@ -272,11 +265,11 @@ TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) 
   StopServer();
   WriteAgentConfig(address, "", kFallbackTiming);
 
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
   EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
-  EXPECT_THAT(boot.stderr_text, HasSubstr("using the last good decision"));
-  EXPECT_GE(ResolveAttempts(boot.stderr_text), 2) << "unavailable is retried";
+  EXPECT_THAT(boot.err, HasSubstr("using the last good decision"));
+  EXPECT_GE(ResolveAttempts(boot.err), 2) << "unavailable is retried";
   const DecisionRecord decision = Decision();
   EXPECT_EQ(decision.source, DecisionSource::kLastGood);
   EXPECT_EQ(decision.response.weight_path().name(), expected_path_);
@@ -287,10 +280,10 @@ TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) 
 
 TEST_F(AgentBootEndToEnd, FreshDeviceWithoutServerGetsTheOfflinePolicy) {
   WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
   EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
-  EXPECT_THAT(boot.stderr_text, HasSubstr("offline decision from the default policy"));
+  EXPECT_THAT(boot.err, HasSubstr("offline decision from the default policy"));
   const DecisionRecord decision = Decision();
   EXPECT_EQ(decision.source, DecisionSource::kOffline);
   EXPECT_EQ(decision.response.weight_path().name(), expected_path_);
@@ -316,21 +309,21 @@ TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudg
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
   WriteAgentConfig(absl::StrCat("127.0.0.1:", ntohs(address.sin_port)), "", kFallbackTiming);
 
-  const CompletedProcess boot = Boot();
+  const ProcessResult boot = Boot();
   ::close(listener);
-  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
   EXPECT_GE(boot.wall_time, absl::Seconds(1)) << "at least one full call deadline";
   EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
-  EXPECT_THAT(boot.stderr_text, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_THAT(boot.err, HasSubstr("DEADLINE_EXCEEDED"));
   EXPECT_EQ(Decision().source, DecisionSource::kOffline);
 }
 
 TEST_F(AgentBootEndToEnd, UnknownModelIsNotRetried) {
   WriteAgentConfig(StartServer(catalog_path()), "model: No-Such-Model\n");
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
-  EXPECT_EQ(ResolveAttempts(boot.stderr_text), 1) << boot.stderr_text;
-  EXPECT_THAT(boot.stderr_text, HasSubstr("NOT_FOUND"));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
+  EXPECT_EQ(ResolveAttempts(boot.err), 1) << boot.err;
+  EXPECT_THAT(boot.err, HasSubstr("NOT_FOUND"));
   EXPECT_EQ(Decision().response.model(), "No-Such-Model");
 }
 
@@ -352,9 +345,9 @@ TEST_F(AgentBootEndToEnd, CorruptArtifactIsRejectedAndThePreviousGoodDecisionKep
   WriteCatalog(work_.Sub("catalog-v2.yaml"), {});
   WriteAgentConfig(StartServer(work_.Sub("catalog-v2.yaml")));
 
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 3) << boot.stderr_text;
-  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("DATA_LOSS"), HasSubstr("corrupted")));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("DATA_LOSS"), HasSubstr("corrupted")));
   EXPECT_FALSE(fs::exists(device("cache/" + artifact.sha256())));
   EXPECT_FALSE(fs::exists(device("cache/" + artifact.sha256() + ".partial")));
   const DecisionRecord decision = Decision();
@@ -368,16 +361,16 @@ TEST_F(AgentBootEndToEnd, InterruptedDownloadResumesOnTheNextBoot) {
   const std::string cut_uri = expected_artifact().uri() + "?cut_after=100000";
   WriteCatalog(work_.Sub("catalog-cut.yaml"), {{expected_path_, cut_uri}});
   WriteAgentConfig(StartServer(work_.Sub("catalog-cut.yaml")));
-  const CompletedProcess interrupted = Boot();
-  ASSERT_EQ(interrupted.exit_code, 4) << interrupted.stderr_text;
-  EXPECT_THAT(interrupted.stderr_text, HasSubstr("kept for resume"));
+  const ProcessResult interrupted = Boot();
+  ASSERT_EQ(interrupted.exit_code, 4) << interrupted.err;
+  EXPECT_THAT(interrupted.err, HasSubstr("kept for resume"));
   EXPECT_EQ(fs::file_size(cached_artifact() + ".partial"), 100000u);
 
   StopServer();
   WriteAgentConfig(StartServer(catalog_path()));
-  const CompletedProcess resumed = Boot();
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.stderr_text;
-  EXPECT_THAT(resumed.stderr_text, HasSubstr("resumed from byte 100000"));
+  const ProcessResult resumed = Boot();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, HasSubstr("resumed from byte 100000"));
   EXPECT_THAT(http_->RequestLog(), Contains(HasSubstr("range=bytes=100000- status=206")));
   EXPECT_EQ(ReadTextFile(cached_artifact()),
             ReadTextFile(served() + "/" + expected_path_ + ".bin"));
@@ -390,8 +383,8 @@ TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodD
   StopServer();
   WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
 
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
   const DecisionRecord decision = Decision();
   EXPECT_EQ(decision.source, DecisionSource::kOffline);
   EXPECT_EQ(decision.artifact_path, cached_artifact());
@@ -403,8 +396,8 @@ TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodD
 void OpenSsl(const std::vector<std::string>& arguments) {
   std::vector<std::string> argv = {"/usr/bin/openssl"};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
-  const CompletedProcess run = RunProcess(argv, {}, absl::Seconds(60));
-  ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << run.stderr_text;
+  const ProcessResult run = RunProcess(argv, {}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << run.err;
 }
 
 TEST_F(AgentBootEndToEnd, MutualTlsResolvesWithTheDeviceCertificate) {
@@ -433,8 +426,8 @@ TEST_F(AgentBootEndToEnd, MutualTlsResolvesWithTheDeviceCertificate) {
                                    "--client_ca=" + tls + "/ca.pem"});
   WriteAgentConfig(address, absl::StrCat("tls:\n  ca: ", tls, "/ca.pem\n  cert: ", tls,
                                          "/device.pem\n  key: ", tls, "/device.key\n"));
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 0) << boot.stderr_text;
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
   EXPECT_EQ(Decision().source, DecisionSource::kServer);
   EXPECT_EQ(Decision().artifact_path, cached_artifact());
 }
@@ -442,31 +435,31 @@ TEST_F(AgentBootEndToEnd, MutualTlsResolvesWithTheDeviceCertificate) {
 TEST_F(AgentBootEndToEnd, UnreadableTlsFileFallsBackNamingTheField) {
   WriteAgentConfig(StartServer(catalog_path()),
                    absl::StrCat("tls:\n  ca: ", work_.Sub("missing-ca.pem"), "\n"));
-  const CompletedProcess boot = Boot();
-  ASSERT_EQ(boot.exit_code, 4) << boot.stderr_text;
-  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("tls.ca")));
-  EXPECT_EQ(ResolveAttempts(boot.stderr_text), 1);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("tls.ca")));
+  EXPECT_EQ(ResolveAttempts(boot.err), 1);
   EXPECT_EQ(Decision().source, DecisionSource::kOffline);
 }
 
 TEST_F(AgentBootEndToEnd, InvalidConfigExitsOneNamingTheLine) {
   WriteAgentConfig("127.0.0.1:1", "bugdet: 10\n");
-  const CompletedProcess boot = Boot();
+  const ProcessResult boot = Boot();
   EXPECT_EQ(boot.exit_code, 1);
-  EXPECT_THAT(boot.stderr_text, AllOf(HasSubstr("agent.yaml:14"), HasSubstr("bugdet")));
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("agent.yaml:14"), HasSubstr("bugdet")));
   EXPECT_FALSE(fs::exists(device("run/decision.json")));
 }
 
 TEST_F(AgentBootEndToEnd, HelpListsTheExitCodes) {
-  const CompletedProcess help =
+  const ProcessResult help =
       RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--help"}, {}, absl::Seconds(30));
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_THAT(help.stdout_text, AllOf(HasSubstr("exit codes"), HasSubstr("3  the server"),
+  EXPECT_THAT(help.out, AllOf(HasSubstr("exit codes"), HasSubstr("3  the server"),
                                       HasSubstr("4  the server")));
-  const CompletedProcess usage =
+  const ProcessResult usage =
       RunProcess({WEIGHTPATH_AGENT_BINARY, "boot"}, {}, absl::Seconds(30));
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_THAT(usage.stderr_text, HasSubstr("--config FILE is required"));
+  EXPECT_THAT(usage.err, HasSubstr("--config FILE is required"));
 }
 
 }  // namespace

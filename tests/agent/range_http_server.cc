@@ -15,10 +15,14 @@ namespace weightpath::agent::testing {
 absl::StatusOr<std::unique_ptr<RangeHttpServer>> RangeHttpServer::Start(
     const std::string& root, const std::string& work_dir) {
   const std::string log_path = work_dir + "/http-requests.log";
-  ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process,
-                   ChildProcess::Start({"python3", WEIGHTPATH_RANGE_HTTP_SERVER_SCRIPT, "--root",
-                                        root, "--request-log", log_path},
-                                       work_dir + "/http-server.stderr"));
+  ::weightpath::testing::SpawnOptions options;
+  options.pipe_stdout = true;
+  options.stderr_path = work_dir + "/http-server.stderr";
+  ASSIGN_OR_RETURN(std::unique_ptr<::weightpath::testing::Subprocess> process,
+                   ::weightpath::testing::Subprocess::Start(
+                       {"python3", WEIGHTPATH_RANGE_HTTP_SERVER_SCRIPT, "--root", root,
+                        "--request-log", log_path},
+                       options));
   // Generous: a cold python3 start on a loaded 2-core machine is slow.
   ASSIGN_OR_RETURN(std::string line, process->WaitForLine("PORT ", absl::Seconds(30)));
   int port = 0;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tests/agent/child_process.h"
+#include "tests/support/subprocess.h"
 
 namespace weightpath::agent::testing {
 
@@ -22,12 +22,12 @@ class RangeHttpServer {
   int port() const { return port_; }
   // One line per request: "GET <path> range=<Range or -> status=<n> bytes=<n>".
   std::vector<std::string> RequestLog() const;
-  void Stop() { process_->Stop(); }
+  void Stop() { process_->Terminate(absl::Seconds(5)); }
 
  private:
-  RangeHttpServer(std::unique_ptr<ChildProcess> process, int port, std::string log_path)
+  RangeHttpServer(std::unique_ptr<::weightpath::testing::Subprocess> process, int port, std::string log_path)
       : process_(std::move(process)), port_(port), log_path_(std::move(log_path)) {}
-  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<::weightpath::testing::Subprocess> process_;
   int port_;
   std::string log_path_;
 };

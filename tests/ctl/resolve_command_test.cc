@@ -11,7 +11,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
-#include "tests/ctl/process_runner.h"
+#include "tests/support/subprocess.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::ctl {

@@ -6,9 +6,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/ctl/process_runner.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
 
 namespace weightpath::server::testing {
 namespace {

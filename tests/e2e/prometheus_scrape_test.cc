@@ -2,11 +2,8 @@
 // weightpath-server: proves the exposition is accepted by the consumer that
 // matters, and that what Prometheus stores equals the calls the test made.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -27,9 +24,13 @@
 #include "gtest/gtest.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
 
 namespace weightpath::server::testing {
 namespace {
+
+using ::weightpath::testing::SpawnOptions;
+using ::weightpath::testing::Subprocess;
 
 constexpr char kPrometheusBinary[] = "/usr/bin/prometheus";
 // A loaded 2-core CI machine can take many seconds to open a TSDB.
@@ -113,24 +114,10 @@ class PrometheusProcess {
 
   // Sends SIGTERM and waits; true when Prometheus exited by itself with 0.
   bool Stop() {
-    if (pid_ <= 0) return true;
-    kill(pid_, SIGTERM);
-    const absl::Time deadline = absl::Now() + kStopTimeout;
-    int status = 0;
-    bool exited = false;
-    while (absl::Now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited = true;
-        break;
-      }
-      usleep(20000);
-    }
-    if (!exited) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (process_ == nullptr) return true;
+    const bool clean = process_->Terminate(kStopTimeout).exit_code == 0;
+    process_.reset();
+    return clean;
   }
 
   std::string Log() const { return ReadFileOrDie(dir_.File("prometheus.log")); }
@@ -211,29 +198,18 @@ class PrometheusProcess {
         "--web.listen-address=" + address_,
         "--log.level=warn",
     };
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    const std::string log_path = dir_.File("prometheus.log");
-    pid_ = fork();
-    if (pid_ < 0) return absl::InternalError("fork failed");
-    if (pid_ == 0) {
-      const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-      // The test runner may block signals; SIGTERM must reach Prometheus.
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    SpawnOptions options;
+    options.stdout_path = dir_.File("prometheus.log");
+    options.stderr_path = options.stdout_path;
+    options.append = true;
+    absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(args, options);
+    if (!process.ok()) return process.status();
+    process_ = *std::move(process);
     const absl::Time deadline = absl::Now() + kReadyTimeout;
     while (absl::Now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      if (process_->Poll().has_value()) {
         // Exited before becoming ready: most likely the port was taken.
-        pid_ = -1;
+        process_.reset();
         return absl::UnavailableError(
             absl::StrCat("prometheus on ", address_, " exited early; log:\n", Log()));
       }
@@ -248,7 +224,7 @@ class PrometheusProcess {
 
   TempDir dir_;
   std::string address_;
-  pid_t pid_ = -1;
+  std::unique_ptr<Subprocess> process_;
 };
 
 class E2ePrometheusScrapeTest : public ::testing::Test {

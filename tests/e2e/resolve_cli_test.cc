@@ -7,8 +7,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "tests/ctl/process_runner.h"
 #include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::server::testing {

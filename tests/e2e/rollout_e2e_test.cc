@@ -22,8 +22,8 @@
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
 #include "tests/agent/temp_dir.h"
-#include "tests/ctl/process_runner.h"
 #include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
 #include "tests/testing/status_matchers.h"
 #include "weightpath/v1/rollout.pb.h"
 

@@ -33,8 +33,7 @@ set_tests_properties(RolloutServer PROPERTIES TIMEOUT 240)
 
 # End to end with the real binaries; needs the server's rollout wiring.
 add_executable(rollout_e2e_tests
-  ${CMAKE_CURRENT_LIST_DIR}/rollout_e2e_test.cc
-  ${PROJECT_SOURCE_DIR}/tests/ctl/process_runner.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/rollout_e2e_test.cc)
 target_link_libraries(rollout_e2e_tests PRIVATE
   weightpath_server_test_support weightpath_agent_lib weightpath_policy weightpath_testing)
 target_compile_definitions(rollout_e2e_tests PRIVATE

@@ -1,12 +1,8 @@
 #include "tests/server/server_process.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,46 +31,25 @@ bool Names(const std::vector<std::string>& args, const std::string& flag) {
   return false;
 }
 
-pid_t Spawn(const std::vector<std::string>& args, int stdout_fd, const std::string& log_path) {
-  std::vector<char*> argv;
-  static std::string binary = WEIGHTPATH_SERVER_BINARY;
-  argv.push_back(binary.data());
-  std::vector<std::string> copies = args;
-  for (std::string& arg : copies) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(stdout_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    // The test runner may have signals blocked or ignored; the server must
-    // start from the defaults a service manager would give it.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> Spawn(
+    std::vector<std::string> args, ::weightpath::testing::SpawnOptions options) {
+  args.insert(args.begin(), WEIGHTPATH_SERVER_BINARY);
+  return ::weightpath::testing::Subprocess::Start(args, options);
 }
 
-ExitResult WaitPid(pid_t pid, absl::Duration timeout) {
+ExitResult ToExitResult(const ::weightpath::testing::ExitStatus& status) {
   ExitResult result;
-  const absl::Time deadline = absl::Now() + timeout;
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    usleep(10000);
-  }
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  result.exit_code = status.exit_code;
+  result.signal = status.signal;
   return result;
+}
+
+// "listening grpc=ADDR metrics=ADDR": the server's start-up line.
+void ParseListening(absl::string_view line, std::string* grpc, std::string* metrics) {
+  for (absl::string_view field : absl::StrSplit(line, ' ')) {
+    if (absl::ConsumePrefix(&field, "grpc=")) *grpc = std::string(field);
+    if (absl::ConsumePrefix(&field, "metrics=")) *metrics = std::string(field);
+  }
 }
 
 }  // namespace
@@ -120,30 +95,20 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   // The default store is a file in the working directory; each test server
   // gets its own so parallel tests never share a registry by accident.
   if (!Names(args, "store")) args.push_back("--store=sqlite:" + process->log_dir_->File("fleet.db"));
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
-  process->pid_ = Spawn(args, pipe_fds[1], process->log_path_);
-  close(pipe_fds[1]);
+  ::weightpath::testing::SpawnOptions options;
+  options.pipe_stdout = true;
+  options.stderr_path = process->log_path_;
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> spawned =
+      Spawn(std::move(args), options);
+  if (!spawned.ok()) return spawned.status();
+  process->process_ = *std::move(spawned);
 
-  std::string out;
-  const absl::Time deadline = absl::Now() + kStartTimeout;
-  while (!absl::StrContains(out, "\n")) {
-    pollfd poll_fd{pipe_fds[0], POLLIN, 0};
-    const int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    if (wait_ms <= 0 || poll(&poll_fd, 1, wait_ms) <= 0) break;
-    char buffer[512];
-    const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
-    if (n <= 0) break;
-    out.append(buffer, n);
-  }
-  close(pipe_fds[0]);
-  for (absl::string_view field : absl::StrSplit(absl::StripSuffix(out, "\n"), ' ')) {
-    if (absl::ConsumePrefix(&field, "grpc=")) process->grpc_address_ = std::string(field);
-    if (absl::ConsumePrefix(&field, "metrics=")) process->metrics_address_ = std::string(field);
-  }
-  if (!absl::StartsWith(out, "listening ") || process->grpc_address_.empty()) {
-    return absl::UnavailableError(absl::StrCat("server did not start; stdout: ", out,
-                                               "\nlog:\n", process->Log()));
+  absl::StatusOr<std::string> line = process->process_->WaitForLine("listening ", kStartTimeout);
+  if (line.ok()) ParseListening(*line, &process->grpc_address_, &process->metrics_address_);
+  if (!line.ok() || process->grpc_address_.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("server did not start: ", line.ok() ? *line : line.status().ToString(),
+                     "\nlog:\n", process->Log()));
   }
   return process;
 }
@@ -152,26 +117,28 @@ ExitResult ServerProcess::RunToExit(std::vector<std::string> args, absl::Duratio
   TempDir dir;
   const std::string log_path = dir.File("server.log");
   if (!Names(args, "store")) args.push_back("--store=sqlite:" + dir.File("fleet.db"));
-  const int dev_null = open("/dev/null", O_WRONLY);
-  const pid_t pid = Spawn(args, dev_null, log_path);
-  close(dev_null);
-  ExitResult result = WaitPid(pid, timeout);
+  ::weightpath::testing::SpawnOptions options;
+  options.stderr_path = log_path;
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> process =
+      Spawn(std::move(args), options);
+  ExitResult result;
+  if (process.ok()) result = ToExitResult((*process)->Wait(timeout));
   result.log = ReadFileOrDie(log_path);
   return result;
 }
 
-ServerProcess::~ServerProcess() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+ServerProcess::~ServerProcess() = default;
+
+void ServerProcess::Signal(int signal_number) const {
+  if (process_ != nullptr) process_->Signal(signal_number);
 }
 
-void ServerProcess::Signal(int signal_number) const { kill(pid_, signal_number); }
+pid_t ServerProcess::pid() const { return process_ != nullptr ? process_->pid() : -1; }
 
 ExitResult ServerProcess::WaitForExit(absl::Duration timeout) {
-  ExitResult result = WaitPid(pid_, timeout);
-  pid_ = -1;
+  ExitResult result;
+  if (process_ != nullptr) result = ToExitResult(process_->Wait(timeout));
+  process_.reset();
   result.log = Log();
   return result;
 }

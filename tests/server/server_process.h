@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/support/subprocess.h"
 
 namespace weightpath::server::testing {
 
@@ -49,7 +50,7 @@ class ServerProcess {
 
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const;
   void Signal(int signal_number) const;
   // Waits for the process to end; kills it after `timeout`.
   ExitResult WaitForExit(absl::Duration timeout);
@@ -59,9 +60,9 @@ class ServerProcess {
  private:
   ServerProcess() = default;
 
-  pid_t pid_ = -1;
-  std::string log_path_;
   std::unique_ptr<TempDir> log_dir_;
+  std::string log_path_;
+  std::unique_ptr<::weightpath::testing::Subprocess> process_;  // null once waited for
   std::string grpc_address_;
   std::string metrics_address_;
 };
