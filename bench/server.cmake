@@ -7,7 +7,20 @@ weightpath_warnings(bench_server_request_body)
 
 add_custom_target(bench_server_load
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/server_load.sh $<TARGET_FILE:weightpath-server>
-          $<TARGET_FILE:bench_server_request_body>
-  DEPENDS weightpath-server bench_server_request_body
+          $<TARGET_FILE:bench_server_request_body> $<TARGET_FILE:bench_grpc_floor_server>
+  DEPENDS weightpath-server bench_server_request_body bench_grpc_floor_server
   USES_TERMINAL
   VERBATIM)
+
+# The gRPC floor for the same messages (see the file's header).
+add_executable(bench_grpc_floor_server ${CMAKE_CURRENT_LIST_DIR}/grpc_floor_server.cc)
+target_link_libraries(bench_grpc_floor_server PRIVATE weightpath_server_lib)
+weightpath_warnings(bench_grpc_floor_server)
+
+# bench_server_hot_path: the per-call work outside gRPC, hot path vs the
+# straightforward protobuf way.
+add_executable(bench_server_hot_path ${CMAKE_CURRENT_LIST_DIR}/server_hot_path_bench.cc)
+target_link_libraries(bench_server_hot_path PRIVATE weightpath_server_lib benchmark::benchmark)
+target_compile_definitions(bench_server_hot_path PRIVATE
+  WEIGHTPATH_EXAMPLE_PROFILES_DIR="${PROJECT_SOURCE_DIR}/examples/profiles")
+weightpath_warnings(bench_server_hot_path)

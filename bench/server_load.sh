@@ -2,9 +2,12 @@
 # Load benchmark of weightpath-server: h2load drives ResolveWeightPath and
 # grpc.health.v1.Health/Check on the same server in the same run, A B A B at
 # each concurrency, and reports QPS, p50/p99 and the resolve/health ratio,
-# plus the server's idle and loaded RSS.
+# plus the server's idle and loaded RSS. In the same rounds it drives the
+# gRPC floor (bench/grpc_floor_server.cc: the same request and response
+# bytes, no work) so the cost of the message sizes themselves shows apart
+# from what weightpath adds (the resolve/floor ratio).
 #
-#   bench/server_load.sh SERVER_BINARY BODY_TOOL [PROFILE.json]
+#   bench/server_load.sh SERVER_BINARY BODY_TOOL FLOOR_SERVER [PROFILE.json]
 #   env: DURATION (s per run, default 10), WARMUP (s, default 2),
 #        INFLIGHT ("1 16 64"), H2LOAD_THREADS (default 1)
 #
@@ -14,8 +17,9 @@ set -euo pipefail
 
 server_bin=$1
 body_tool=$2
+floor_bin=$3
 here=$(cd "$(dirname "$0")" && pwd)
-profile=${3:-$here/../examples/profiles/intel-sapphire-rapids.json}
+profile=${4:-$here/../examples/profiles/intel-sapphire-rapids.json}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 inflight_levels=${INFLIGHT:-1 16 64}
@@ -23,8 +27,10 @@ threads=${H2LOAD_THREADS:-1}
 
 work=$(mktemp -d)
 server_pid=
+floor_pid=
 cleanup() {
   [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [[ -n "$floor_pid" ]] && kill "$floor_pid" 2>/dev/null && wait "$floor_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -40,6 +46,11 @@ for _ in $(seq 300); do grep -q '^listening ' "$work/server.out" 2>/dev/null && 
 grpc_addr=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/server.out")
 metrics_addr=$(sed -n 's/.* metrics=\([^ ]*\)$/\1/p' "$work/server.out")
 [[ -n "$grpc_addr" ]] || { cat "$work/server.log" >&2; exit 1; }
+"$floor_bin" "$profile" 127.0.0.1:0 >"$work/floor.out" 2>"$work/floor.log" &
+floor_pid=$!
+for _ in $(seq 300); do grep -q '^listening ' "$work/floor.out" 2>/dev/null && break; sleep 0.1; done
+floor_addr=$(sed -n 's/^listening grpc=\([^ ]*\)$/\1/p' "$work/floor.out")
+[[ -n "$floor_addr" ]] || { cat "$work/floor.log" >&2; exit 1; }
 
 rss_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$server_pid/status"; }
 ok_total() {
@@ -50,16 +61,16 @@ ok_total() {
 
 idle_rss=$(rss_kib VmRSS)
 
-# run NAME URL_PATH BODY INFLIGHT -> "qps p50_us p99_us requests data_bytes"
+# run NAME URL_PATH BODY INFLIGHT [ADDRESS] -> "qps p50_us p99_us requests data_bytes"
 run() {
-  local name=$1 path=$2 body=$3 inflight=$4
+  local name=$1 path=$2 body=$3 inflight=$4 address=${5:-$grpc_addr}
   local connections=$((inflight < 4 ? 1 : 4))
   local streams=$((inflight / connections))
   local log="$work/$name-$inflight.tsv"
   local out
   out=$(h2load -D "$duration" --warm-up-time "$warmup" -t "$threads" -c "$connections" \
     -m "$streams" -H 'content-type: application/grpc' -H 'te: trailers' -d "$body" \
-    --log-file "$log" "http://$grpc_addr$path")
+    --log-file "$log" "http://$address$path")
   local qps succeeded data
   qps=$(sed -n 's/.*finished in .*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
   succeeded=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' <<<"$out")
@@ -79,8 +90,11 @@ printf "%-8s %-8s %-4s %10s %8s %8s %10s %10s\n" inflight service run qps p50_us
 declare -A sum
 for inflight in $inflight_levels; do
   for round in 1 2; do
-    for service in resolve health; do
-      if [[ $service == resolve ]]; then
+    for service in resolve floor health; do
+      if [[ $service == floor ]]; then
+        read -r qps p50 p99 n data < <(run floor /weightpath.v1.WeightPath/ResolveWeightPath \
+          "$work/resolve.bin" "$inflight" "$floor_addr")
+      elif [[ $service == resolve ]]; then
         before=$(ok_total)
         read -r qps p50 p99 n data < <(run resolve /weightpath.v1.WeightPath/ResolveWeightPath \
           "$work/resolve.bin" "$inflight")
@@ -108,7 +122,7 @@ peak_rss=$(rss_kib VmHWM)
 
 echo
 for inflight in $inflight_levels; do
-  r=${sum[resolve-$inflight]} h=${sum[health-$inflight]}
-  python3 -c "print(f'inflight $inflight: resolve {$r/2:.0f} qps, health {$h/2:.0f} qps, ratio {$r/$h:.3f}')"
+  r=${sum[resolve-$inflight]} f=${sum[floor-$inflight]} h=${sum[health-$inflight]}
+  python3 -c "print(f'inflight $inflight: resolve {$r/2:.0f} qps, floor {$f/2:.0f} qps, health {$h/2:.0f} qps; resolve/health {$r/$h:.3f}, resolve/floor {$r/$f:.3f}, floor/health {$f/$h:.3f}')"
 done
 echo "server RSS: idle ${idle_rss} KiB, after load ${loaded_rss} KiB, peak ${peak_rss} KiB"

@@ -14,7 +14,8 @@ namespace {
 
 // Rows the store keeps; regression fields are the store's own.
 v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
-                        const v1::ResolveWeightPathResponse& response, absl::Time now) {
+                        const v1::ResolveWeightPathResponse& response,
+                        const v1::ResolveWeightPathResponse& per_call, absl::Time now) {
   v1::Device device;
   device.set_device_id(request.device_id());
   *device.mutable_labels() = request.labels();
@@ -25,13 +26,13 @@ v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
   *profile->mutable_cpu_flags() = request.profile().cpu_flags();
   profile->set_accelerator(request.profile().accelerator());
   device.set_path(response.weight_path().name());
-  *device.mutable_artifact() = response.artifact();
+  *device.mutable_artifact() = per_call.has_artifact() ? per_call.artifact() : response.artifact();
   device.set_policy_version(response.policy_version());
   device.set_agent_version(request.agent_version());
   *device.mutable_last_seen() = store::ToTimestamp(now);
   device.set_model(response.model());
   device.set_effective_priority(response.effective_priority());
-  device.set_rollout_id(response.rollout().rollout_id());
+  device.set_rollout_id(per_call.rollout().rollout_id());
   return device;
 }
 
@@ -84,17 +85,16 @@ void FleetState::Shutdown() {
 }
 
 void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
-                               const v1::ResolveWeightPathResponse& response) {
-  if (!write_behind_.TryEnqueue(DeviceRecord(request, response, absl::Now()))) {
+                               const v1::ResolveWeightPathResponse& decided,
+                               const v1::ResolveWeightPathResponse& per_call) {
+  if (!write_behind_.TryEnqueue(DeviceRecord(request, decided, per_call, absl::Now()))) {
     metrics_->RecordFleetRecordDropped();
   }
 }
 
-void FleetState::ApplyVerification(const v1::ResolveWeightPathRequest& request,
-                                   v1::ResolveWeightPathResponse* response) const {
-  v1::WeightPathSpec* spec = response->mutable_weight_path();
-  const std::string key =
-      EvidenceKey(spec->name(), response->hardware_class(), request.profile().cpu_model());
+void FleetState::ApplyVerification(std::string_view path, std::string_view hardware_class,
+                                   std::string_view cpu_model, v1::WeightPathSpec* spec) const {
+  const std::string key = EvidenceKey(path, hardware_class, cpu_model);
   absl::ReaderMutexLock lock(&evidence_mutex_);
   if (!evidence_.store_up) {
     // `verified` keeps the policy's flag the resolver set.

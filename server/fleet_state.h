@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -64,12 +65,25 @@ class FleetState {
   void Shutdown();
 
   // Never blocks on the store: a full queue drops the record and counts it.
+  // The response in its two parts (server/resolver.h); the per-call part
+  // wins where both carry a field.
   void RecordResolve(const v1::ResolveWeightPathRequest& request,
-                     const v1::ResolveWeightPathResponse& response);
-  // Replaces the resolver's policy-only verification with the fleet's
-  // evidence for this device's (path, class, CPU model), from memory.
+                     const v1::ResolveWeightPathResponse& decided,
+                     const v1::ResolveWeightPathResponse& per_call);
+  void RecordResolve(const v1::ResolveWeightPathRequest& request,
+                     const v1::ResolveWeightPathResponse& response) {
+    RecordResolve(request, response, response);
+  }
+  // Replaces the resolver's policy-only verification in `spec` (`verified`
+  // already holds the policy's flag) with the fleet's evidence for this
+  // (path, class, CPU model), from memory.
+  void ApplyVerification(std::string_view path, std::string_view hardware_class,
+                         std::string_view cpu_model, v1::WeightPathSpec* spec) const;
   void ApplyVerification(const v1::ResolveWeightPathRequest& request,
-                         v1::ResolveWeightPathResponse* response) const;
+                         v1::ResolveWeightPathResponse* response) const {
+    ApplyVerification(response->weight_path().name(), response->hardware_class(),
+                      request.profile().cpu_model(), response->mutable_weight_path());
+  }
 
   // Validates, stores durably, judges regressions. INVALID_ARGUMENT naming
   // the field, NOT_FOUND for an unknown device, UNAVAILABLE when the store

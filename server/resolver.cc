@@ -1,64 +1,89 @@
 #include "server/resolver.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/rollout_resolve.h"
 
 namespace weightpath::server {
 
-absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
-                     v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
-                     const std::vector<v1::Rollout>& rollouts, std::vector<std::string>* considered) {
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts) {
   const policy::Policy& policy = *snapshot.policy;
   const Catalog& catalog = *snapshot.catalog;
 
-  ASSIGN_OR_RETURN(ShapedResolve shaped, ResolveShaped(policy, request, rollouts));
-  const policy::Decision& decision = shaped.resolution.decision;
-  const policy::PathDefinition& path = *decision.path;
+  ResolvedDecision resolved;
+  ASSIGN_OR_RETURN(resolved.shaped, ResolveShaped(policy, request, rollouts));
+  const policy::Decision& decision = resolved.shaped.resolution.decision;
+  resolved.path = decision.path;
   summary->hardware_class = decision.hardware_class;
-  summary->path_name = path.name;
+  summary->path_name = resolved.path->name;
   summary->effective_priority = decision.effective_priority;
 
-  const std::string& model = request.model().empty() ? catalog.default_model() : request.model();
-  const Catalog::ModelArtifacts* artifacts = catalog.FindModel(model);
+  resolved.model = request.model().empty() ? &catalog.default_model() : &request.model();
+  const Catalog::ModelArtifacts* artifacts = catalog.FindModel(*resolved.model);
   if (artifacts == nullptr) {
-    return absl::NotFoundError(absl::StrCat("model \"", model,
+    return absl::NotFoundError(absl::StrCat("model \"", *resolved.model,
                                             "\" is not in the catalog; known models: ",
                                             catalog.known_models()));
   }
-  auto artifact_it = artifacts->find(path.name);
+  auto artifact_it = artifacts->find(resolved.path->name);
   if (artifact_it == artifacts->end()) {
     // Catalog loading checks every reachable path, so this means the policy
     // and catalog disagree in a way the load check missed.
     return absl::InternalError(absl::StrCat("catalog ", catalog.version(), " has no artifact for model \"",
-                                            model, "\" path \"", path.name, "\""));
+                                            *resolved.model, "\" path \"", resolved.path->name, "\""));
   }
-  const CatalogArtifact& artifact = artifact_it->second;
+  resolved.artifact = &artifact_it->second;
+  return resolved;
+}
 
-  response->set_hardware_class(std::string(policy::HardwareClassName(decision.hardware_class)));
-  v1::WeightPathSpec* spec = response->mutable_weight_path();
+void FillDecidedPart(const ResolvedDecision& resolved, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* decided) {
+  const policy::Decision& decision = resolved.shaped.resolution.decision;
+  const policy::PathDefinition& path = *resolved.path;
+  decided->set_hardware_class(std::string(policy::HardwareClassName(decision.hardware_class)));
+  v1::WeightPathSpec* spec = decided->mutable_weight_path();
   policy::FillWeightPathSpec(path, spec);
-  spec->set_verified(path.verified);
+  spec->clear_verified();  // per call: fleet evidence may change it
+  if (!resolved.artifact_pinned()) {
+    v1::Artifact* artifact = decided->mutable_artifact();
+    artifact->set_uri(resolved.artifact->uri);
+    artifact->set_sha256(resolved.artifact->sha256);
+    artifact->set_size_bytes(resolved.artifact->size_bytes);
+    artifact->set_version(resolved.artifact->version);
+  }
+  policy::FillEngineKwargs(path, decided->mutable_engine_kwargs());
+  decided->set_effective_priority(decision.effective_priority);
+  decided->set_policy_version(snapshot.policy->version());
+  if (decision.rule != nullptr) decided->set_matched_rule(decision.rule->name);
+  decided->set_model(*resolved.model);
+}
+
+void FillPerCallPart(const ResolvedDecision& resolved, v1::ResolveWeightPathResponse* per_call) {
+  v1::WeightPathSpec* spec = per_call->mutable_weight_path();
+  spec->set_verified(resolved.path->verified);
   v1::Verification* verification = spec->mutable_verification();
-  if (path.verified) {
+  if (resolved.path->verified) {
     verification->set_source(v1::Verification::SOURCE_POLICY);
     verification->set_reason("measured on hardware by the policy's authors");
   } else {
     verification->set_source(v1::Verification::SOURCE_NONE);
     verification->set_reason("not measured on this class of hardware yet");
   }
-  v1::Artifact* artifact_out = response->mutable_artifact();
-  artifact_out->set_uri(artifact.uri);
-  artifact_out->set_sha256(artifact.sha256);
-  artifact_out->set_size_bytes(artifact.size_bytes);
-  artifact_out->set_version(artifact.version);
-  policy::FillEngineKwargs(path, response->mutable_engine_kwargs());
-  response->set_effective_priority(decision.effective_priority);
-  response->set_policy_version(policy.version());
-  if (decision.rule != nullptr) response->set_matched_rule(decision.rule->name);
-  response->set_model(model);
-  ApplyShaping(shaped, response);
-  if (considered != nullptr) *considered = std::move(shaped.resolution.considered);
+  ApplyShaping(resolved.shaped, per_call);
+}
+
+absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
+                     const std::vector<v1::Rollout>& rollouts, std::vector<std::string>* considered) {
+  ASSIGN_OR_RETURN(ResolvedDecision resolved, Decide(request, snapshot, summary, rollouts));
+  FillDecidedPart(resolved, snapshot, response);
+  v1::ResolveWeightPathResponse per_call;
+  FillPerCallPart(resolved, &per_call);
+  response->MergeFrom(per_call);
+  if (considered != nullptr) *considered = std::move(resolved.shaped.resolution.considered);
   return absl::OkStatus();
 }
 

@@ -1,18 +1,30 @@
 // Turns a validated request and one snapshot into a response. Independent of
 // gRPC so fleet recording, verification evidence, rollouts and
 // ExplainDecision can wrap or reuse it.
+//
+// A response is built in two parts. The decided part (class, path, artifact,
+// engine kwargs, versions) depends only on the decision and the snapshot, so
+// the server encodes it once per decision (server/response_cache.h). The
+// per-call part carries what can differ between two devices given the same
+// decision: `verified` and its evidence, the rollout attribution, a pinned
+// artifact and the resolve interval. The response is the decided part
+// merged with the per-call part (protobuf merge: set fields of the second
+// win, sub-messages merge), which is also what a client parsing the two
+// encodings one after the other gets.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "absl/strings/string_view.h"
-#include <optional>
-#include <string_view>
-
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "policy/hardware_class.h"
+#include "server/catalog.h"
 #include "server/policy_snapshot.h"
+#include "server/rollout_resolve.h"
 #include "weightpath/v1/rollout.pb.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -26,12 +38,36 @@ struct ResolveSummary {
   v1::Priority effective_priority = v1::PRIORITY_UNSPECIFIED;
 };
 
+// One device's decision against one snapshot; pointers into the snapshot.
+struct ResolvedDecision {
+  ShapedResolve shaped;
+  const policy::PathDefinition* path = nullptr;
+  const std::string* model = nullptr;  // the request's, or the catalog default
+  const CatalogArtifact* artifact = nullptr;
+
+  bool artifact_pinned() const { return shaped.resolution.pinned_artifact.has_value(); }
+};
+
 // NOT_FOUND naming the known models when `request.model` is not in the
 // catalog; INVALID_ARGUMENT when the profile cannot be classified.
 // `rollouts` (the in-memory cache's) may shape the decision
-// (deploy::ResolveWithRollouts); the response then names the rollout, and
-// resolve_interval_seconds is set either way. `considered`, when given,
-// receives why each rollout did or did not apply (ExplainDecision).
+// (deploy::ResolveWithRollouts). `request` and `snapshot` must outlive the
+// result.
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts = {});
+
+// Everything but the per-call fields; `verified` stays unset and the
+// artifact is left out when a rollout pinned one.
+void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* decided);
+// `verified` as the policy states it, the rollout attribution, a pinned
+// artifact and the resolve interval.
+void FillPerCallPart(const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call);
+
+// The whole response in one message: Decide, then both parts merged. When
+// given, `considered` receives why each rollout did or did not apply
+// (ExplainDecision).
 absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
                      v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
                      const std::vector<v1::Rollout>& rollouts = {},

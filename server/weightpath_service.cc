@@ -3,13 +3,22 @@
 #include <chrono>
 #include <string>
 
+
 #include "server/request_validation.h"
+#include "common/status_macros.h"
+#include "server/resolve_wire.h"
+#include "server/response_cache.h"
 #include "server/resolver.h"
 #include "server/tls.h"
 #include "spdlog/spdlog.h"
 #include "store/measurement_validation.h"
 
 namespace weightpath::server {
+namespace {
+
+const std::vector<v1::Rollout> kNoRollouts;
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -21,41 +30,28 @@ WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetr
     : snapshots_(snapshots),
       metrics_(metrics),
       require_client_identity_(require_client_identity),
-      fleet_(fleet) {
-  SetMessageAllocatorFor_ResolveWeightPath(&resolve_allocator_);
-}
+      fleet_(fleet) {}
 
-grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
-    grpc::CallbackServerContext* context, const v1::ResolveWeightPathRequest* request,
-    v1::ResolveWeightPathResponse* response) {
+grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* request_bytes,
+                                                               grpc::ByteBuffer* response_bytes) {
   const auto started = std::chrono::steady_clock::now();
+  ResolveScratch& scratch = ThreadResolveScratch();
   ResolveSummary summary;
-  absl::Status status = ValidateResolveRequest(*request);
-  if (status.ok() && require_client_identity_) {
-    status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
-  }
+  // The copy shares the received slices; it only exists because parsing
+  // reads through a non-const buffer.
+  grpc::ByteBuffer received(*request_bytes);
+  absl::Status status = ParseResolveRequest(&received, &scratch);
   if (status.ok()) {
-    // The cache's set is held for the whole call; a refresh swaps in a new one.
-    const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
-        rollouts_ != nullptr ? rollouts_->Current() : std::make_shared<const RolloutCache::Rollouts>();
-    status = Resolve(*request, snapshots_->Current(), response, &summary, *rollouts);
+    status = AnswerResolve(context, scratch.request, &scratch.per_call, &summary, response_bytes);
   }
-  if (status.ok() && fleet_ != nullptr) {
-    fleet_->ApplyVerification(*request, response);
-    fleet_->RecordResolve(*request, *response);
-  }
-
   if (!status.ok()) {
     // device_id is only echoed once it passed validation, so a hostile value
     // never reaches the log verbatim.
-    const bool device_id_valid = ValidateDeviceId(request->device_id()).ok();
+    const bool device_id_valid = ValidateDeviceId(scratch.request.device_id()).ok();
     spdlog::warn("ResolveWeightPath device_id={} refused: {}: {}",
-                 device_id_valid ? request->device_id() : std::string("<invalid>"),
+                 device_id_valid ? scratch.request.device_id() : std::string("<invalid>"),
                  absl::StatusCodeToString(status.code()), std::string(status.message()));
-  } else if (spdlog::should_log(spdlog::level::debug)) {
-    spdlog::debug("ResolveWeightPath device_id={} class={} path={} model={} policy={}",
-                  request->device_id(), response->hardware_class(),
-                  response->weight_path().name(), response->model(), response->policy_version());
   }
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
@@ -63,6 +59,40 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* context,
+                                              const v1::ResolveWeightPathRequest& request,
+                                              v1::ResolveWeightPathResponse* per_call,
+                                              ResolveSummary* summary,
+                                              grpc::ByteBuffer* response_bytes) {
+  RETURN_IF_ERROR(ValidateResolveRequest(request));
+  if (require_client_identity_) {
+    RETURN_IF_ERROR(CheckDeviceIdentity(*context->auth_context(), request.device_id()));
+  }
+  // The cache's set is held for the whole call; a refresh swaps in a new one.
+  const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
+      rollouts_ != nullptr ? rollouts_->Current() : nullptr;
+  const Snapshot& snapshot = snapshots_->Current();
+  ASSIGN_OR_RETURN(const ResolvedDecision decision,
+                   Decide(request, snapshot, summary, rollouts != nullptr ? *rollouts : kNoRollouts));
+  const DecidedPart& decided = ThreadDecidedPartCache().Find(*snapshots_, snapshot, decision);
+  per_call->Clear();
+  FillPerCallPart(decision, per_call);
+  if (fleet_ != nullptr) {
+    fleet_->ApplyVerification(decided.message.weight_path().name(), decided.message.hardware_class(),
+                              request.profile().cpu_model(), per_call->mutable_weight_path());
+    fleet_->RecordResolve(request, decided.message, *per_call);
+  }
+  EncodeResolveResponse(decided.encoded, *per_call, response_bytes);
+
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("ResolveWeightPath device_id={} class={} path={} model={} policy={}",
+                  request.device_id(), decided.message.hardware_class(),
+                  decided.message.weight_path().name(), decided.message.model(),
+                  decided.message.policy_version());
+  }
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(

@@ -1,9 +1,10 @@
 // The gRPC face of the resolver: validate, check the caller's identity under
 // mutual TLS, resolve against the current snapshot, count, answer. Uses the
-// callback API so no thread is parked per call.
+// callback API so no thread is parked per call, and serves
+// ResolveWeightPath as a raw method (server/resolve_wire.h says why).
 #pragma once
 
-#include "server/arena_message_allocator.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "server/fleet_state.h"
 #include "server/rollout_cache.h"
 #include "server/rollout_metrics.h"
@@ -17,14 +18,16 @@ namespace weightpath::server {
 // verification comes from fleet evidence; ReportMeasurement stores what the
 // device measured. ReportOutcome stays with the generated base class
 // (UNIMPLEMENTED) until rollouts exist.
-class WeightPathService final : public v1::WeightPath::CallbackService {
+class WeightPathService final
+    : public v1::WeightPath::WithRawCallbackMethod_ResolveWeightPath<v1::WeightPath::CallbackService> {
  public:
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                     bool require_client_identity, FleetState* fleet = nullptr);
 
+  // Wire bytes in and out; clients see the ordinary typed method.
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
-                                              const v1::ResolveWeightPathRequest* request,
-                                              v1::ResolveWeightPathResponse* response) override;
+                                              const grpc::ByteBuffer* request_bytes,
+                                              grpc::ByteBuffer* response_bytes) override;
 
   // Commits before answering, so it runs the store call in the handler.
   grpc::ServerUnaryReactor* ReportMeasurement(grpc::CallbackServerContext* context,
@@ -43,14 +46,19 @@ class WeightPathService final : public v1::WeightPath::CallbackService {
   }
 
  private:
+  // Everything after parsing: validation, identity, decision, fleet, the
+  // encoded answer.
+  absl::Status AnswerResolve(grpc::CallbackServerContext* context,
+                             const v1::ResolveWeightPathRequest& request,
+                             v1::ResolveWeightPathResponse* per_call, ResolveSummary* summary,
+                             grpc::ByteBuffer* response_bytes);
+
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
   FleetState* const fleet_;
   RolloutCache* rollouts_ = nullptr;
   RolloutMetrics* rollout_metrics_ = nullptr;
-  ArenaMessageAllocator<v1::ResolveWeightPathRequest, v1::ResolveWeightPathResponse>
-      resolve_allocator_;
 };
 
 // absl and gRPC share the canonical code numbering, so the code carries over

@@ -1,0 +1,102 @@
+// The floor for ResolveWeightPath: a gRPC server built like weightpath-server
+// (callback API, raw ResolveWeightPath, default health service) whose handler
+// answers every call with the same response bytes the real server sends for
+// PROFILE, without reading the request. Driven with the real request body,
+// it measures what gRPC and the kernel cost for messages of these sizes, so
+// bench/server_load.sh can tell that cost apart from what weightpath adds.
+//
+// Usage: bench_grpc_floor_server PROFILE.json [HOST:PORT]   (port 0: any)
+// Prints "listening grpc=HOST:PORT" once serving; stops on SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "policy/profile_json.h"
+#include "server/config_watcher.h"
+#include "server/resolver.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace {
+
+class FloorService final
+    : public weightpath::v1::WeightPath::WithRawCallbackMethod_ResolveWeightPath<
+          weightpath::v1::WeightPath::CallbackService> {
+ public:
+  explicit FloorService(const std::string& response) {
+    const grpc::Slice slice(response);
+    response_ = grpc::ByteBuffer(&slice, 1);
+  }
+
+  grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* /*request*/,
+                                              grpc::ByteBuffer* response) override {
+    *response = response_;  // shares the slice
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  grpc::ByteBuffer response_;
+};
+
+volatile std::sig_atomic_t stop_requested = 0;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3) {
+    std::fprintf(stderr, "usage: %s PROFILE.json [HOST:PORT]\n", argv[0]);
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  std::stringstream json;
+  json << in.rdbuf();
+  auto profile = weightpath::policy::ParseProfileJson(json.str(), argv[1]);
+  if (!in || !profile.ok()) {
+    std::fprintf(stderr, "%s: cannot read profile\n", argv[1]);
+    return 1;
+  }
+  auto snapshot = weightpath::server::LoadSnapshot({});
+  if (!snapshot.ok()) {
+    std::fprintf(stderr, "embedded defaults: %s\n", std::string(snapshot.status().message()).c_str());
+    return 1;
+  }
+  weightpath::v1::ResolveWeightPathRequest request;
+  request.set_device_id("bench-device-0001");
+  *request.mutable_profile() = *profile;
+  weightpath::v1::ResolveWeightPathResponse response;
+  weightpath::server::ResolveSummary summary;
+  const absl::Status resolved = weightpath::server::Resolve(request, **snapshot, &response, &summary);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[1], std::string(resolved.message()).c_str());
+    return 1;
+  }
+
+  FloorService service(response.SerializeAsString());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string listen = argc == 3 ? argv[2] : "127.0.0.1:0";
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "%s: cannot listen\n", listen.c_str());
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus("", true);
+  std::printf("listening grpc=%s:%d\n", listen.substr(0, listen.rfind(':')).c_str(), port);
+  std::fflush(stdout);
+
+  std::signal(SIGTERM, [](int) { stop_requested = 1; });
+  std::signal(SIGINT, [](int) { stop_requested = 1; });
+  while (stop_requested == 0) pause();
+  server->Shutdown();
+  return 0;
+}

@@ -1,0 +1,122 @@
+// The server's per-call work for ResolveWeightPath outside gRPC, piece by
+// piece, on the largest example profile (224 logical CPUs, 170 flags): how
+// the request is parsed, what validation and the decision cost, and how the
+// response is produced. The *_Protobuf cases are the straightforward way a
+// typed handler does it, kept as the reference the hot path is measured
+// against. Figures go to bench/RESULTS-server.md.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "policy/profile_json.h"
+#include "server/config_watcher.h"
+#include "server/request_validation.h"
+#include "server/resolve_wire.h"
+#include "server/resolver.h"
+#include "server/response_cache.h"
+
+namespace weightpath::server {
+namespace {
+
+v1::ResolveWeightPathRequest ExampleRequest() {
+  const std::string path = WEIGHTPATH_EXAMPLE_PROFILES_DIR "/intel-sapphire-rapids.json";
+  std::ifstream in(path);
+  std::stringstream json;
+  json << in.rdbuf();
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id("bench-device-0001");
+  *request.mutable_profile() = *policy::ParseProfileJson(json.str(), path);
+  request.set_priority(v1::PRIORITY_SPEED);
+  (*request.mutable_labels())["workload"] = "agentic";
+  request.set_agent_version("bench");
+  return request;
+}
+
+const std::string& RequestWire() {
+  static const std::string wire = ExampleRequest().SerializeAsString();
+  return wire;
+}
+
+grpc::ByteBuffer AsByteBuffer(const std::string& wire) {
+  const grpc::Slice slice(wire);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+const SnapshotHolder& Snapshots() {
+  static const SnapshotHolder* holder = new SnapshotHolder(*LoadSnapshot({}));
+  return *holder;
+}
+
+void BM_ParseRequest_Protobuf(benchmark::State& state) {
+  const std::string& wire = RequestWire();
+  for (auto _ : state) {
+    v1::ResolveWeightPathRequest request;
+    benchmark::DoNotOptimize(request.ParseFromString(wire));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * wire.size()));
+}
+BENCHMARK(BM_ParseRequest_Protobuf);
+
+void BM_ParseRequest_HotPath(benchmark::State& state) {
+  const std::string& wire = RequestWire();
+  ResolveScratch scratch;
+  for (auto _ : state) {
+    grpc::ByteBuffer bytes = AsByteBuffer(wire);
+    benchmark::DoNotOptimize(ParseResolveRequest(&bytes, &scratch).ok());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * wire.size()));
+}
+BENCHMARK(BM_ParseRequest_HotPath);
+
+void BM_Validate(benchmark::State& state) {
+  const v1::ResolveWeightPathRequest request = ExampleRequest();
+  for (auto _ : state) benchmark::DoNotOptimize(ValidateResolveRequest(request).ok());
+}
+BENCHMARK(BM_Validate);
+
+void BM_Decide(benchmark::State& state) {
+  const v1::ResolveWeightPathRequest request = ExampleRequest();
+  const Snapshot& snapshot = Snapshots().Current();
+  for (auto _ : state) {
+    ResolveSummary summary;
+    benchmark::DoNotOptimize(Decide(request, snapshot, &summary).ok());
+  }
+}
+BENCHMARK(BM_Decide);
+
+void BM_Respond_Protobuf(benchmark::State& state) {
+  const v1::ResolveWeightPathRequest request = ExampleRequest();
+  const Snapshot& snapshot = Snapshots().Current();
+  for (auto _ : state) {
+    v1::ResolveWeightPathResponse response;
+    ResolveSummary summary;
+    (void)Resolve(request, snapshot, &response, &summary);
+    benchmark::DoNotOptimize(response.SerializeAsString());
+  }
+}
+BENCHMARK(BM_Respond_Protobuf);
+
+void BM_Respond_HotPath(benchmark::State& state) {
+  const v1::ResolveWeightPathRequest request = ExampleRequest();
+  const Snapshot& snapshot = Snapshots().Current();
+  v1::ResolveWeightPathResponse per_call;
+  for (auto _ : state) {
+    ResolveSummary summary;
+    const absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
+    const DecidedPart& decided = ThreadDecidedPartCache().Find(Snapshots(), snapshot, *decision);
+    per_call.Clear();
+    FillPerCallPart(*decision, &per_call);
+    grpc::ByteBuffer out;
+    EncodeResolveResponse(decided.encoded, per_call, &out);
+    benchmark::DoNotOptimize(out.Length());
+  }
+}
+BENCHMARK(BM_Respond_HotPath);
+
+}  // namespace
+}  // namespace weightpath::server
+
+BENCHMARK_MAIN();

@@ -1,0 +1,220 @@
+// The hot path's request decoder against protobuf's parser: whatever bytes
+// come in, a message the decoder accepts is exactly the one protobuf parses,
+// and every call starts clean however the previous ones went.
+#include "server/request_decoder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "policy/profile_json.h"
+#include "server/resolve_wire.h"
+
+namespace weightpath::server {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+
+std::vector<v1::ResolveWeightPathRequest> ExampleRequests() {
+  std::vector<v1::ResolveWeightPathRequest> requests;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(WEIGHTPATH_SOURCE_DIR "/examples/profiles")) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream json;
+    json << in.rdbuf();
+    auto profile = policy::ParseProfileJson(json.str(), entry.path().string());
+    EXPECT_TRUE(profile.ok()) << entry.path() << ": " << profile.status();
+    if (!profile.ok()) continue;
+    v1::ResolveWeightPathRequest request;
+    request.set_device_id(absl::StrCat("device-", requests.size()));
+    *request.mutable_profile() = *profile;
+    request.set_priority(v1::PRIORITY_FIDELITY);
+    (*request.mutable_labels())["workload"] = "agentic";
+    request.set_agent_version("1.2.3");
+    requests.push_back(std::move(request));
+  }
+  EXPECT_EQ(requests.size(), 8u);
+  return requests;
+}
+
+// Decodes with the decoder and with protobuf; the decoder may decline, but
+// when it accepts, protobuf must accept the same message.
+void ExpectSameAsProtobuf(RequestDecoder& decoder, v1::ResolveWeightPathRequest& reused,
+                          const std::string& wire, bool* accepted = nullptr) {
+  decoder.Reset(&reused);
+  const bool decoded = decoder.Decode(wire, &reused);
+  if (accepted != nullptr) *accepted = decoded;
+  if (!decoded) return;
+  v1::ResolveWeightPathRequest expected;
+  ASSERT_TRUE(expected.ParseFromString(wire)) << "decoder accepted what protobuf refuses";
+  std::string differences;
+  MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&differences);
+  EXPECT_TRUE(differencer.Compare(expected, reused)) << differences;
+}
+
+TEST(RequestDecoderTest, EveryExampleProfileDecodesAsProtobufParsesIt) {
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  for (const v1::ResolveWeightPathRequest& request : ExampleRequests()) {
+    bool accepted = false;
+    ExpectSameAsProtobuf(decoder, reused, request.SerializeAsString(), &accepted);
+    EXPECT_TRUE(accepted) << request.device_id() << " took the slow path";
+  }
+}
+
+TEST(RequestDecoderTest, AlternatingFlagListsNeverLeakIntoEachOther) {
+  // More distinct lists than the cache keeps, in an order that reuses and
+  // evicts entries, each checked against protobuf.
+  std::vector<v1::ResolveWeightPathRequest> requests = ExampleRequests();
+  for (int variant = 0; variant < 6; ++variant) {
+    v1::ResolveWeightPathRequest extra = requests[variant % 2];
+    extra.mutable_profile()->add_cpu_flags(absl::StrCat("extra_flag_", variant));
+    requests.push_back(std::move(extra));
+  }
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  std::mt19937 random(7);
+  for (int call = 0; call < 400; ++call) {
+    const auto& request = requests[random() % requests.size()];
+    ExpectSameAsProtobuf(decoder, reused, request.SerializeAsString());
+  }
+  EXPECT_EQ(decoder.cached_flag_lists(), 8);
+}
+
+// The example with the longest flag list.
+v1::ResolveWeightPathRequest MostFlags() {
+  v1::ResolveWeightPathRequest most;
+  for (const v1::ResolveWeightPathRequest& request : ExampleRequests()) {
+    if (request.profile().cpu_flags_size() > most.profile().cpu_flags_size()) most = request;
+  }
+  return most;
+}
+
+TEST(RequestDecoderTest, DeclinesWhatOnlyProtobufShouldJudge) {
+  const v1::ResolveWeightPathRequest base = MostFlags();
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+
+  v1::ResolveWeightPathRequest non_ascii = base;
+  non_ascii.mutable_profile()->add_cpu_flags("caf\xc3\xa9");  // valid UTF-8, not ASCII
+  bool accepted = true;
+  ExpectSameAsProtobuf(decoder, reused, non_ascii.SerializeAsString(), &accepted);
+  EXPECT_FALSE(accepted);
+
+  v1::ResolveWeightPathRequest long_flag = base;
+  long_flag.mutable_profile()->add_cpu_flags(std::string(200, 'x'));  // two-byte length
+  ExpectSameAsProtobuf(decoder, reused, long_flag.SerializeAsString(), &accepted);
+  EXPECT_FALSE(accepted);
+
+  // Flags in two runs: the profile sent twice (protobuf merges the two).
+  v1::ResolveWeightPathRequest first;
+  first.mutable_profile()->add_cpu_flags("avx2");
+  v1::ResolveWeightPathRequest second = base;
+  ExpectSameAsProtobuf(decoder, reused, first.SerializeAsString() + second.SerializeAsString(),
+                       &accepted);
+  EXPECT_FALSE(accepted);
+
+  // After declining, the next ordinary request decodes cleanly.
+  ExpectSameAsProtobuf(decoder, reused, base.SerializeAsString(), &accepted);
+  EXPECT_TRUE(accepted);
+}
+
+TEST(RequestDecoderTest, FieldsInAnyOrderAndUnknownFieldsMatchProtobuf) {
+  const v1::ResolveWeightPathRequest base = MostFlags();
+  // Reversed top-level order, an unknown field (number 99), and the profile's
+  // flags after its other fields.
+  v1::ResolveWeightPathRequest tail = base;
+  tail.clear_profile();
+  v1::HardwareProfile flags_only;
+  *flags_only.mutable_cpu_flags() = base.profile().cpu_flags();
+  v1::HardwareProfile without_flags = base.profile();
+  without_flags.clear_cpu_flags();
+  const std::string profile_bytes = without_flags.SerializeAsString() + flags_only.SerializeAsString();
+  std::string wire;
+  wire += tail.SerializeAsString();
+  wire += std::string("\x9a\x06\x03", 3) + "abc";  // field 99, length 3
+  wire += "\x12";                                   // field 2 (profile), length-delimited
+  uint64_t length = profile_bytes.size();
+  while (length >= 0x80) {
+    wire.push_back(static_cast<char>(length | 0x80));
+    length >>= 7;
+  }
+  wire.push_back(static_cast<char>(length));
+  wire += profile_bytes;
+
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  bool accepted = false;
+  ExpectSameAsProtobuf(decoder, reused, wire, &accepted);
+  EXPECT_TRUE(accepted);
+}
+
+TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
+  const std::vector<v1::ResolveWeightPathRequest> requests = ExampleRequests();
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  std::mt19937 random(11);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string wire = requests[trial % requests.size()].SerializeAsString();
+    const int edits = 1 + static_cast<int>(random() % 4);
+    for (int edit = 0; edit < edits; ++edit) {
+      switch (random() % 3) {
+        case 0:
+          wire[random() % wire.size()] = static_cast<char>(random());
+          break;
+        case 1:
+          wire.resize(random() % wire.size());
+          break;
+        default:
+          wire.insert(random() % (wire.size() + 1), 1, static_cast<char>(random()));
+      }
+      if (wire.empty()) break;
+    }
+    ExpectSameAsProtobuf(decoder, reused, wire);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "trial " << trial;
+      return;
+    }
+  }
+}
+
+TEST(ParseResolveRequestTest, RefusesGarbageAndKeepsProfilePresenceExact) {
+  ResolveScratch scratch;
+  const std::string garbage = "\xff\xff\xff";
+  grpc::Slice garbage_slice(garbage);
+  grpc::ByteBuffer garbage_bytes(&garbage_slice, 1);
+  const absl::Status refused = ParseResolveRequest(&garbage_bytes, &scratch);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("ResolveWeightPathRequest"), absl::string_view::npos);
+
+  v1::ResolveWeightPathRequest empty_profile;
+  empty_profile.set_device_id("d1");
+  empty_profile.mutable_profile();
+  const std::string wire = empty_profile.SerializeAsString();
+  grpc::Slice slice(wire);
+  grpc::ByteBuffer bytes(&slice, 1);
+  ASSERT_TRUE(ParseResolveRequest(&bytes, &scratch).ok());
+  EXPECT_TRUE(scratch.request.has_profile());
+  EXPECT_EQ(scratch.request.device_id(), "d1");
+
+  v1::ResolveWeightPathRequest no_profile;
+  no_profile.set_device_id("d2");
+  const std::string no_profile_wire = no_profile.SerializeAsString();
+  grpc::Slice no_profile_slice(no_profile_wire);
+  grpc::ByteBuffer no_profile_bytes(&no_profile_slice, 1);
+  ASSERT_TRUE(ParseResolveRequest(&no_profile_bytes, &scratch).ok());
+  EXPECT_FALSE(scratch.request.has_profile());
+  EXPECT_EQ(scratch.request.device_id(), "d2");
+}
+
+}  // namespace
+}  // namespace weightpath::server
