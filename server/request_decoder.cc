@@ -11,9 +11,9 @@ constexpr int kProfileCpuFlagsField = 3;  // HardwareProfile.cpu_flags
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
-// A flag's tag and length take one byte each unless it is longer than 127
-// bytes; longer ones are not in a run and make the decoder decline.
-constexpr auto kFlagTag = static_cast<uint8_t>(kProfileCpuFlagsField << 3 | kLengthDelimited);
+constexpr int kProfileClustersField = 6;  // HardwareProfile.clusters
+
+constexpr uint8_t TagByte(int field) { return static_cast<uint8_t>(field << 3 | 2); }
 
 // Reads a varint at `*pos`; false when truncated or longer than ten bytes.
 bool ReadVarint(absl::string_view wire, size_t* pos, uint64_t* value) {
@@ -68,17 +68,115 @@ bool NextField(absl::string_view wire, size_t* pos, Field* field) {
   }
 }
 
-// The end of the run of short flag fields starting at `start`; `start` when
-// the bytes there are malformed.
-size_t FlagRunEnd(absl::string_view wire, size_t start) {
+// The end of the run of length-delimited fields with one-byte tag `tag`
+// starting at `start`; `start` when a length there is malformed.
+size_t RunEnd(absl::string_view wire, size_t start, uint8_t tag) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(wire.data());
   size_t pos = start;
-  while (wire.size() - pos >= 2 && bytes[pos] == kFlagTag && bytes[pos + 1] < 0x80) {
-    const size_t length = bytes[pos + 1];
-    if (length > wire.size() - pos - 2) return start;
-    pos += 2 + length;
+  while (pos < wire.size() && bytes[pos] == tag) {
+    size_t next = pos + 1;
+    uint64_t length = 0;
+    if (next < wire.size() && bytes[next] < 0x80) {  // every flag: a one-byte length
+      length = bytes[next++];
+    } else if (!ReadVarint(wire, &next, &length)) {
+      return start;
+    }
+    if (length > wire.size() - next) return start;
+    pos = next + length;
   }
   return pos;
+}
+
+// Calls `each` with every element's bytes in a run RunEnd accepted.
+template <typename Each>
+bool ForEachInRun(absl::string_view run, Each each) {
+  for (size_t pos = 0; pos < run.size();) {
+    size_t next = pos + 1;
+    uint64_t length = 0;
+    ReadVarint(run, &next, &length);
+    if (!each(run.substr(next, length))) return false;
+    pos = next + length;
+  }
+  return true;
+}
+
+bool ParseElement(absl::string_view bytes, std::string* flag) {
+  uint8_t seen = 0;
+  for (const char c : bytes) seen |= static_cast<uint8_t>(c);
+  if ((seen & 0x80) != 0) return false;  // protobuf decides on UTF-8
+  flag->append(bytes.data(), bytes.size());  // a cleared string: capacity kept
+  return true;
+}
+
+bool ParseElement(absl::string_view bytes, v1::CpuCluster* cluster) {
+  return cluster->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+}  // namespace
+
+template <typename Element>
+google::protobuf::RepeatedPtrField<Element>* KeptRuns<Element>::Find(absl::string_view run) {
+  for (Entry& entry : entries_) {
+    if (entry.wire.size() == run.size() &&
+        std::memcmp(entry.wire.data(), run.data(), run.size()) == 0) {
+      return &entry.elements;
+    }
+  }
+  Entry& entry = entries_[next_victim_];
+  next_victim_ = (next_victim_ + 1) % kEntries;
+  entry.wire.clear();
+  entry.elements.Clear();  // keeps the elements for Add() to reuse
+  if (!ForEachInRun(run, [&](absl::string_view bytes) {
+        return ParseElement(bytes, entry.elements.Add());
+      })) {
+    entry.elements.Clear();
+    return nullptr;
+  }
+  entry.wire.assign(run.data(), run.size());
+  return &entry.elements;
+}
+
+template <typename Element>
+void KeptRuns<Element>::Lend(google::protobuf::RepeatedPtrField<Element>* elements,
+                             google::protobuf::RepeatedPtrField<Element>* field) {
+  for (int i = 0; i < kEntries; ++i) {
+    if (&entries_[i].elements == elements) lent_ = i;
+  }
+  elements->Swap(field);
+}
+
+template <typename Element>
+void KeptRuns<Element>::Return(google::protobuf::RepeatedPtrField<Element>* field) {
+  if (lent_ < 0) return;
+  entries_[lent_].elements.Swap(field);
+  lent_ = -1;
+}
+
+template <typename Element>
+int KeptRuns<Element>::size() const {
+  int kept = 0;
+  for (const Entry& entry : entries_) kept += entry.wire.empty() ? 0 : 1;
+  return kept;
+}
+
+template class KeptRuns<std::string>;
+template class KeptRuns<v1::CpuCluster>;
+
+namespace {
+
+// Finds or parses the run at `*pos` and lends it to `field`; false to
+// decline (a second run of the same field, a malformed one).
+template <typename Element>
+bool TakeRun(absl::string_view wire, size_t* pos, uint8_t tag, KeptRuns<Element>* kept,
+             google::protobuf::RepeatedPtrField<Element>* field) {
+  if (kept->lent()) return false;  // one run per request; more are protobuf's
+  const size_t end = RunEnd(wire, *pos, tag);
+  if (end == *pos) return false;
+  google::protobuf::RepeatedPtrField<Element>* elements = kept->Find(wire.substr(*pos, end - *pos));
+  if (elements == nullptr) return false;
+  kept->Lend(elements, field);
+  *pos = end;
+  return true;
 }
 
 }  // namespace
@@ -89,67 +187,31 @@ void RequestDecoder::Reset(v1::ResolveWeightPathRequest* request) {
   v1::HardwareProfile* profile = request->release_profile();
   request->Clear();
   if (profile == nullptr) profile = new v1::HardwareProfile();
-  if (lent_ >= 0) {
-    flag_lists_[lent_].flags.Swap(profile->mutable_cpu_flags());
-    lent_ = -1;
-  }
+  flags_.Return(profile->mutable_cpu_flags());
+  clusters_.Return(profile->mutable_clusters());
   profile->Clear();
   request->set_allocated_profile(profile);
 }
 
-int RequestDecoder::cached_flag_lists() const {
-  int cached = 0;
-  for (const FlagList& list : flag_lists_) cached += list.wire.empty() ? 0 : 1;
-  return cached;
-}
-
-RequestDecoder::FlagList* RequestDecoder::FlagsFor(absl::string_view run) {
-  for (FlagList& list : flag_lists_) {
-    if (list.wire.size() == run.size() && std::memcmp(list.wire.data(), run.data(), run.size()) == 0) {
-      return &list;
-    }
-  }
-  FlagList& list = flag_lists_[next_victim_];
-  next_victim_ = (next_victim_ + 1) % kCachedFlagLists;
-  list.wire.clear();
-  list.flags.Clear();  // keeps the strings for Add() to reuse
-  const auto* bytes = reinterpret_cast<const uint8_t*>(run.data());
-  for (size_t pos = 0; pos < run.size();) {
-    const size_t length = bytes[pos + 1];
-    const uint8_t* flag = bytes + pos + 2;
-    uint8_t seen = 0;
-    for (size_t i = 0; i < length; ++i) seen |= flag[i];
-    if ((seen & 0x80) != 0) {  // protobuf decides on UTF-8
-      list.flags.Clear();
-      return nullptr;
-    }
-    list.flags.Add()->append(reinterpret_cast<const char*>(flag), length);
-    pos += 2 + length;
-  }
-  list.wire.assign(run.data(), run.size());
-  return &list;
-}
-
 bool RequestDecoder::SplitProfile(absl::string_view wire, v1::HardwareProfile* profile) {
+  constexpr uint8_t kFlagTag = TagByte(kProfileCpuFlagsField);
+  constexpr uint8_t kClusterTag = TagByte(kProfileClustersField);
   size_t pos = 0;
   Field field;
   while (pos < wire.size()) {
-    if (static_cast<uint8_t>(wire[pos]) == kFlagTag) {
-      // One run per request: a second one, or a profile sent twice, is
-      // left to protobuf.
-      if (lent_ >= 0) return false;
-      const size_t run_end = FlagRunEnd(wire, pos);
-      if (run_end == pos) return false;
-      FlagList* list = FlagsFor(wire.substr(pos, run_end - pos));
-      if (list == nullptr) return false;
-      list->flags.Swap(profile->mutable_cpu_flags());
-      lent_ = static_cast<int>(list - flag_lists_.data());
-      pos = run_end;
+    const auto tag = static_cast<uint8_t>(wire[pos]);
+    if (tag == kFlagTag) {
+      if (!TakeRun(wire, &pos, kFlagTag, &flags_, profile->mutable_cpu_flags())) return false;
+      continue;
+    }
+    if (tag == kClusterTag) {
+      if (!TakeRun(wire, &pos, kClusterTag, &clusters_, profile->mutable_clusters())) return false;
       continue;
     }
     if (!NextField(wire, &pos, &field)) return false;
-    // A flag not in the run form (one longer than 127 bytes).
-    if (field.number == kProfileCpuFlagsField) return false;
+    // Same field numbers under a tag of more than one byte (never written by
+    // a protobuf encoder, but valid) go to protobuf.
+    if (field.number == kProfileCpuFlagsField || field.number == kProfileClustersField) return false;
     profile_rest_.append(wire.data() + field.start, pos - field.start);
   }
   return true;

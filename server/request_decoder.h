@@ -1,17 +1,19 @@
 // A decoder for ResolveWeightPathRequest that gives exactly the message
-// protobuf's parser gives, at a fraction of the cost for the field that
-// dominates a request: the profile's hundred-odd CPU flags.
+// protobuf's parser gives, at a fraction of the cost for the fields that
+// dominate a request: the profile's hundred-odd CPU flags and its CPU
+// clusters (a list of every logical CPU).
 //
-// A fleet has few distinct flag lists (one per CPU model and kernel), and a
-// list arrives as one run of consecutive fields. Each thread keeps the last
-// few runs it decoded, as wire bytes next to the parsed strings; a run equal
-// to a kept one lends its strings to the request instead of being parsed
-// again. A new run is parsed once, with one tight ASCII check per flag.
+// A fleet has few distinct flag and cluster lists (one per CPU model and
+// kernel), and each list arrives as one run of consecutive fields. Each
+// thread keeps the last few runs it decoded, as wire bytes next to the parsed
+// elements; a run equal to a kept one lends its elements to the request
+// instead of being parsed again. A new flag run is parsed once, with one
+// tight ASCII check per flag.
 // Every other field, known or unknown, is gathered as its wire bytes and
 // handed to protobuf's parser, which the wire format allows: fields may come
 // in any order and repeated fields append.
 //
-// Anything unusual (a non-ASCII flag, flags not in one run, groups, a
+// Anything unusual (a non-ASCII flag, a list not in one run, groups, a
 // malformed length) makes the decoder decline, and the caller parses the
 // whole message with protobuf, so what is accepted and what is refused never
 // differs from protobuf.
@@ -25,6 +27,34 @@
 
 namespace weightpath::server {
 
+// The last few runs of one repeated field, as wire bytes next to the parsed
+// elements, lent to a request whose run is byte for byte the same.
+template <typename Element>
+class KeptRuns {
+ public:
+  // The entry for `run`, parsed when new; nullptr when an element is not
+  // something the decoder decides on (see ParseElement).
+  google::protobuf::RepeatedPtrField<Element>* Find(absl::string_view run);
+  // Swaps the entry's elements into `field` until Return.
+  void Lend(google::protobuf::RepeatedPtrField<Element>* entry,
+            google::protobuf::RepeatedPtrField<Element>* field);
+  void Return(google::protobuf::RepeatedPtrField<Element>* field);
+  bool lent() const { return lent_ >= 0; }
+  int size() const;
+
+ private:
+  // Enough for the hardware one server sees from a thread in a while;
+  // bounded so a fleet of odd devices cannot grow it.
+  static constexpr int kEntries = 8;
+  struct Entry {
+    std::string wire;  // the run, tags and lengths included
+    google::protobuf::RepeatedPtrField<Element> elements;
+  };
+  std::array<Entry, kEntries> entries_;
+  int next_victim_ = 0;
+  int lent_ = -1;
+};
+
 class RequestDecoder {
  public:
   RequestDecoder() = default;
@@ -33,33 +63,23 @@ class RequestDecoder {
 
   // Empties `request` for the next decode, keeping its profile and every
   // string it holds allocated. Always call it before Decode, with the same
-  // request each time: a lent flag list goes back to its cache entry here.
+  // request each time: lent runs go back to their entries here.
   void Reset(v1::ResolveWeightPathRequest* request);
 
   // false: declined (request contents unspecified; Reset before reuse).
   bool Decode(absl::string_view wire, v1::ResolveWeightPathRequest* request);
 
-  // Flag lists kept; for tests and the benchmark.
-  int cached_flag_lists() const;
+  // Flag lists and cluster lists kept; for tests and the benchmark.
+  int cached_flag_lists() const { return flags_.size(); }
+  int cached_cluster_lists() const { return clusters_.size(); }
 
  private:
-  struct FlagList {
-    std::string wire;  // the run of cpu_flags fields, tag and length included
-    google::protobuf::RepeatedPtrField<std::string> flags;
-  };
-  // Enough for the CPU models one server sees from a thread in a while;
-  // bounded so a fleet of odd devices cannot grow it.
-  static constexpr int kCachedFlagLists = 8;
-
   bool SplitProfile(absl::string_view wire, v1::HardwareProfile* profile);
-  // The list for the run `run` of flag fields, parsed or found.
-  FlagList* FlagsFor(absl::string_view run);
 
-  std::array<FlagList, kCachedFlagLists> flag_lists_;
-  int next_victim_ = 0;
-  int lent_ = -1;  // the entry whose strings the request holds now
+  KeptRuns<std::string> flags_;
+  KeptRuns<v1::CpuCluster> clusters_;
   std::string request_rest_;  // top-level fields other than the profile
-  std::string profile_rest_;  // profile fields other than cpu_flags
+  std::string profile_rest_;  // profile fields other than the kept runs
 };
 
 }  // namespace weightpath::server

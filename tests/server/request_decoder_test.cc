@@ -45,6 +45,15 @@ std::vector<v1::ResolveWeightPathRequest> ExampleRequests() {
   return requests;
 }
 
+// The example with the longest flag list.
+v1::ResolveWeightPathRequest MostFlags() {
+  v1::ResolveWeightPathRequest most;
+  for (const v1::ResolveWeightPathRequest& request : ExampleRequests()) {
+    if (request.profile().cpu_flags_size() > most.profile().cpu_flags_size()) most = request;
+  }
+  return most;
+}
+
 // Decodes with the decoder and with protobuf; the decoder may decline, but
 // when it accepts, protobuf must accept the same message.
 void ExpectSameAsProtobuf(RequestDecoder& decoder, v1::ResolveWeightPathRequest& reused,
@@ -71,6 +80,20 @@ TEST(RequestDecoderTest, EveryExampleProfileDecodesAsProtobufParsesIt) {
   }
 }
 
+TEST(RequestDecoderTest, LongFlagsAndBigClustersTakeTheFastPath) {
+  v1::ResolveWeightPathRequest request = MostFlags();
+  request.mutable_profile()->add_cpu_flags(std::string(200, 'x'));  // two-byte length
+  v1::CpuCluster* cluster = request.mutable_profile()->add_clusters();
+  cluster->set_max_khz(1'000'000'000'000ull);
+  for (uint32_t cpu = 0; cpu < 2000; ++cpu) cluster->add_cpus(cpu * 1000);
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  bool accepted = false;
+  ExpectSameAsProtobuf(decoder, reused, request.SerializeAsString(), &accepted);
+  EXPECT_TRUE(accepted);
+  EXPECT_EQ(decoder.cached_cluster_lists(), 1);
+}
+
 TEST(RequestDecoderTest, AlternatingFlagListsNeverLeakIntoEachOther) {
   // More distinct lists than the cache keeps, in an order that reuses and
   // evicts entries, each checked against protobuf.
@@ -78,6 +101,7 @@ TEST(RequestDecoderTest, AlternatingFlagListsNeverLeakIntoEachOther) {
   for (int variant = 0; variant < 6; ++variant) {
     v1::ResolveWeightPathRequest extra = requests[variant % 2];
     extra.mutable_profile()->add_cpu_flags(absl::StrCat("extra_flag_", variant));
+    extra.mutable_profile()->add_clusters()->add_cpus(static_cast<uint32_t>(1000 + variant));
     requests.push_back(std::move(extra));
   }
   RequestDecoder decoder;
@@ -88,15 +112,7 @@ TEST(RequestDecoderTest, AlternatingFlagListsNeverLeakIntoEachOther) {
     ExpectSameAsProtobuf(decoder, reused, request.SerializeAsString());
   }
   EXPECT_EQ(decoder.cached_flag_lists(), 8);
-}
-
-// The example with the longest flag list.
-v1::ResolveWeightPathRequest MostFlags() {
-  v1::ResolveWeightPathRequest most;
-  for (const v1::ResolveWeightPathRequest& request : ExampleRequests()) {
-    if (request.profile().cpu_flags_size() > most.profile().cpu_flags_size()) most = request;
-  }
-  return most;
+  EXPECT_EQ(decoder.cached_cluster_lists(), 8);
 }
 
 TEST(RequestDecoderTest, DeclinesWhatOnlyProtobufShouldJudge) {
@@ -110,9 +126,19 @@ TEST(RequestDecoderTest, DeclinesWhatOnlyProtobufShouldJudge) {
   ExpectSameAsProtobuf(decoder, reused, non_ascii.SerializeAsString(), &accepted);
   EXPECT_FALSE(accepted);
 
-  v1::ResolveWeightPathRequest long_flag = base;
-  long_flag.mutable_profile()->add_cpu_flags(std::string(200, 'x'));  // two-byte length
-  ExpectSameAsProtobuf(decoder, reused, long_flag.SerializeAsString(), &accepted);
+  // Flags and clusters split into two runs by another field: protobuf
+  // appends them; the decoder leaves that to it.
+  v1::HardwareProfile split;
+  split.add_cpu_flags("avx2");
+  split.add_clusters()->add_cpus(0);
+  split.set_arch("x86_64");
+  std::string split_profile = split.SerializeAsString() + split.SerializeAsString();
+  v1::ResolveWeightPathRequest holder;
+  holder.set_device_id("d1");
+  std::string split_wire = holder.SerializeAsString() + "\x12";
+  split_wire.push_back(static_cast<char>(split_profile.size()));
+  split_wire += split_profile;
+  ExpectSameAsProtobuf(decoder, reused, split_wire, &accepted);
   EXPECT_FALSE(accepted);
 
   // Flags in two runs: the profile sent twice (protobuf merges the two).
