@@ -14,7 +14,10 @@ absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratc
   const bool have_bytes =
       bytes->TrySingleSlice(&contiguous).ok() || bytes->DumpToSingleSlice(&contiguous).ok();
   bytes->Clear();
-  if (!have_bytes) return absl::InvalidArgumentError("request: the message could not be read");
+  if (!have_bytes) {
+    scratch->decoder.Reset(&scratch->request);
+    return absl::InvalidArgumentError("request: the message could not be read");
+  }
   const absl::string_view wire(reinterpret_cast<const char*>(contiguous.begin()), contiguous.size());
 
   v1::ResolveWeightPathRequest* request = &scratch->request;
@@ -28,6 +31,9 @@ absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratc
     parsed = request->MergeFromString(std::string(wire));
   }
   if (!parsed) {
+    // Whatever the failed parse left (a device_id, say) must not be taken
+    // for the request's, in the log or anywhere else.
+    decoder.Reset(request);
     return absl::InvalidArgumentError(
         "request: the message is not a valid weightpath.v1.ResolveWeightPathRequest");
   }

@@ -35,6 +35,14 @@ WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetr
 grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* request_bytes,
                                                                grpc::ByteBuffer* response_bytes) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!request_bytes->Valid()) {
+    // The call ended before its message arrived (the client reset the
+    // stream). A typed handler is never called for one; answer as gRPC
+    // does there and leave the resolve counters and the log alone.
+    reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "No payload"));
+    return reactor;
+  }
   const auto started = std::chrono::steady_clock::now();
   ResolveScratch& scratch = ThreadResolveScratch();
   ResolveSummary summary;
@@ -55,8 +63,6 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
   }
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
-
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

@@ -215,12 +215,22 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
 
 TEST(ParseResolveRequestTest, RefusesGarbageAndKeepsProfilePresenceExact) {
   ResolveScratch scratch;
-  const std::string garbage = "\xff\xff\xff";
+  // A good request first, so a failed parse could leave its id behind.
+  v1::ResolveWeightPathRequest good = MostFlags();
+  const std::string good_wire = good.SerializeAsString();
+  grpc::Slice good_slice(good_wire);
+  grpc::ByteBuffer good_bytes(&good_slice, 1);
+  ASSERT_TRUE(ParseResolveRequest(&good_bytes, &scratch).ok());
+  // A valid start (device_id "d9") followed by bytes no parser accepts.
+  const std::string garbage = std::string("\x0a\x02" "d9", 4) + "\xff\xff\xff";
   grpc::Slice garbage_slice(garbage);
   grpc::ByteBuffer garbage_bytes(&garbage_slice, 1);
   const absl::Status refused = ParseResolveRequest(&garbage_bytes, &scratch);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("ResolveWeightPathRequest"), absl::string_view::npos);
+  // Nothing of either request is left to be logged as this call's.
+  EXPECT_EQ(scratch.request.device_id(), "");
+  EXPECT_EQ(scratch.request.profile().cpu_flags_size(), 0);
 
   v1::ResolveWeightPathRequest empty_profile;
   empty_profile.set_device_id("d1");
