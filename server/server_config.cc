@@ -48,6 +48,10 @@ ABSL_FLAG(absl::Duration, devices_seen_window, absl::Hours(24),
 ABSL_FLAG(absl::Duration, fleet_refresh_interval, absl::Seconds(5),
           "How often the in-memory verification matrix and the devices-seen gauge are re-read "
           "from the store (an accepted measurement refreshes at once)");
+ABSL_FLAG(int64_t, registry_queue_capacity, 10000,
+          "Device records waiting for the registry; when full a resolve is still answered and "
+          "its record dropped (counted in weightpath_fleet_records_dropped_total)");
+ABSL_FLAG(int64_t, registry_batch_size, 500, "Device records written to the registry per transaction");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
 ABSL_FLAG(std::string, admin_identity, "",
@@ -63,7 +67,8 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "admin_token_file", "admin_identity"};
+    "fleet_refresh_interval", "registry_queue_capacity", "registry_batch_size",
+    "admin_token_file", "admin_identity"};
 
 bool IsConfigurable(absl::string_view name) {
   for (absl::string_view known : kConfigurableFlags) {
@@ -157,6 +162,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.regression_fraction = absl::GetFlag(FLAGS_regression_fraction);
   config.devices_seen_window = absl::GetFlag(FLAGS_devices_seen_window);
   config.fleet_refresh_interval = absl::GetFlag(FLAGS_fleet_refresh_interval);
+  config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
+  config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
   RETURN_IF_ERROR(ValidateServerConfig(config));
@@ -201,6 +208,15 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (config.fleet_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--fleet_refresh_interval must be positive");
+  }
+  if (config.registry_queue_capacity < 1 || config.registry_queue_capacity > 10'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--registry_queue_capacity=",
+                                                   config.registry_queue_capacity,
+                                                   " must be between 1 and 10000000"));
+  }
+  if (config.registry_batch_size < 1 || config.registry_batch_size > config.registry_queue_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat("--registry_batch_size=", config.registry_batch_size,
+                                                   " must be between 1 and --registry_queue_capacity"));
   }
   return absl::OkStatus();
 }

@@ -4,8 +4,8 @@
 // real: this test holds SQLite's write lock on the server's registry file,
 // so the flusher blocks in the store exactly as behind a stuck disk.
 //
-// The server has no flag for the queue's size, so the test overruns the
-// default capacity (store::WriteBehindOptions, which server.cc leaves as is).
+// The queue is made small with --registry_queue_capacity and
+// --registry_batch_size so a few hundred resolves overrun it.
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -18,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "store/write_behind.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
 
@@ -89,16 +88,19 @@ absl::StatusOr<WriteBehindMetrics> Scrape(const ServerProcess& server) {
 }
 
 TEST(FleetQueueFullTest, ResolvesStayOkAndEveryRecordNotInTheRegistryIsCounted) {
-  const store::WriteBehindOptions defaults;
+  constexpr int kCapacity = 300;
+  constexpr int kBatch = 50;
   // Accepted records are at most a full queue plus the batches the flusher
-  // takes while blocked, one max_batch per SQLite busy timeout (10 s): this
-  // many drops for certain unless resolving runs under 70 a second.
-  const int total = static_cast<int>(defaults.capacity + 4 * defaults.max_batch);
+  // takes while blocked, one batch per SQLite busy timeout (10 s): this many
+  // drops for certain unless resolving runs under 7 a second.
+  const int total = kCapacity + 4 * kBatch;
 
   TempDir dir;
   const std::string registry = dir.File("fleet.db");
   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-      ServerProcess::Start({"--store=sqlite:" + registry, "--fleet_refresh_interval=100ms"});
+      ServerProcess::Start({"--store=sqlite:" + registry, "--fleet_refresh_interval=100ms",
+                            absl::StrCat("--registry_queue_capacity=", kCapacity),
+                            absl::StrCat("--registry_batch_size=", kBatch)});
   ASSERT_TRUE(server.ok()) << server.status();
 
   RegistryFile file(registry);
@@ -134,7 +136,7 @@ TEST(FleetQueueFullTest, ResolvesStayOkAndEveryRecordNotInTheRegistryIsCounted) 
   EXPECT_GT(locked->dropped, 0);
   // Drops start only once the queue is full, so at least a queue's worth
   // was accepted.
-  EXPECT_LE(locked->dropped, total - static_cast<double>(defaults.capacity));
+  EXPECT_LE(locked->dropped, total - static_cast<double>(kCapacity));
   EXPECT_EQ(file.Count("SELECT count(*) FROM devices"), 0) << "written through our lock?";
 
   ASSERT_TRUE(file.Exec("COMMIT"));

@@ -106,6 +106,14 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
   config.shutdown_grace = absl::Seconds(-1);
   EXPECT_THAT(ValidateServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--shutdown_grace")));
+  config = ServerConfig();
+  config.registry_queue_capacity = 0;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--registry_queue_capacity=0")));
+  config = ServerConfig();
+  config.registry_batch_size = config.registry_queue_capacity + 1;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--registry_batch_size=10001")));
 }
 
 }  // namespace
