@@ -5,6 +5,8 @@
 # --store=none), and runs bench_fleet_resolve against them alternately
 # (A B A B ...). Prints each server's RSS afterwards. Deletes everything.
 #   usage: bench/fleet_run.sh [BUILD_DIR] [DEVICES] [ROUNDS] [ROUND_TIME] [CONCURRENCY]
+#   env: REGISTRY=FILE copies that registry (a bench_store --devices=DEVICES
+#        load kept from an earlier run) instead of loading a new one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -29,9 +31,14 @@ cleanup() {
 trap cleanup EXIT
 
 echo "machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== loading $devices devices into $work/fleet.db"
-"$build/bench/bench_store" --store="sqlite:$work/fleet.db" --devices="$devices" \
-  --measurements=1 --threads=1 | grep -iE "devices|size|upsert" || true
+if [[ -n "${REGISTRY:-}" ]]; then
+  echo "== copying the registry $REGISTRY ($devices devices)"
+  cp "$REGISTRY" "$work/fleet.db"
+else
+  echo "== loading $devices devices into $work/fleet.db"
+  "$build/bench/bench_store" --store="sqlite:$work/fleet.db" --devices="$devices" \
+    --measurements=1 --threads=1 | grep -iE "devices|size|upsert" || true
+fi
 
 start_server() {  # name, extra flags...
   local name=$1

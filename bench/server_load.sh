@@ -9,7 +9,7 @@
 #
 #   bench/server_load.sh SERVER_BINARY BODY_TOOL FLOOR_SERVER [PROFILE.json]
 #   env: DURATION (s per run, default 10), WARMUP (s, default 2),
-#        INFLIGHT ("1 16 64"), H2LOAD_THREADS (default 1)
+#        INFLIGHT ("1 16 64"), ROUNDS (per level, default 2), H2LOAD_THREADS (default 1)
 #
 # h2load counts HTTP 200 even for gRPC errors, so every resolve run is
 # checked against the server's own counters: all calls must be code OK.
@@ -24,6 +24,7 @@ duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 inflight_levels=${INFLIGHT:-1 16 64}
 threads=${H2LOAD_THREADS:-1}
+rounds=${ROUNDS:-2}
 
 work=$(mktemp -d)
 server_pid=
@@ -89,7 +90,7 @@ PY
 printf "%-8s %-8s %-4s %10s %8s %8s %10s %10s\n" inflight service run qps p50_us p99_us requests resp_B
 declare -A sum
 for inflight in $inflight_levels; do
-  for round in 1 2; do
+  for round in $(seq "$rounds"); do
     for service in resolve floor health; do
       if [[ $service == floor ]]; then
         read -r qps p50 p99 n data < <(run floor /weightpath.v1.WeightPath/ResolveWeightPath \
@@ -123,6 +124,6 @@ peak_rss=$(rss_kib VmHWM)
 echo
 for inflight in $inflight_levels; do
   r=${sum[resolve-$inflight]} f=${sum[floor-$inflight]} h=${sum[health-$inflight]}
-  python3 -c "print(f'inflight $inflight: resolve {$r/2:.0f} qps, floor {$f/2:.0f} qps, health {$h/2:.0f} qps; resolve/health {$r/$h:.3f}, resolve/floor {$r/$f:.3f}, floor/health {$f/$h:.3f}')"
+  python3 -c "print(f'inflight $inflight: resolve {$r/$rounds:.0f} qps, floor {$f/$rounds:.0f} qps, health {$h/$rounds:.0f} qps; resolve/health {$r/$h:.3f}, resolve/floor {$r/$f:.3f}, floor/health {$f/$h:.3f}')"
 done
 echo "server RSS: idle ${idle_rss} KiB, after load ${loaded_rss} KiB, peak ${peak_rss} KiB"

@@ -27,7 +27,8 @@ target_compile_definitions(rollout_server_tests PRIVATE
 target_link_libraries(rollout_server_tests PRIVATE
   weightpath_server_rollout weightpath_store_testing weightpath_testing prometheus-cpp::core)
 weightpath_warnings(rollout_server_tests)
-# One CTest test for the binary: it starts one PostgreSQL for all its cases.
+# One CTest test for the binary: one PostgreSQL (the run's shared one, or its own
+# under a plain ctest) for all its cases.
 add_test(NAME RolloutServer COMMAND rollout_server_tests)
 set_tests_properties(RolloutServer PROPERTIES TIMEOUT 240)
 
