@@ -88,7 +88,7 @@ PY
 }
 
 printf "%-8s %-8s %-4s %10s %8s %8s %10s %10s\n" inflight service run qps p50_us p99_us requests resp_B
-declare -A sum
+declare -A sum per_round
 for inflight in $inflight_levels; do
   for round in $(seq "$rounds"); do
     for service in resolve floor health; do
@@ -115,6 +115,7 @@ for inflight in $inflight_levels; do
       printf '%-8s %-8s %-4s %10s %8s %8s %10s %10s\n' "$inflight" "$service" "$round" "$qps" \
         "$p50" "$p99" "$n" "$data"
       sum[$service-$inflight]=$(( ${sum[$service-$inflight]:-0} + qps ))
+      per_round[$service-$inflight]+="$qps "
     done
   done
 done
@@ -123,7 +124,21 @@ peak_rss=$(rss_kib VmHWM)
 
 echo
 for inflight in $inflight_levels; do
-  r=${sum[resolve-$inflight]} f=${sum[floor-$inflight]} h=${sum[health-$inflight]}
-  python3 -c "print(f'inflight $inflight: resolve {$r/$rounds:.0f} qps, floor {$f/$rounds:.0f} qps, health {$h/$rounds:.0f} qps; resolve/health {$r/$h:.3f}, resolve/floor {$r/$f:.3f}, floor/health {$f/$h:.3f}')"
+  # The machine's speed drifts between rounds, so besides the ratio of the
+  # sums, the median of each round's own ratio (its three runs are adjacent).
+  python3 - "$inflight" "${per_round[resolve-$inflight]}" "${per_round[floor-$inflight]}" \
+    "${per_round[health-$inflight]}" <<'PY'
+import statistics, sys
+level = sys.argv[1]
+resolve, floor, health = ([float(x) for x in arg.split()] for arg in sys.argv[2:5])
+n = len(resolve)
+def ratios(a, b):
+    return f"sums {sum(a) / sum(b):.3f}, median of rounds {statistics.median(x / y for x, y in zip(a, b)):.3f}"
+print(f"inflight {level}: resolve {sum(resolve) / n:.0f} qps, floor {sum(floor) / n:.0f} qps, "
+      f"health {sum(health) / n:.0f} qps (means of {n} rounds)")
+print(f"  resolve/health: {ratios(resolve, health)}")
+print(f"  resolve/floor:  {ratios(resolve, floor)}")
+print(f"  floor/health:   {ratios(floor, health)}")
+PY
 done
 echo "server RSS: idle ${idle_rss} KiB, after load ${loaded_rss} KiB, peak ${peak_rss} KiB"

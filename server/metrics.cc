@@ -7,43 +7,9 @@
 #include "policy/hardware_class.h"
 
 namespace weightpath::server {
-namespace {
-
-// From 25 µs (a resolve on an idle server) to 100 ms (a wedged one).
-const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = {
-      0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-      0.0025,   0.005,   0.01,   0.025,   0.05,   0.1};
-  return buckets;
-}
-
-std::string PriorityLabel(int8_t priority) {
-  switch (priority) {
-    case v1::PRIORITY_SPEED: return "speed";
-    case v1::PRIORITY_FIDELITY: return "fidelity";
-    default: return "";
-  }
-}
-
-}  // namespace
-
-size_t ServerMetrics::ResolveKeyHash::operator()(const ResolveKeyView& key) const {
-  return absl::HashOf(key.hardware_class, key.path, key.priority, key.code);
-}
-
 ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
-      resolve_requests_(prometheus::BuildCounter()
-                            .Name("weightpath_resolve_requests_total")
-                            .Help("ResolveWeightPath calls by hardware class, path, effective "
-                                  "priority and gRPC status code")
-                            .Register(*registry_)),
-      resolve_duration_(prometheus::BuildHistogram()
-                            .Name("weightpath_resolve_duration_seconds")
-                            .Help("Time spent in the ResolveWeightPath handler, validation "
-                                  "included")
-                            .Register(*registry_)
-                            .Add({}, DurationBuckets())),
+      resolve_stats_(std::make_shared<ResolveStats>()),
       reloads_(prometheus::BuildCounter()
                    .Name("weightpath_policy_reloads_total")
                    .Help("Policy and catalog reloads by result; an error keeps the last "
@@ -110,38 +76,7 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
 }
 
 void ServerMetrics::RecordResolve(const ResolveSummary& summary, int code, double seconds) {
-  const ResolveKeyView key{
-      static_cast<int8_t>(summary.hardware_class ? static_cast<int>(*summary.hardware_class) : -1),
-      summary.path_name, static_cast<int8_t>(summary.effective_priority),
-      static_cast<int8_t>(code)};
-  ResolveCounter(key).Increment();
-  resolve_duration_.Observe(seconds);
-}
-
-prometheus::Counter& ServerMetrics::ResolveCounter(const ResolveKeyView& key) {
-  {
-    absl::ReaderMutexLock lock(&resolve_counters_mutex_);
-    auto it = resolve_counters_.find(key);
-    if (it != resolve_counters_.end()) return *it->second;
-  }
-  // First call with this label tuple: the set is small and bounded (classes
-  // x path names x priorities x codes), so children are never removed.
-  absl::MutexLock lock(&resolve_counters_mutex_);
-  auto it = resolve_counters_.find(key);
-  if (it != resolve_counters_.end()) return *it->second;
-  const std::string hardware_class =
-      key.hardware_class < 0
-          ? std::string()
-          : std::string(policy::HardwareClassName(
-                static_cast<policy::HardwareClass>(key.hardware_class)));
-  prometheus::Counter& counter = resolve_requests_.Add(
-      {{"hardware_class", hardware_class},
-       {"path", std::string(key.path)},
-       {"priority", PriorityLabel(key.priority)},
-       {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(key.code))}});
-  resolve_counters_.emplace(
-      ResolveKey{key.hardware_class, std::string(key.path), key.priority, key.code}, &counter);
-  return counter;
+  resolve_stats_->Record(summary, code, seconds);
 }
 
 void ServerMetrics::RecordReload(bool succeeded) {

@@ -1,6 +1,7 @@
 // Every metric the server exports, defined in one place. Families are built
-// once; the per-request path only looks up already-created children, so a
-// resolve never pays for Family::Add or label hashing inside prometheus-cpp.
+// once and children looked up, never added, on the paths that run often; the
+// two resolve metrics are per-thread shards summed at scrape time
+// (server/resolve_stats.h).
 #pragma once
 
 #include "absl/strings/string_view.h"
@@ -18,6 +19,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/resolve_stats.h"
 #include "server/resolver.h"
 #include "store/write_behind.h"
 
@@ -30,6 +32,9 @@ class ServerMetrics {
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+  // The resolve counters and latency (server/resolve_stats.h); whatever
+  // exposes registry() must expose this too.
+  const std::shared_ptr<ResolveStats>& resolve_stats() const { return resolve_stats_; }
 
   // `code` is an absl/gRPC status code number (they share the numbering).
   void RecordResolve(const ResolveSummary& summary, int code, double seconds);
@@ -50,55 +55,13 @@ class ServerMetrics {
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
 
  private:
-  // Label tuple of weightpath_resolve_requests_total; the view form lets a
-  // request look its counter up without building strings.
-  struct ResolveKey {
-    int8_t hardware_class;  // -1: not classified
-    std::string path;
-    int8_t priority;
-    int8_t code;
-  };
-  struct ResolveKeyView {
-    int8_t hardware_class;
-    absl::string_view path;
-    int8_t priority;
-    int8_t code;
-  };
-  struct ResolveKeyHash {
-    using is_transparent = void;
-    size_t operator()(const ResolveKeyView& key) const;
-    size_t operator()(const ResolveKey& key) const {
-      return (*this)(ResolveKeyView{key.hardware_class, key.path, key.priority, key.code});
-    }
-  };
-  struct ResolveKeyEq {
-    using is_transparent = void;
-    static ResolveKeyView View(const ResolveKey& key) {
-      return {key.hardware_class, key.path, key.priority, key.code};
-    }
-    static const ResolveKeyView& View(const ResolveKeyView& key) { return key; }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      const ResolveKeyView& x = View(a);
-      const ResolveKeyView& y = View(b);
-      return x.hardware_class == y.hardware_class && x.priority == y.priority &&
-             x.code == y.code && x.path == y.path;
-    }
-  };
-
-  prometheus::Counter& ResolveCounter(const ResolveKeyView& key);
-
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>& resolve_requests_;
-  prometheus::Histogram& resolve_duration_;
+  // Not in the registry: the exposer collects it next to it.
+  std::shared_ptr<ResolveStats> resolve_stats_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_succeeded_;
   prometheus::Counter& reloads_failed_;
   prometheus::Family<prometheus::Gauge>& policy_info_;
-
-  absl::Mutex resolve_counters_mutex_;
-  absl::flat_hash_map<ResolveKey, prometheus::Counter*, ResolveKeyHash, ResolveKeyEq>
-      resolve_counters_ ABSL_GUARDED_BY(resolve_counters_mutex_);
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;

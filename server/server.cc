@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
         absl::StrCat("--metrics_listen=", config.metrics_listen, ": cannot listen: ", e.what()));
   }
   server->exposer_->RegisterCollectable(server->registry_);
+  server->exposer_->RegisterCollectable(server->metrics_->resolve_stats());
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_address_ =
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());

@@ -1,6 +1,8 @@
 # The resolve hot path in-process: the request decoder against protobuf's
-# parser, and the cached response encoding against Resolve.
+# parser, the cached response encoding against Resolve, and the per-thread
+# resolve metrics.
 weightpath_server_suite(server_hot_path_tests
   ${CMAKE_CURRENT_LIST_DIR}/request_decoder_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/response_cache_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/response_cache_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/resolve_stats_test.cc)
 target_link_libraries(server_hot_path_tests PRIVATE weightpath_server_lib)
