@@ -48,6 +48,10 @@ std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
   return key;
 }
 
+namespace {
+std::atomic<uint64_t> next_fleet_state_id{1};
+}  // namespace
+
 FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,
                        const SnapshotHolder* snapshots, ServerMetrics* metrics)
     : store_(std::move(store)),
@@ -55,7 +59,38 @@ FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions op
       snapshots_(snapshots),
       metrics_(metrics),
       write_behind_([this](const std::vector<v1::Device>& batch) { return store_->UpsertDevices(batch); },
-                    options_.write_behind) {}
+                    options_.write_behind),
+      instance_id_(next_fleet_state_id.fetch_add(1)),
+      evidence_(std::make_shared<const Evidence>()) {}
+
+void FleetState::PublishEvidence(std::shared_ptr<const Evidence> next) {
+  std::shared_ptr<const Evidence> previous;
+  {
+    absl::MutexLock lock(&evidence_mutex_);
+    previous = std::exchange(evidence_, std::move(next));
+    evidence_generation_.fetch_add(1, std::memory_order_release);
+  }
+  // `previous` goes here, outside the lock; threads still holding it let go
+  // at their next resolve.
+}
+
+const FleetState::Evidence& FleetState::CurrentEvidence() const {
+  struct ThreadCopy {
+    uint64_t instance = 0;
+    uint64_t generation = 0;
+    std::shared_ptr<const Evidence> evidence;
+  };
+  thread_local ThreadCopy copy;
+  const uint64_t generation = evidence_generation_.load(std::memory_order_acquire);
+  if (copy.instance != instance_id_ || copy.generation != generation) {
+    absl::ReaderMutexLock lock(&evidence_mutex_);
+    copy.evidence = evidence_;
+    copy.instance = instance_id_;
+    // Read under the lock so pointer and generation belong together.
+    copy.generation = evidence_generation_.load(std::memory_order_relaxed);
+  }
+  return *copy.evidence;
+}
 
 FleetState::~FleetState() { Shutdown(); }
 
@@ -94,9 +129,8 @@ void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
 
 void FleetState::ApplyVerification(std::string_view path, std::string_view hardware_class,
                                    std::string_view cpu_model, v1::WeightPathSpec* spec) const {
-  const std::string key = EvidenceKey(path, hardware_class, cpu_model);
-  absl::ReaderMutexLock lock(&evidence_mutex_);
-  if (!evidence_.store_up) {
+  const Evidence& evidence = CurrentEvidence();
+  if (!evidence.store_up) {
     // `verified` keeps the policy's flag the resolver set.
     v1::Verification* verification = spec->mutable_verification();
     verification->set_source(v1::Verification::SOURCE_UNAVAILABLE);
@@ -106,8 +140,9 @@ void FleetState::ApplyVerification(std::string_view path, std::string_view hardw
                      spec->verified() ? "measured" : "not measured", ")"));
     return;
   }
-  auto found = evidence_.cells.find(key);
-  if (found == evidence_.cells.end()) return;  // no reports: the policy's answer stands
+  if (evidence.cells.empty()) return;  // no reports anywhere: the policy's answer stands
+  auto found = evidence.cells.find(EvidenceKey(path, hardware_class, cpu_model));
+  if (found == evidence.cells.end()) return;
   spec->set_verified(found->second.verified);
   *spec->mutable_verification() = found->second.verification;
 }
@@ -169,15 +204,20 @@ absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix
   return response;
 }
 
-bool FleetState::store_up() const {
-  absl::ReaderMutexLock lock(&evidence_mutex_);
-  return evidence_.store_up;
-}
+bool FleetState::store_up() const { return CurrentEvidence().store_up; }
 
 void FleetState::MarkStore(bool up) {
+  std::shared_ptr<const Evidence> previous;
   {
+    // Copy, change and publish in one critical section so a concurrent
+    // refresh's cells are never replaced by an older copy.
     absl::MutexLock lock(&evidence_mutex_);
-    evidence_.store_up = up;
+    if (evidence_->store_up != up) {
+      auto next = std::make_shared<Evidence>(*evidence_);
+      next->store_up = up;
+      previous = std::exchange(evidence_, std::move(next));
+      evidence_generation_.fetch_add(1, std::memory_order_release);
+    }
   }
   metrics_->SetStoreUp(up);
   std::lock_guard lock(health_mutex_);
@@ -211,7 +251,7 @@ void FleetState::RefreshNow() {
     return;
   }
 
-  Evidence next;
+  auto next = std::make_shared<Evidence>();
   std::map<std::pair<std::string, std::string>, bool> path_verified;
   for (const store::PathExpectation& expectation : expectations) {
     if (expectation.hardware_class.empty()) continue;
@@ -222,15 +262,12 @@ void FleetState::RefreshNow() {
     store::DeviceVerification verification;
     verification.verified = cell.verified();
     verification.verification = cell.verification();
-    next.cells.emplace(EvidenceKey(cell.path(), cell.hardware_class(), cell.cpu_model()),
-                       std::move(verification));
+    next->cells.emplace(EvidenceKey(cell.path(), cell.hardware_class(), cell.cpu_model()),
+                        std::move(verification));
     bool& verified = path_verified[{cell.hardware_class(), cell.path()}];
     verified = verified || cell.verified();
   }
-  {
-    absl::MutexLock lock(&evidence_mutex_);
-    evidence_ = std::move(next);
-  }
+  PublishEvidence(std::move(next));
   metrics_->SetDevicesSeen(*seen);
   metrics_->SetPathVerified(path_verified);
   MarkStore(true);

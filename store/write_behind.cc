@@ -31,14 +31,19 @@ bool DeviceWriteBehind::TryEnqueue(v1::Device record) {
 
 size_t DeviceWriteBehind::FlushOnce() {
   std::lock_guard flush_lock(flush_mutex_);
-  std::vector<v1::Device> taken;
+  std::deque<v1::Device> taken;
   {
+    // Resolving threads wait on this lock to enqueue: take a whole queue by
+    // swapping it (constant time), and move records one by one only when
+    // more than a batch is waiting.
     std::lock_guard lock(queue_mutex_);
-    const size_t count = std::min(queue_.size(), options_.max_batch);
-    taken.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      taken.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+    if (queue_.size() <= options_.max_batch) {
+      taken.swap(queue_);
+    } else {
+      for (size_t i = 0; i < options_.max_batch; ++i) {
+        taken.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
     }
   }
   if (taken.empty()) return 0;
