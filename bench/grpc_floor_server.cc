@@ -9,14 +9,12 @@
 // Prints "listening grpc=HOST:PORT" once serving; stops on SIGTERM/SIGINT.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "policy/profile_json.h"
+#include "bench/bench_request.h"
 #include "server/config_watcher.h"
 #include "server/resolver.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -54,12 +52,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PROFILE.json [HOST:PORT]\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
-  std::stringstream json;
-  json << in.rdbuf();
-  auto profile = weightpath::policy::ParseProfileJson(json.str(), argv[1]);
-  if (!in || !profile.ok()) {
-    std::fprintf(stderr, "%s: cannot read profile\n", argv[1]);
+  absl::StatusOr<weightpath::v1::ResolveWeightPathRequest> request =
+      weightpath::bench::BenchResolveRequest(argv[1]);
+  if (!request.ok()) {
+    std::fprintf(stderr, "cannot read the profile: %s\n", request.status().ToString().c_str());
     return 1;
   }
   auto snapshot = weightpath::server::LoadSnapshot({});
@@ -67,12 +63,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "embedded defaults: %s\n", std::string(snapshot.status().message()).c_str());
     return 1;
   }
-  weightpath::v1::ResolveWeightPathRequest request;
-  request.set_device_id("bench-device-0001");
-  *request.mutable_profile() = *profile;
   weightpath::v1::ResolveWeightPathResponse response;
   weightpath::server::ResolveSummary summary;
-  const absl::Status resolved = weightpath::server::Resolve(request, **snapshot, &response, &summary);
+  const absl::Status resolved = weightpath::server::Resolve(*request, **snapshot, &response, &summary);
   if (!resolved.ok()) {
     std::fprintf(stderr, "%s: %s\n", argv[1], std::string(resolved.message()).c_str());
     return 1;

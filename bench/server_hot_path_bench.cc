@@ -4,14 +4,12 @@
 // response is produced. The *_Protobuf cases are the straightforward way a
 // typed handler does it, kept as the reference the hot path is measured
 // against. Figures go to bench/RESULTS-server.md.
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "benchmark/benchmark.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
-#include "policy/profile_json.h"
+#include "bench/bench_request.h"
 #include "server/config_watcher.h"
 #include "server/request_validation.h"
 #include "server/resolve_wire.h"
@@ -22,17 +20,7 @@ namespace weightpath::server {
 namespace {
 
 v1::ResolveWeightPathRequest ExampleRequest() {
-  const std::string path = WEIGHTPATH_EXAMPLE_PROFILES_DIR "/intel-sapphire-rapids.json";
-  std::ifstream in(path);
-  std::stringstream json;
-  json << in.rdbuf();
-  v1::ResolveWeightPathRequest request;
-  request.set_device_id("bench-device-0001");
-  *request.mutable_profile() = *policy::ParseProfileJson(json.str(), path);
-  request.set_priority(v1::PRIORITY_SPEED);
-  (*request.mutable_labels())["workload"] = "agentic";
-  request.set_agent_version("bench");
-  return request;
+  return *bench::BenchResolveRequest(WEIGHTPATH_EXAMPLE_PROFILES_DIR "/intel-sapphire-rapids.json");
 }
 
 const std::string& RequestWire() {

@@ -4,11 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "grpc/health/v1/health.pb.h"
-#include "policy/profile_json.h"
+#include "bench/bench_request.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace {
@@ -32,26 +31,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PROFILE.json RESOLVE.bin HEALTH.bin\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
-  std::stringstream json;
-  json << in.rdbuf();
-  auto profile = weightpath::policy::ParseProfileJson(json.str(), argv[1]);
-  if (!in || !profile.ok()) {
-    std::fprintf(stderr, "%s: cannot read profile: %s\n", argv[1],
-                 profile.ok() ? "unreadable" : std::string(profile.status().message()).c_str());
+  absl::StatusOr<weightpath::v1::ResolveWeightPathRequest> request =
+      weightpath::bench::BenchResolveRequest(argv[1]);
+  if (!request.ok()) {
+    std::fprintf(stderr, "cannot read the profile: %s\n", request.status().ToString().c_str());
     return 1;
   }
-  weightpath::v1::ResolveWeightPathRequest request;
-  request.set_device_id("bench-device-0001");
-  *request.mutable_profile() = *profile;
-  request.set_priority(weightpath::v1::PRIORITY_SPEED);
-  (*request.mutable_labels())["workload"] = "agentic";
-  request.set_agent_version("bench");
   grpc::health::v1::HealthCheckRequest health;  // "" = the whole server
-  if (!WriteFramed(argv[2], request) || !WriteFramed(argv[3], health)) {
+  if (!WriteFramed(argv[2], *request) || !WriteFramed(argv[3], health)) {
     std::fprintf(stderr, "cannot write the bodies\n");
     return 1;
   }
-  std::printf("resolve request: %zu bytes serialized\n", request.ByteSizeLong());
+  std::printf("resolve request: %zu bytes serialized\n", request->ByteSizeLong());
   return 0;
 }

@@ -48,10 +48,6 @@ std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
   return key;
 }
 
-namespace {
-std::atomic<uint64_t> next_fleet_state_id{1};
-}  // namespace
-
 FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,
                        const SnapshotHolder* snapshots, ServerMetrics* metrics)
     : store_(std::move(store)),
@@ -60,37 +56,7 @@ FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions op
       metrics_(metrics),
       write_behind_([this](const std::vector<v1::Device>& batch) { return store_->UpsertDevices(batch); },
                     options_.write_behind),
-      instance_id_(next_fleet_state_id.fetch_add(1)),
       evidence_(std::make_shared<const Evidence>()) {}
-
-void FleetState::PublishEvidence(std::shared_ptr<const Evidence> next) {
-  std::shared_ptr<const Evidence> previous;
-  {
-    absl::MutexLock lock(&evidence_mutex_);
-    previous = std::exchange(evidence_, std::move(next));
-    evidence_generation_.fetch_add(1, std::memory_order_release);
-  }
-  // `previous` goes here, outside the lock; threads still holding it let go
-  // at their next resolve.
-}
-
-const FleetState::Evidence& FleetState::CurrentEvidence() const {
-  struct ThreadCopy {
-    uint64_t instance = 0;
-    uint64_t generation = 0;
-    std::shared_ptr<const Evidence> evidence;
-  };
-  thread_local ThreadCopy copy;
-  const uint64_t generation = evidence_generation_.load(std::memory_order_acquire);
-  if (copy.instance != instance_id_ || copy.generation != generation) {
-    absl::ReaderMutexLock lock(&evidence_mutex_);
-    copy.evidence = evidence_;
-    copy.instance = instance_id_;
-    // Read under the lock so pointer and generation belong together.
-    copy.generation = evidence_generation_.load(std::memory_order_relaxed);
-  }
-  return *copy.evidence;
-}
 
 FleetState::~FleetState() { Shutdown(); }
 
@@ -129,7 +95,7 @@ void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
 
 void FleetState::ApplyVerification(std::string_view path, std::string_view hardware_class,
                                    std::string_view cpu_model, v1::WeightPathSpec* spec) const {
-  const Evidence& evidence = CurrentEvidence();
+  const Evidence& evidence = evidence_.Current();
   if (!evidence.store_up) {
     // `verified` keeps the policy's flag the resolver set.
     v1::Verification* verification = spec->mutable_verification();
@@ -204,21 +170,15 @@ absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix
   return response;
 }
 
-bool FleetState::store_up() const { return CurrentEvidence().store_up; }
+bool FleetState::store_up() const { return evidence_.Current().store_up; }
 
 void FleetState::MarkStore(bool up) {
-  std::shared_ptr<const Evidence> previous;
-  {
-    // Copy, change and publish in one critical section so a concurrent
-    // refresh's cells are never replaced by an older copy.
-    absl::MutexLock lock(&evidence_mutex_);
-    if (evidence_->store_up != up) {
-      auto next = std::make_shared<Evidence>(*evidence_);
-      next->store_up = up;
-      previous = std::exchange(evidence_, std::move(next));
-      evidence_generation_.fetch_add(1, std::memory_order_release);
-    }
-  }
+  evidence_.Update([up](const std::shared_ptr<const Evidence>& current) {
+    if (current->store_up == up) return std::shared_ptr<const Evidence>();
+    auto next = std::make_shared<Evidence>(*current);
+    next->store_up = up;
+    return std::shared_ptr<const Evidence>(std::move(next));
+  });
   metrics_->SetStoreUp(up);
   std::lock_guard lock(health_mutex_);
   if (reported_up_.has_value() && *reported_up_ == up) return;
@@ -267,7 +227,7 @@ void FleetState::RefreshNow() {
     bool& verified = path_verified[{cell.hardware_class(), cell.path()}];
     verified = verified || cell.verified();
   }
-  PublishEvidence(std::move(next));
+  evidence_.Publish(std::move(next));
   metrics_->SetDevicesSeen(*seen);
   metrics_->SetPathVerified(path_verified);
   MarkStore(true);

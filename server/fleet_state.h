@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
+#include "server/published.h"
 #include "store/store.h"
 #include "store/verification.h"
 #include "store/write_behind.h"
@@ -109,12 +110,7 @@ class FleetState {
 
   void RefresherLoop();
   void MarkStore(bool up);
-  // Replaces the evidence whole; resolves see the old or the new one.
-  void PublishEvidence(std::shared_ptr<const Evidence> next);
-  // The current evidence through a per-thread copy of the pointer that is
-  // renewed only when a refresh published another: a resolve takes no lock
-  // and writes no shared cache line to read it.
-  const Evidence& CurrentEvidence() const;
+
   std::vector<store::PathExpectation> CurrentExpectations() const;
 
   const std::unique_ptr<store::FleetStore> store_;
@@ -123,10 +119,8 @@ class FleetState {
   ServerMetrics* const metrics_;
   store::DeviceWriteBehind write_behind_;
 
-  const uint64_t instance_id_;  // tells this state apart in the per-thread copy
-  std::atomic<uint64_t> evidence_generation_{1};
-  mutable absl::Mutex evidence_mutex_;
-  std::shared_ptr<const Evidence> evidence_ ABSL_GUARDED_BY(evidence_mutex_);
+  // Replaced whole by each refresh; a resolve reads it without a lock.
+  Published<Evidence> evidence_;
 
   std::mutex health_mutex_;
   HealthListener listener_;

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "policy/policy.h"
 #include "server/catalog.h"
+#include "server/published.h"
 
 namespace weightpath::server {
 
@@ -18,29 +18,12 @@ struct Snapshot {
   std::shared_ptr<const Catalog> catalog;
 };
 
-// Readers take the current snapshot on every request; writers (the reload
-// watcher) replace it rarely. Each thread keeps its own reference plus the
-// generation it belongs to, so the steady-state read is one atomic load with
-// no lock and no reference-count traffic shared between cores.
-class SnapshotHolder {
+// Readers take the current snapshot on every request; the reload watcher
+// replaces it rarely (server/published.h). Empty until the first Publish();
+// Current() needs one published snapshot.
+class SnapshotHolder : public Published<Snapshot> {
  public:
-  // Empty until the first Publish(); Current() needs one published snapshot.
-  SnapshotHolder();
-  explicit SnapshotHolder(std::shared_ptr<const Snapshot> initial);
-  SnapshotHolder(const SnapshotHolder&) = delete;
-  SnapshotHolder& operator=(const SnapshotHolder&) = delete;
-
-  // Valid until the same thread calls Current() again on any holder.
-  const Snapshot& Current() const;
-  // A reference the caller owns, for work that outlives one request.
-  std::shared_ptr<const Snapshot> Share() const;
-  void Publish(std::shared_ptr<const Snapshot> next);
-
- private:
-  const uint64_t holder_id_;
-  std::atomic<uint64_t> generation_{1};
-  mutable absl::Mutex mutex_;
-  std::shared_ptr<const Snapshot> current_ ABSL_GUARDED_BY(mutex_);
+  using Published<Snapshot>::Published;
 };
 
 }  // namespace weightpath::server

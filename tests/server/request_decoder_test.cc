@@ -3,10 +3,7 @@
 // and every call starts clean however the previous ones went.
 #include "server/request_decoder.h"
 
-#include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,8 +11,8 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "policy/profile_json.h"
 #include "server/resolve_wire.h"
+#include "tests/server/example_requests.h"
 
 namespace weightpath::server {
 namespace {
@@ -23,25 +20,12 @@ namespace {
 using ::google::protobuf::util::MessageDifferencer;
 
 std::vector<v1::ResolveWeightPathRequest> ExampleRequests() {
-  std::vector<v1::ResolveWeightPathRequest> requests;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(WEIGHTPATH_SOURCE_DIR "/examples/profiles")) {
-    if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    std::stringstream json;
-    json << in.rdbuf();
-    auto profile = policy::ParseProfileJson(json.str(), entry.path().string());
-    EXPECT_TRUE(profile.ok()) << entry.path() << ": " << profile.status();
-    if (!profile.ok()) continue;
-    v1::ResolveWeightPathRequest request;
-    request.set_device_id(absl::StrCat("device-", requests.size()));
-    *request.mutable_profile() = *profile;
+  std::vector<v1::ResolveWeightPathRequest> requests = testing::ExampleProfileRequests();
+  for (v1::ResolveWeightPathRequest& request : requests) {
     request.set_priority(v1::PRIORITY_FIDELITY);
     (*request.mutable_labels())["workload"] = "agentic";
     request.set_agent_version("1.2.3");
-    requests.push_back(std::move(request));
   }
-  EXPECT_EQ(requests.size(), 8u);
   return requests;
 }
 

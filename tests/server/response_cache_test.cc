@@ -3,7 +3,6 @@
 // and the cache must never answer from a snapshot other than the call's.
 #include "server/response_cache.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,33 +11,23 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
-#include "policy/profile_json.h"
 #include "server/config_watcher.h"
 #include "server/resolve_wire.h"
 #include "server/resolver.h"
+#include "tests/server/example_requests.h"
 
 namespace weightpath::server {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
 
+// Every example profile at every priority.
 std::vector<v1::ResolveWeightPathRequest> ExampleRequests() {
   std::vector<v1::ResolveWeightPathRequest> requests;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(WEIGHTPATH_SOURCE_DIR "/examples/profiles")) {
-    if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    std::stringstream json;
-    json << in.rdbuf();
-    auto profile = policy::ParseProfileJson(json.str(), entry.path().string());
-    EXPECT_TRUE(profile.ok()) << entry.path() << ": " << profile.status();
-    if (!profile.ok()) continue;
+  for (const v1::ResolveWeightPathRequest& base : testing::ExampleProfileRequests()) {
     for (v1::Priority priority : {v1::PRIORITY_UNSPECIFIED, v1::PRIORITY_SPEED, v1::PRIORITY_FIDELITY}) {
-      v1::ResolveWeightPathRequest request;
-      request.set_device_id(entry.path().stem().string());
-      *request.mutable_profile() = *profile;
-      request.set_priority(priority);
-      requests.push_back(std::move(request));
+      requests.push_back(base);
+      requests.back().set_priority(priority);
     }
   }
   return requests;

@@ -1,0 +1,33 @@
+// The ResolveWeightPath request the server benchmarks send: a profile file
+// (examples/profiles/*.json) as an agent would send it, with a device id, the
+// speed priority, a workload label and an agent version.
+#pragma once
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "policy/profile_json.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::bench {
+
+inline absl::StatusOr<v1::ResolveWeightPathRequest> BenchResolveRequest(const std::string& profile_path) {
+  std::ifstream in(profile_path);
+  if (!in) return absl::NotFoundError(absl::StrCat(profile_path, ": cannot open"));
+  std::stringstream json;
+  json << in.rdbuf();
+  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(json.str(), profile_path);
+  if (!profile.ok()) return profile.status();
+  v1::ResolveWeightPathRequest request;
+  request.set_device_id("bench-device-0001");
+  *request.mutable_profile() = *std::move(profile);
+  request.set_priority(v1::PRIORITY_SPEED);
+  (*request.mutable_labels())["workload"] = "agentic";
+  request.set_agent_version("bench");
+  return request;
+}
+
+}  // namespace weightpath::bench
