@@ -6,11 +6,6 @@ namespace weightpath::server {
 
 RolloutCache::RolloutCache() : current_(std::make_shared<const Rollouts>()) {}
 
-std::shared_ptr<const RolloutCache::Rollouts> RolloutCache::Current() const {
-  absl::MutexLock lock(&mutex_);
-  return current_;
-}
-
 absl::Status RolloutCache::Refresh(store::FleetStore& store) {
   absl::StatusOr<std::vector<store::StoredRollout>> listed = store.ListRollouts();
   if (!listed.ok()) return listed.status();
@@ -38,7 +33,7 @@ void RolloutCache::Rebuild() {
   auto rollouts = std::make_shared<Rollouts>();
   rollouts->reserve(by_id_.size());
   for (const auto& [id, stored] : by_id_) rollouts->push_back(stored.rollout);
-  current_ = std::move(rollouts);
+  current_.Publish(std::move(rollouts));
 }
 
 }  // namespace weightpath::server

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/published.h"
 #include "store/store.h"
 #include "weightpath/v1/rollout.pb.h"
 
@@ -22,9 +23,12 @@ class RolloutCache {
 
   RolloutCache();
 
-  // An immutable set; a resolve keeps using the one it took even if a
-  // refresh lands meanwhile.
-  std::shared_ptr<const Rollouts> Current() const;
+  // An immutable set the caller owns; it keeps using the one it took even
+  // if a refresh lands meanwhile.
+  std::shared_ptr<const Rollouts> Current() const { return current_.Share(); }
+  // The same for one resolve, through the thread's own copy of the pointer
+  // (no lock): valid until this thread's next ForThisCall().
+  const Rollouts& ForThisCall() const { return current_.Current(); }
 
   // Re-reads every rollout. Per id the higher revision wins, so a refresh
   // that read the database just before this replica's own update cannot
@@ -39,7 +43,7 @@ class RolloutCache {
 
   mutable absl::Mutex mutex_;
   std::map<std::string, store::StoredRollout> by_id_ ABSL_GUARDED_BY(mutex_);
-  std::shared_ptr<const Rollouts> current_ ABSL_GUARDED_BY(mutex_);
+  Published<Rollouts> current_;
 };
 
 }  // namespace weightpath::server

@@ -2,10 +2,10 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
-
-#include "server/request_validation.h"
 #include "common/status_macros.h"
+#include "server/request_validation.h"
 #include "server/resolve_wire.h"
 #include "server/response_cache.h"
 #include "server/resolver.h"
@@ -76,12 +76,10 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   if (require_client_identity_) {
     RETURN_IF_ERROR(CheckDeviceIdentity(*context->auth_context(), request.device_id()));
   }
-  // The cache's set is held for the whole call; a refresh swaps in a new one.
-  const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
-      rollouts_ != nullptr ? rollouts_->Current() : nullptr;
+  // Both stay valid for the whole call; a refresh or reload publishes new ones.
+  const RolloutCache::Rollouts& rollouts = rollouts_ != nullptr ? rollouts_->ForThisCall() : kNoRollouts;
   const Snapshot& snapshot = snapshots_->Current();
-  ASSIGN_OR_RETURN(const ResolvedDecision decision,
-                   Decide(request, snapshot, summary, rollouts != nullptr ? *rollouts : kNoRollouts));
+  ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, snapshot, summary, rollouts));
   const DecidedPart& decided = ThreadDecidedPartCache().Find(*snapshots_, snapshot, decision);
   per_call->Clear();
   FillPerCallPart(decision, per_call);
