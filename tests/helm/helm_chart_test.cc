@@ -3,9 +3,11 @@
 // real weightpath-server with flags, ports and files it actually has.
 #include <stdlib.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -18,7 +20,7 @@
 #include "tests/helm/chart_args.h"
 #include "tests/helm/chart_text.h"
 #include "tests/helm/server_flags.h"
-#include "tests/helm/server_process.h"
+#include "tests/server/server_process.h"
 #include "yaml-cpp/yaml.h"
 
 namespace weightpath::helm_test {
@@ -323,7 +325,7 @@ std::string MakeTempDir() {
 
 // The policy version the server reports serving, from /metrics.
 std::string ServingPolicyVersion(const std::string& metrics_address) {
-  absl::StatusOr<std::string> metrics = FetchMetrics(metrics_address);
+  absl::StatusOr<std::string> metrics = server::testing::HttpGet(metrics_address, "/metrics");
   if (!metrics.ok()) return "";
   return FirstGroup(*metrics, R"re(weightpath_policy_info\{[^}]*[{,]version="([^"]+)")re");
 }
@@ -376,9 +378,10 @@ TEST(HelmChart, ServerRunsOnTheChartsArgsAndReloadsOnAConfigMapSwap) {
   ConfigMapVolume volume(root + "/config");
   volume.Publish("..2026_11_30_00_00_00.000000001", bundled_policy);
 
-  absl::StatusOr<ServerProcess> server = ServerProcess::Start(
-      WEIGHTPATH_SERVER_BINARY, args, root + "/server.log", absl::Seconds(60));
-  ASSERT_TRUE(server.ok()) << server.status() << "\nargs: " << absl::StrJoin(args, " ");
+  absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started =
+      server::testing::ServerProcess::Start(args);
+  ASSERT_TRUE(started.ok()) << started.status() << "\nargs: " << absl::StrJoin(args, " ");
+  server::testing::ServerProcess* server = started->get();
   const std::string first_version = ServingPolicyVersion(server->metrics_address());
   ASSERT_FALSE(first_version.empty()) << "no weightpath_policy_info on /metrics";
 
@@ -392,13 +395,15 @@ TEST(HelmChart, ServerRunsOnTheChartsArgsAndReloadsOnAConfigMapSwap) {
     version = ServingPolicyVersion(server->metrics_address());
   }
   EXPECT_NE(version, first_version) << "the server never picked up the swapped ConfigMap";
-  absl::StatusOr<std::string> metrics = FetchMetrics(server->metrics_address());
+  absl::StatusOr<std::string> metrics =
+      server::testing::HttpGet(server->metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(FirstGroup(*metrics, R"(weightpath_policy_reloads_total\{result="success"\} (\S+))"),
             "1");
   EXPECT_EQ(FirstGroup(*metrics, R"(weightpath_policy_reloads_total\{result="error"\} (\S+))"),
             "0");
-  EXPECT_EQ(server->TerminateAndWait(), 0) << "SIGTERM should drain and exit 0";
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->WaitForExit(absl::Seconds(60)).exit_code, 0) << "SIGTERM should drain and exit 0";
   std::filesystem::remove_all(root);
 }
 
