@@ -53,14 +53,7 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
   if (status.ok()) {
     status = AnswerResolve(context, scratch.request, &scratch.per_call, &summary, response_bytes);
   }
-  if (!status.ok()) {
-    // device_id is only echoed once it passed validation, so a hostile value
-    // never reaches the log verbatim.
-    const bool device_id_valid = ValidateDeviceId(scratch.request.device_id()).ok();
-    spdlog::warn("ResolveWeightPath device_id={} refused: {}: {}",
-                 device_id_valid ? scratch.request.device_id() : std::string("<invalid>"),
-                 absl::StatusCodeToString(status.code()), std::string(status.message()));
-  }
+  if (!status.ok()) LogRefused("ResolveWeightPath", scratch.request.device_id(), status);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
   reactor->Finish(ToGrpcStatus(status));
@@ -72,10 +65,7 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                                               v1::ResolveWeightPathResponse* per_call,
                                               ResolveSummary* summary,
                                               grpc::ByteBuffer* response_bytes) {
-  RETURN_IF_ERROR(ValidateResolveRequest(request));
-  if (require_client_identity_) {
-    RETURN_IF_ERROR(CheckDeviceIdentity(*context->auth_context(), request.device_id()));
-  }
+  RETURN_IF_ERROR(AdmitDevice(*context, ValidateResolveRequest(request), request.device_id()));
   // Both stay valid for the whole call; a refresh or reload publishes new ones.
   const RolloutCache::Rollouts& rollouts = rollouts_ != nullptr ? rollouts_->ForThisCall() : kNoRollouts;
   const Snapshot& snapshot = snapshots_->Current();
@@ -99,34 +89,35 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   return absl::OkStatus();
 }
 
+absl::Status WeightPathService::AdmitDevice(const grpc::CallbackServerContext& context,
+                                            absl::Status validation,
+                                            const std::string& device_id) const {
+  RETURN_IF_ERROR(validation);
+  if (require_client_identity_) RETURN_IF_ERROR(CheckDeviceIdentity(*context.auth_context(), device_id));
+  return absl::OkStatus();
+}
+
+void WeightPathService::LogRefused(absl::string_view method, const std::string& device_id,
+                                   const absl::Status& status) {
+  const bool device_id_valid = ValidateDeviceId(device_id).ok();
+  spdlog::warn("{} device_id={} refused: {}: {}", std::string(method),
+               device_id_valid ? device_id : std::string("<invalid>"),
+               absl::StatusCodeToString(status.code()), std::string(status.message()));
+}
+
 grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
     grpc::CallbackServerContext* context, const v1::ReportMeasurementRequest* request,
     v1::ReportMeasurementResponse* response) {
-  absl::Status status = store::ValidateMeasurement(*request);
-  if (status.ok() && require_client_identity_) {
-    status = CheckDeviceIdentity(*context->auth_context(), request->device_id());
-  }
-  if (status.ok() && fleet_ == nullptr) {
-    status = absl::FailedPreconditionError(
-        "the server runs with --store=none: measurements cannot be recorded");
-  }
-  if (status.ok()) {
-    absl::StatusOr<v1::ReportMeasurementResponse> recorded = fleet_->ReportMeasurement(*request);
-    if (recorded.ok()) {
-      *response = *std::move(recorded);
-    } else {
-      status = recorded.status();
+  auto record = [&]() -> absl::StatusOr<v1::ReportMeasurementResponse> {
+    RETURN_IF_ERROR(
+        AdmitDevice(*context, store::ValidateMeasurement(*request), request->device_id()));
+    if (fleet_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "the server runs with --store=none: measurements cannot be recorded");
     }
-  }
-  if (!status.ok()) {
-    const bool device_id_valid = ValidateDeviceId(request->device_id()).ok();
-    spdlog::warn("ReportMeasurement device_id={} refused: {}: {}",
-                 device_id_valid ? request->device_id() : std::string("<invalid>"),
-                 absl::StatusCodeToString(status.code()), std::string(status.message()));
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    return fleet_->ReportMeasurement(*request);
+  };
+  return FinishDeviceCall(context, "ReportMeasurement", request->device_id(), record(), response);
 }
 
 }  // namespace weightpath::server

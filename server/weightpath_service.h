@@ -4,6 +4,8 @@
 // ResolveWeightPath as a raw method (server/resolve_wire.h says why).
 #pragma once
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/fleet_state.h"
 #include "server/rollout_cache.h"
@@ -13,6 +15,10 @@
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::server {
+
+// absl and gRPC share the canonical code numbering, so the code carries over
+// unchanged and the message with it.
+grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // With a fleet (not --store=none) each answered resolve is recorded and its
 // verification comes from fleet evidence; ReportMeasurement stores what the
@@ -46,6 +52,31 @@ class WeightPathService final
   }
 
  private:
+  // What every device call checks first: the request's own validation, then
+  // under mutual TLS that the caller's certificate names `device_id`.
+  absl::Status AdmitDevice(const grpc::CallbackServerContext& context, absl::Status validation,
+                           const std::string& device_id) const;
+  // A refused device call, logged with its code; `device_id` is echoed only
+  // once it is valid, so a hostile value never reaches the log verbatim.
+  static void LogRefused(absl::string_view method, const std::string& device_id,
+                         const absl::Status& status);
+  // Ends a device call with `result`: the response, or the refusal, logged.
+  template <typename Response>
+  static grpc::ServerUnaryReactor* FinishDeviceCall(grpc::CallbackServerContext* context,
+                                                    absl::string_view method,
+                                                    const std::string& device_id,
+                                                    absl::StatusOr<Response> result,
+                                                    Response* response) {
+    if (result.ok()) {
+      *response = *std::move(result);
+    } else {
+      LogRefused(method, device_id, result.status());
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(result.status()));
+    return reactor;
+  }
+
   // Everything after parsing: validation, identity, decision, fleet, the
   // encoded answer.
   absl::Status AnswerResolve(grpc::CallbackServerContext* context,
@@ -61,8 +92,5 @@ class WeightPathService final
   RolloutMetrics* rollout_metrics_ = nullptr;
 };
 
-// absl and gRPC share the canonical code numbering, so the code carries over
-// unchanged and the message with it.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace weightpath::server
