@@ -22,6 +22,7 @@
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
+#include "tests/server/test_ca.h"
 #include "tests/support/subprocess.h"
 #include "tests/testing/status_matchers.h"
 
@@ -392,40 +393,17 @@ TEST_F(AgentBootEndToEnd, OfflineDecisionFetchesTheArtifactKnownFromTheLastGoodD
   EXPECT_EQ(ArtifactRequests(), 2);
 }
 
-// Runs /usr/bin/openssl; the test fails if it does.
-void OpenSsl(const std::vector<std::string>& arguments) {
-  std::vector<std::string> argv = {"/usr/bin/openssl"};
-  argv.insert(argv.end(), arguments.begin(), arguments.end());
-  const ProcessResult run = RunProcess(argv, {}, absl::Seconds(60));
-  ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << run.err;
-}
-
 TEST_F(AgentBootEndToEnd, MutualTlsResolvesWithTheDeviceCertificate) {
-  const std::string tls = work_.Sub("tls");
-  fs::create_directories(tls);
-  OpenSsl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", tls + "/ca.key", "-out",
-           tls + "/ca.pem", "-days", "1", "-subj", "/CN=weightpath-test-ca"});
-  WriteTextFile(tls + "/server.ext", "subjectAltName=IP:127.0.0.1\n");
-  for (const auto& [name, subject] : std::vector<std::pair<std::string, std::string>>{
-           {"server", "/CN=127.0.0.1"}, {"device", "/CN=edge-test-0001"}}) {
-    OpenSsl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", tls + "/" + name + ".key", "-out",
-             tls + "/" + name + ".csr", "-subj", subject});
-    std::vector<std::string> sign = {"x509", "-req", "-in", tls + "/" + name + ".csr", "-CA",
-                                     tls + "/ca.pem", "-CAkey", tls + "/ca.key",
-                                     "-CAcreateserial", "-out", tls + "/" + name + ".pem",
-                                     "-days", "1"};
-    if (name == "server") {
-      sign.push_back("-extfile");
-      sign.push_back(tls + "/server.ext");
-    }
-    OpenSsl(sign);
-  }
+  auto ca = server::testing::TestCa::Create();
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  ASSERT_TRUE((*ca)->IssueClient("device", "/CN=edge-test-0001").ok());
+  const std::string tls = (*ca)->File("");
   const std::string address =
-      StartServer(catalog_path(), {"--tls_cert=" + tls + "/server.pem",
-                                   "--tls_key=" + tls + "/server.key",
-                                   "--client_ca=" + tls + "/ca.pem"});
-  WriteAgentConfig(address, absl::StrCat("tls:\n  ca: ", tls, "/ca.pem\n  cert: ", tls,
-                                         "/device.pem\n  key: ", tls, "/device.key\n"));
+      StartServer(catalog_path(), {"--tls_cert=" + tls + "server.pem",
+                                   "--tls_key=" + tls + "server.key",
+                                   "--client_ca=" + tls + "ca.pem"});
+  WriteAgentConfig(address, absl::StrCat("tls:\n  ca: ", tls, "ca.pem\n  cert: ", tls,
+                                         "device.pem\n  key: ", tls, "device.key\n"));
   const ProcessResult boot = Boot();
   ASSERT_EQ(boot.exit_code, 0) << boot.err;
   EXPECT_EQ(Decision().source, DecisionSource::kServer);

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
+#include "tests/server/test_ca.h"
 
 namespace weightpath::server::testing {
 namespace {
@@ -19,32 +20,20 @@ using ::testing::HasSubstr;
 class ServerTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    certs_ = new TempDir();
-    const std::string dir = certs_->path();
-    WriteFileOrDie(dir + "/server.ext",
-                   "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-    WriteFileOrDie(dir + "/device.ext",
-                   "subjectAltName=DNS:device-7.fleet.example,URI:spiffe://fleet/device-7-uri\n"
-                   "extendedKeyUsage=clientAuth\n");
-    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const std::string script = absl::StrCat(
-        "set -e; cd ", dir, "; exec >openssl.log 2>&1;",
-        "openssl req -x509 ", ec, " -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca;",
-        "openssl req ", ec, " -keyout server.key -out server.csr -subj /CN=localhost;",
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
-        " -out server.pem -days 2 -extfile server.ext;",
-        "openssl req ", ec, " -keyout device.key -out device.csr -subj /CN=device-7;",
-        "openssl x509 -req -in device.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
-        " -out device.pem -days 2 -extfile device.ext;");
-    ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0)
-        << ReadFileOrDie(dir + "/openssl.log");
+    auto ca = TestCa::Create();
+    ASSERT_TRUE(ca.ok()) << ca.status();
+    ca_ = ca->release();
+    ASSERT_TRUE(ca_->IssueClient("device", "/CN=device-7",
+                                 "subjectAltName=DNS:device-7.fleet.example,"
+                                 "URI:spiffe://fleet/device-7-uri\n")
+                    .ok());
   }
   static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
+    delete ca_;
+    ca_ = nullptr;
   }
 
-  static std::string Cert(const std::string& name) { return certs_->File(name); }
+  static std::string Cert(const std::string& name) { return ca_->File(name); }
 
   std::unique_ptr<ServerProcess> StartServer(bool mutual) {
     std::vector<std::string> args = {"--tls_cert=" + Cert("server.pem"),
@@ -57,15 +46,7 @@ class ServerTlsTest : public ::testing::Test {
 
   static std::shared_ptr<grpc::Channel> TlsChannel(const std::string& address,
                                                    bool with_device_cert) {
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = ReadFileOrDie(Cert("ca.pem"));
-    if (with_device_cert) {
-      options.pem_private_key = ReadFileOrDie(Cert("device.key"));
-      options.pem_cert_chain = ReadFileOrDie(Cert("device.pem"));
-    }
-    grpc::ChannelArguments arguments;
-    arguments.SetSslTargetNameOverride("localhost");
-    return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), arguments);
+    return ca_->Channel(address, with_device_cert ? "device" : "");
   }
 
   static grpc::Status Resolve(const std::shared_ptr<grpc::Channel>& channel,
@@ -75,10 +56,10 @@ class ServerTlsTest : public ::testing::Test {
     return CallResolve(*stub, AmxRequest(device_id), &response);
   }
 
-  static TempDir* certs_;
+  static TestCa* ca_;
 };
 
-TempDir* ServerTlsTest::certs_ = nullptr;
+TestCa* ServerTlsTest::ca_ = nullptr;
 
 TEST_F(ServerTlsTest, DeviceCertificateResolvesForEachOfItsOwnIdentities) {
   auto server = StartServer(/*mutual=*/true);
