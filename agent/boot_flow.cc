@@ -21,17 +21,19 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
 }
 
 // Step 1: the server's decision with its artifact verified in the cache.
+// Retries stop at `resolve_end`; the artifact may use the budget to its end.
 absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 BootDependencies& dependencies,
                                                 const v1::HardwareProfile& profile,
-                                                absl::Time budget_end, ArtifactFetcher& fetcher) {
+                                                absl::Time resolve_end, absl::Time budget_end,
+                                                ArtifactFetcher& fetcher) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version);
   const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
   DecisionRecord record;
   RetryTrace trace;
   const absl::Status resolved = CallWithRetries(
-      options, budget_end, *dependencies.clock, *dependencies.random,
+      options, resolve_end, *dependencies.clock, *dependencies.random,
       [&](absl::Time call_deadline) -> absl::Status {
         absl::StatusOr<v1::ResolveWeightPathResponse> response =
             dependencies.resolve(request, call_deadline);
@@ -112,13 +114,16 @@ int ExitCodeFor(DecisionSource source) {
 absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                                         BootDependencies& dependencies) {
   const absl::Time budget_end = dependencies.clock->Now() + config.budget;
+  // A server that is down must not take the whole budget: the offline
+  // fallback may still need to fetch the artifact of the last good path.
+  const absl::Time resolve_end = budget_end - config.budget * kFallbackShareOfBudget;
   ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
   std::string fallback_reason;
   if (profile.ok()) {
     absl::StatusOr<DecisionRecord> from_server =
-        DecideWithServer(config, dependencies, *profile, budget_end, fetcher);
+        DecideWithServer(config, dependencies, *profile, resolve_end, budget_end, fetcher);
     if (from_server.ok()) {
       ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
       RememberLastGood(outcome.record, config.state_dir);

@@ -30,6 +30,10 @@
 
 namespace weightpath::agent {
 
+// The part of the budget resolve retries leave for the fallbacks, so an
+// unreachable server still leaves time to fetch a known artifact.
+inline constexpr double kFallbackShareOfBudget = 0.25;
+
 // Exit codes of `weightpath-agent boot`. The fallback codes are nonzero so a
 // supervisor can tell them apart, and listed in the unit's SuccessExitStatus
 // so the engine still starts.
