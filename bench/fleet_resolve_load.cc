@@ -4,9 +4,10 @@
 // hits both sides alike, and prints each round's QPS and the on/off ratio
 // of the summed rounds.
 //
-// Device ids are drawn from the registry bench_store loads ("dev-%08d"), so
-// with the registry on every resolve upserts an existing row of a large
-// table, the realistic steady state.
+// Device ids are dev-00000000 .. dev-<devices-1>, drawn at random. With
+// --register it instead resolves each id once against --on (the registry a
+// fleet leaves after every device has booted once), so the timed rounds
+// re-resolve registered devices: the steady state of a fleet.
 #include <atomic>
 #include <cstdio>
 #include <random>
@@ -29,6 +30,8 @@ ABSL_FLAG(int, rounds, 3, "rounds per server (A B alternating)");
 ABSL_FLAG(absl::Duration, round_time, absl::Seconds(5), "length of one round");
 ABSL_FLAG(int, concurrency, 8, "client threads, one call in flight each");
 ABSL_FLAG(int64_t, devices, 1000000, "device ids are drawn from dev-00000000 .. devices-1");
+ABSL_FLAG(bool, register, false,
+          "resolve every device id once against --on, then exit (builds the registry)");
 
 namespace {
 
@@ -55,6 +58,18 @@ ResolveWeightPathRequest Request(int64_t device) {
   return request;
 }
 
+std::vector<std::unique_ptr<WeightPath::Stub>> Stubs(const std::string& address, int count) {
+  std::vector<std::unique_ptr<WeightPath::Stub>> stubs;
+  grpc::ChannelArguments arguments;
+  for (int i = 0; i < count; ++i) {
+    // A channel per thread: one HTTP/2 connection would serialise the load.
+    arguments.SetInt("weightpath.bench.channel", i);
+    stubs.push_back(WeightPath::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments)));
+  }
+  return stubs;
+}
+
 struct RoundResult {
   uint64_t ok = 0;
   uint64_t failed = 0;
@@ -63,14 +78,7 @@ struct RoundResult {
 
 RoundResult RunRound(const std::string& address, int concurrency, absl::Duration length,
                      int64_t devices, uint64_t seed) {
-  std::vector<std::unique_ptr<WeightPath::Stub>> stubs;
-  grpc::ChannelArguments arguments;
-  for (int i = 0; i < concurrency; ++i) {
-    // A channel per thread: one HTTP/2 connection would serialise the load.
-    arguments.SetInt("weightpath.bench.channel", i);
-    stubs.push_back(WeightPath::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments)));
-  }
+  std::vector<std::unique_ptr<WeightPath::Stub>> stubs = Stubs(address, concurrency);
   // Warm the connections outside the timed window.
   for (auto& stub : stubs) {
     grpc::ClientContext context;
@@ -100,12 +108,46 @@ RoundResult RunRound(const std::string& address, int concurrency, absl::Duration
   return {ok.load(), failed.load(), absl::ToDoubleSeconds(absl::Now() - start)};
 }
 
+// Each device id once, in order, split between the threads.
+int RegisterEveryDevice(const std::string& address, int concurrency, int64_t devices) {
+  std::vector<std::unique_ptr<WeightPath::Stub>> stubs = Stubs(address, concurrency);
+  std::atomic<int64_t> next{0};
+  std::atomic<uint64_t> failed{0};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < concurrency; ++i) {
+    threads.emplace_back([&, i] {
+      for (int64_t device = next++; device < devices; device = next++) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+        ResolveWeightPathResponse response;
+        if (!stubs[static_cast<size_t>(i)]->ResolveWeightPath(&context, Request(device), &response).ok()) {
+          failed.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::printf("registered %lld devices in %.1f s (%.0f resolves/s), %llu failed\n",
+              static_cast<long long>(devices), seconds, static_cast<double>(devices) / seconds,
+              static_cast<unsigned long long>(failed.load()));
+  return failed.load() == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string on = absl::GetFlag(FLAGS_on);
   const std::string off = absl::GetFlag(FLAGS_off);
+  if (absl::GetFlag(FLAGS_register)) {
+    if (on.empty()) {
+      std::fprintf(stderr, "bench_fleet_resolve: --register needs --on\n");
+      return 2;
+    }
+    return RegisterEveryDevice(on, absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_devices));
+  }
   if (on.empty() || off.empty()) {
     std::fprintf(stderr, "bench_fleet_resolve: --on and --off are required\n");
     return 2;

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # ResolveWeightPath QPS with the fleet registry on versus off, in one run.
-# Loads DEVICES devices into a fresh SQLite registry with bench_store, starts
-# two weightpath-servers on loopback (A: --store=sqlite:<that file>, B:
-# --store=none), and runs bench_fleet_resolve against them alternately
-# (A B A B ...). Prints each server's RSS afterwards. Deletes everything.
+# Registers DEVICES devices the way a fleet does, each resolving once through
+# a weightpath-server with a fresh SQLite registry (then stopped, which
+# flushes it); starts two weightpath-servers on loopback (A: --store=sqlite:
+# <that file>, B: --store=none), and runs bench_fleet_resolve against them
+# alternately (A B A B ...), devices drawn at random from the registered
+# ones. Prints each server's RSS afterwards. Deletes everything.
 #   usage: bench/fleet_run.sh [BUILD_DIR] [DEVICES] [ROUNDS] [ROUND_TIME] [CONCURRENCY]
-#   env: REGISTRY=FILE copies that registry (a bench_store --devices=DEVICES
-#        load kept from an earlier run) instead of loading a new one.
+#   env: REGISTRY=FILE copies that registry (kept from an earlier run with
+#        KEEP=FILE) instead of registering the devices again.
+#        REGISTER_CONCURRENCY (default 4): client threads while registering;
+#        few enough that no record is dropped. REGISTER_FLAGS, ON_FLAGS:
+#        extra server flags for the registering server and server A.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -14,9 +19,9 @@ devices=${2:-1000000}
 rounds=${3:-3}
 round_time=${4:-5s}
 concurrency=${5:-8}
-for binary in server/weightpath-server bench/bench_store bench/bench_fleet_resolve; do
+for binary in server/weightpath-server bench/bench_fleet_resolve; do
   [[ -x "$build/$binary" ]] || {
-    echo "build it first: cmake --build $build --target weightpath-server bench_store bench_fleet_resolve" >&2
+    echo "build it first: cmake --build $build --target weightpath-server bench_fleet_resolve" >&2
     exit 2
   }
 done
@@ -31,15 +36,6 @@ cleanup() {
 trap cleanup EXIT
 
 echo "machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ -n "${REGISTRY:-}" ]]; then
-  echo "== copying the registry $REGISTRY ($devices devices)"
-  cp "$REGISTRY" "$work/fleet.db"
-else
-  echo "== loading $devices devices into $work/fleet.db"
-  "$build/bench/bench_store" --store="sqlite:$work/fleet.db" --devices="$devices" \
-    --measurements=1 --threads=1 | grep -iE "devices|size|upsert" || true
-fi
-
 start_server() {  # name, extra flags...
   local name=$1
   shift
@@ -54,17 +50,36 @@ start_server() {  # name, extra flags...
   cat "$work/$name.log" >&2
   exit 1
 }
-start_server on --store="sqlite:$work/fleet.db"
+address_of() { sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/$1.out"; }
+metrics_of() { sed -n 's/^listening grpc=[^ ]* metrics=\(.*\)$/\1/p' "$work/$1.out"; }
+
+if [[ -n "${REGISTRY:-}" ]]; then
+  echo "== copying the registry $REGISTRY ($devices devices)"
+  cp "$REGISTRY" "$work/fleet.db"
+else
+  echo "== registering $devices devices: each resolves once through a server writing $work/fleet.db"
+  start_server register --store="sqlite:$work/fleet.db" --log_level=info ${REGISTER_FLAGS:-}
+  "$build/bench/bench_fleet_resolve" --register --on="$(address_of register)" \
+    --devices="$devices" --concurrency="${REGISTER_CONCURRENCY:-4}"
+  kill -TERM "${pids[0]}"  # writes what is still queued
+  wait "${pids[0]}" || true
+  pids=()
+  grep -h "device registry flushed" "$work/register.log" || true
+  echo "registry on disk: $(du -m "$work"/fleet.db* | awk '{s += $1} END {print s}') MiB"
+  if [[ -n "${KEEP:-}" ]]; then cp "$work/fleet.db" "$KEEP" && echo "kept as $KEEP"; fi
+fi
+
+start_server on --store="sqlite:$work/fleet.db" ${ON_FLAGS:-}
 start_server off --store=none
-on_address=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/on.out")
-off_address=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/off.out")
+on_address=$(address_of on)
+off_address=$(address_of off)
 
 echo "== ResolveWeightPath, $concurrency client threads, $rounds x $round_time rounds each, alternating"
 "$build/bench/bench_fleet_resolve" --on="$on_address" --off="$off_address" --rounds="$rounds" \
   --round_time="$round_time" --concurrency="$concurrency" --devices="$devices"
 
+sleep 6  # a flush and a metrics refresh (every 5 s) after the last round
 echo "== server RSS after the run"
 echo "registry-on:  $(grep VmRSS /proc/${pids[0]}/status | tr -s ' ')"
 echo "registry-off: $(grep VmRSS /proc/${pids[1]}/status | tr -s ' ')"
-on_metrics=$(sed -n 's/^listening grpc=[^ ]* metrics=\(.*\)$/\1/p' "$work/on.out")
-curl -s "http://$on_metrics/metrics" | grep -E '^weightpath_fleet_records_(dropped|flushed)_total' || true
+curl -s "http://$(metrics_of on)/metrics" | grep -E '^weightpath_fleet_records_(dropped|flushed)_total' || true

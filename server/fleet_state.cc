@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 #include "store/policy_expectations.h"
 #include "store/time_convert.h"
@@ -12,11 +13,14 @@
 namespace weightpath::server {
 namespace {
 
-// Rows the store keeps; regression fields are the store's own.
-v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
-                        const v1::ResolveWeightPathResponse& response,
-                        const v1::ResolveWeightPathResponse& per_call, absl::Time now) {
-  v1::Device device;
+// What the registry keeps of a resolve; regression fields are the store's own.
+// Fills a reused message: Clear() keeps the strings' and flag list's
+// allocations, so a resolving thread builds each record without malloc.
+void FillDeviceRecord(const v1::ResolveWeightPathRequest& request,
+                      const v1::ResolveWeightPathResponse& response,
+                      const v1::ResolveWeightPathResponse& per_call, absl::Time now,
+                      v1::Device& device) {
+  device.Clear();
   device.set_device_id(request.device_id());
   *device.mutable_labels() = request.labels();
   device.set_hardware_class(response.hardware_class());
@@ -33,7 +37,6 @@ v1::Device DeviceRecord(const v1::ResolveWeightPathRequest& request,
   device.set_model(response.model());
   device.set_effective_priority(response.effective_priority());
   device.set_rollout_id(per_call.rollout().rollout_id());
-  return device;
 }
 
 }  // namespace
@@ -54,7 +57,9 @@ FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions op
       options_(std::move(options)),
       snapshots_(snapshots),
       metrics_(metrics),
-      write_behind_([this](const std::vector<v1::Device>& batch) { return store_->UpsertDevices(batch); },
+      write_behind_([this](const std::vector<store::EncodedDevice>& batch) {
+                      return store_->UpsertEncodedDevices(batch);
+                    },
                     options_.write_behind),
       evidence_(std::make_shared<const Evidence>()) {}
 
@@ -88,7 +93,9 @@ void FleetState::Shutdown() {
 void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
                                const v1::ResolveWeightPathResponse& decided,
                                const v1::ResolveWeightPathResponse& per_call) {
-  if (!write_behind_.TryEnqueue(DeviceRecord(request, decided, per_call, absl::Now()))) {
+  thread_local v1::Device record;
+  FillDeviceRecord(request, decided, per_call, absl::Now(), record);
+  if (!write_behind_.TryEnqueue(store::EncodeDevice(record))) {
     metrics_->RecordFleetRecordDropped();
   }
 }
@@ -203,12 +210,17 @@ void FleetState::RefreshNow() {
     if (matrix.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
     return;
   }
-  absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>> seen =
-      store_->DevicesSeenByClassAndPath(now - options_.devices_seen_window);
-  if (!seen.ok()) {
-    spdlog::warn("devices-seen refresh failed: {}", seen.status().ToString());
-    if (seen.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
-    return;
+  std::optional<std::map<std::pair<std::string, std::string>, uint64_t>> seen;
+  if (now - store::FromMicros(seen_counted_at_us_.load()) >= options_.devices_seen_refresh_interval) {
+    absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>> counted =
+        store_->DevicesSeenByClassAndPath(now - options_.devices_seen_window);
+    if (!counted.ok()) {
+      spdlog::warn("devices-seen refresh failed: {}", counted.status().ToString());
+      if (counted.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+      return;
+    }
+    seen = std::move(*counted);
+    seen_counted_at_us_.store(store::ToMicros(now));
   }
 
   auto next = std::make_shared<Evidence>();
@@ -228,12 +240,13 @@ void FleetState::RefreshNow() {
     verified = verified || cell.verified();
   }
   evidence_.Publish(std::move(next));
-  metrics_->SetDevicesSeen(*seen);
+  if (seen.has_value()) metrics_->SetDevicesSeen(*seen);
   metrics_->SetPathVerified(path_verified);
   MarkStore(true);
 }
 
 void FleetState::RefresherLoop() {
+  NameThisThread("wp-fleet-state");
   std::unique_lock lock(refresher_mutex_);
   while (!stopping_) {
     refresher_wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.refresh_interval),

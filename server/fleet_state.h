@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,9 +44,13 @@ struct FleetOptions {
   // Devices whose last resolve is within this window count in
   // weightpath_devices_seen.
   absl::Duration devices_seen_window = absl::Hours(24);
-  // How often the matrix, the devices-seen gauge and store health are
-  // re-read; an accepted measurement also triggers a refresh at once.
+  // How often the matrix and store health are re-read; an accepted
+  // measurement also triggers a refresh at once.
   absl::Duration refresh_interval = absl::Seconds(5);
+  // How often the devices-seen gauge is recounted (at a refresh): a count
+  // scans every device's sighting, and a gauge over a 24 h window does not
+  // need that every few seconds.
+  absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
   store::WriteBehindOptions write_behind;
 };
 
@@ -125,6 +130,9 @@ class FleetState {
   std::mutex health_mutex_;
   HealthListener listener_;
   std::optional<bool> reported_up_;
+
+  // When the devices-seen gauge was last counted (Unix microseconds).
+  std::atomic<int64_t> seen_counted_at_us_{std::numeric_limits<int64_t>::min()};
 
   std::mutex refresher_mutex_;
   std::condition_variable refresher_wake_;

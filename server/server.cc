@@ -72,8 +72,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     options.verification.regression_fraction = config.regression_fraction;
     options.devices_seen_window = config.devices_seen_window;
     options.refresh_interval = config.fleet_refresh_interval;
+    options.devices_seen_refresh_interval = config.devices_seen_refresh_interval;
     options.write_behind.capacity = static_cast<size_t>(config.registry_queue_capacity);
     options.write_behind.max_batch = static_cast<size_t>(config.registry_batch_size);
+    options.write_behind.flush_period = config.registry_flush_period;
     server->fleet_ = std::make_unique<FleetState>(*std::move(store), options, &server->snapshots_,
                                                   server->metrics_.get());
     server->fleet_queries_ = std::make_unique<FleetQueries>(server->fleet_.get());

@@ -48,10 +48,18 @@ ABSL_FLAG(absl::Duration, devices_seen_window, absl::Hours(24),
 ABSL_FLAG(absl::Duration, fleet_refresh_interval, absl::Seconds(5),
           "How often the in-memory verification matrix and the devices-seen gauge are re-read "
           "from the store (an accepted measurement refreshes at once)");
-ABSL_FLAG(int64_t, registry_queue_capacity, 10000,
+ABSL_FLAG(absl::Duration, devices_seen_refresh_interval, absl::Minutes(1),
+          "How often weightpath_devices_seen is recounted from the store (a count reads every "
+          "device's sighting)");
+ABSL_FLAG(int64_t, registry_queue_capacity, 50000,
           "Device records waiting for the registry; when full a resolve is still answered and "
           "its record dropped (counted in weightpath_fleet_records_dropped_total)");
-ABSL_FLAG(int64_t, registry_batch_size, 500, "Device records written to the registry per transaction");
+ABSL_FLAG(int64_t, registry_batch_size, 10000,
+          "Device records written to the registry per transaction (larger batches rewrite "
+          "fewer store pages per record)");
+ABSL_FLAG(absl::Duration, registry_flush_period, absl::Seconds(1),
+          "Longest a device record waits in the queue before the registry writes it (a batch "
+          "is written sooner once --registry_batch_size records wait)");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
 ABSL_FLAG(std::string, admin_identity, "",
@@ -67,7 +75,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "registry_queue_capacity", "registry_batch_size",
+    "fleet_refresh_interval", "devices_seen_refresh_interval", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "admin_token_file", "admin_identity"};
 
 bool IsConfigurable(absl::string_view name) {
@@ -164,6 +172,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.fleet_refresh_interval = absl::GetFlag(FLAGS_fleet_refresh_interval);
   config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
+  config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
+  config.registry_flush_period = absl::GetFlag(FLAGS_registry_flush_period);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
   RETURN_IF_ERROR(ValidateServerConfig(config));
@@ -209,6 +219,9 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (config.fleet_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--fleet_refresh_interval must be positive");
   }
+  if (config.devices_seen_refresh_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--devices_seen_refresh_interval must be positive");
+  }
   if (config.registry_queue_capacity < 1 || config.registry_queue_capacity > 10'000'000) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_queue_capacity=",
                                                    config.registry_queue_capacity,
@@ -217,6 +230,12 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   if (config.registry_batch_size < 1 || config.registry_batch_size > config.registry_queue_capacity) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_batch_size=", config.registry_batch_size,
                                                    " must be between 1 and --registry_queue_capacity"));
+  }
+  if (config.registry_flush_period <= absl::ZeroDuration() ||
+      config.registry_flush_period > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--registry_flush_period=",
+                                                   absl::FormatDuration(config.registry_flush_period),
+                                                   " must be above 0 and at most 1m"));
   }
   return absl::OkStatus();
 }

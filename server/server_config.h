@@ -37,8 +37,10 @@ struct ServerConfig {
   double regression_fraction = 0.8;
   absl::Duration devices_seen_window = absl::Hours(24);
   absl::Duration fleet_refresh_interval = absl::Seconds(5);
-  int64_t registry_queue_capacity = 10000;  // store::WriteBehindOptions
-  int64_t registry_batch_size = 500;
+  absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
+  int64_t registry_queue_capacity = 50000;  // store::WriteBehindOptions
+  int64_t registry_batch_size = 10000;
+  absl::Duration registry_flush_period = absl::Seconds(1);
   // Operator identity for FleetAdmin (server/operator_auth.h).
   std::string admin_token_file;
   std::string admin_identity;

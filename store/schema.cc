@@ -1,5 +1,6 @@
 #include "store/schema.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace {
 struct Migration {
   int version;
   const char* description;
-  // {id} {blob} {key} are filled per dialect.
+  // {id} {blob} {key} {without_rowid} are filled per dialect.
   const char* sql;
 };
 
@@ -89,6 +90,30 @@ CREATE TABLE outcomes (
 );
 CREATE INDEX outcomes_rollout_device ON outcomes (rollout_id, device_id);
 )sql"},
+      {4, "device sightings apart from device records", R"sql(
+-- Every resolve moves a device's last_seen; its record (labels, profile,
+-- path, artifact, versions) rarely changes. A sighting is a short row in a
+-- table with no index that involves last_seen, so bumping it rewrites one
+-- small B-tree entry instead of a wide row plus two index entries; the wide
+-- row is rewritten only when record_hash says the record changed.
+CREATE TABLE device_sightings (
+  device_id {key} PRIMARY KEY,
+  hardware_class TEXT NOT NULL,
+  path TEXT NOT NULL,
+  last_seen_us BIGINT NOT NULL,
+  record_hash BIGINT NOT NULL
+){without_rowid};
+-- record_hash 0 matches no record: each device's next resolve rewrites its
+-- body once, without the times it used to carry.
+INSERT INTO device_sightings (device_id, hardware_class, path, last_seen_us, record_hash)
+  SELECT device_id, hardware_class, path, last_seen_us, 0 FROM devices;
+-- Keyset pages of one hardware class, in device_id order without a sort.
+CREATE INDEX device_sightings_class_id ON device_sightings (hardware_class, device_id);
+DROP INDEX devices_class_path_seen;
+DROP INDEX devices_class_id;
+-- In devices it is now when the stored record was written.
+ALTER TABLE devices RENAME COLUMN last_seen_us TO recorded_us;
+)sql"},
   };
   return migrations;
 }
@@ -97,13 +122,15 @@ std::string ForDialect(const char* sql, SqlDialect dialect) {
   if (dialect == SqlDialect::kSqlite) {
     return absl::StrReplaceAll(sql, {{"{id}", "INTEGER PRIMARY KEY AUTOINCREMENT"},
                                      {"{blob}", "BLOB"},
-                                     {"{key}", "TEXT"}});
+                                     {"{key}", "TEXT"},
+                                     {"{without_rowid}", " WITHOUT ROWID"}});
   }
   // Byte order for keys, so keyset pagination orders ids the same way on
   // both backends whatever locale the cluster was created with.
   return absl::StrReplaceAll(sql, {{"{id}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
                                    {"{blob}", "BYTEA"},
-                                   {"{key}", "TEXT COLLATE \"C\""}});
+                                   {"{key}", "TEXT COLLATE \"C\""},
+                                   {"{without_rowid}", ""}});
 }
 
 }  // namespace
@@ -111,6 +138,10 @@ std::string ForDialect(const char* sql, SqlDialect dialect) {
 int LatestSchemaVersion() { return Migrations().back().version; }
 
 absl::StatusOr<int> ApplyMigrations(SqlDatabase& database) {
+  return ApplyMigrations(database, LatestSchemaVersion());
+}
+
+absl::StatusOr<int> ApplyMigrations(SqlDatabase& database, int target_version) {
   ASSIGN_OR_RETURN(std::unique_ptr<SqlSession> session, database.Acquire());
   RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
   const std::string lock = database.MigrationLockSql();
@@ -130,7 +161,7 @@ absl::StatusOr<int> ApplyMigrations(SqlDatabase& database) {
                                "migrated it"));
   }
   for (const Migration& migration : Migrations()) {
-    if (migration.version <= current) continue;
+    if (migration.version <= current || migration.version > target_version) continue;
     RETURN_IF_ERROR(session->ExecScript(ForDialect(migration.sql, database.dialect())));
     RETURN_IF_ERROR(session
                         ->Query("INSERT INTO schema_version (version, applied_at_us, description) "
@@ -140,7 +171,7 @@ absl::StatusOr<int> ApplyMigrations(SqlDatabase& database) {
                         .status());
   }
   RETURN_IF_ERROR(session->Commit());
-  return LatestSchemaVersion();
+  return static_cast<int>(std::max<int64_t>(current, std::min(target_version, LatestSchemaVersion())));
 }
 
 }  // namespace weightpath::store

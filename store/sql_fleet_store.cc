@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "store/device_upsert.h"
 #include "store/measurement_validation.h"
 #include "store/page_token.h"
 #include "store/schema.h"
@@ -19,10 +19,12 @@
 namespace weightpath::store {
 namespace {
 
-constexpr size_t kUpsertRowsPerStatement = 100;
-
+// A device is its sighting (last_seen, and what lists filter on) joined to
+// its record.
 constexpr char kDeviceColumns[] =
-    "device_id, first_seen_us, last_seen_us, regression_count, last_regression, body";
+    "s.device_id, d.first_seen_us, s.last_seen_us, d.regression_count, d.last_regression, d.body";
+constexpr char kDeviceTables[] =
+    "device_sightings s JOIN devices d ON d.device_id = s.device_id";
 
 absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   v1::Device device;
@@ -32,7 +34,7 @@ absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   }
   device.set_device_id(CellText(row[0]));
   ASSIGN_OR_RETURN(int64_t first_seen, CellInt(row[1], "devices.first_seen_us"));
-  ASSIGN_OR_RETURN(int64_t last_seen, CellInt(row[2], "devices.last_seen_us"));
+  ASSIGN_OR_RETURN(int64_t last_seen, CellInt(row[2], "device_sightings.last_seen_us"));
   ASSIGN_OR_RETURN(int64_t regressions, CellInt(row[3], "devices.regression_count"));
   *device.mutable_first_seen() = ToTimestamp(FromMicros(first_seen));
   *device.mutable_last_seen() = ToTimestamp(FromMicros(last_seen));
@@ -101,76 +103,16 @@ class SqlFleetStore : public FleetStore {
     return session->Query("SELECT 1").status();
   }
 
-  absl::Status UpsertDevices(const std::vector<v1::Device>& batch) override {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].device_id().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].device_id is required"));
-      }
-      if (!batch[i].has_last_seen()) {
-        return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
-      }
-    }
-    if (batch.empty()) return absl::OkStatus();
-    // One statement may not touch a row twice (PostgreSQL refuses it), so a
-    // device listed more than once keeps only its newest record.
-    std::unordered_map<std::string_view, size_t> newest;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto [it, inserted] = newest.emplace(batch[i].device_id(), i);
-      if (!inserted && FromTimestamp(batch[i].last_seen()) >= FromTimestamp(batch[it->second].last_seen())) {
-        it->second = i;
-      }
-    }
-    std::vector<const v1::Device*> unique;
-    unique.reserve(newest.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (newest.at(batch[i].device_id()) == i) unique.push_back(&batch[i]);
-    }
-
+  absl::Status UpsertEncodedDevices(const std::vector<EncodedDevice>& batch) override {
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
-    RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
-    // Many rows per statement: one round trip per chunk instead of per device.
-    for (size_t offset = 0; offset < unique.size(); offset += kUpsertRowsPerStatement) {
-      const size_t rows = std::min(kUpsertRowsPerStatement, unique.size() - offset);
-      std::string sql =
-          "INSERT INTO devices (device_id, hardware_class, path, cpu_model, first_seen_us, "
-          "last_seen_us, body) VALUES ";
-      std::vector<SqlValue> params;
-      params.reserve(rows * 7);
-      for (size_t r = 0; r < rows; ++r) {
-        const v1::Device& device = *unique[offset + r];
-        // The body is the record as it came; DeviceFromRow takes the id, the
-        // times and the regression figures from their columns, so the copies
-        // of them in the body (a few bytes) are never read. Serializing the
-        // record itself saves copying a hundred flag strings per device.
-        const int64_t last_seen = ToMicros(FromTimestamp(device.last_seen()));
-        const int64_t first_seen =
-            device.has_first_seen() ? ToMicros(FromTimestamp(device.first_seen())) : last_seen;
-        const size_t p = params.size();
-        absl::StrAppend(&sql, r == 0 ? "" : ", ", "($", p + 1, ", $", p + 2, ", $", p + 3, ", $",
-                        p + 4, ", $", p + 5, ", $", p + 6, ", $", p + 7, ")");
-        params.emplace_back(device.device_id());
-        params.emplace_back(device.hardware_class());
-        params.emplace_back(device.path());
-        params.emplace_back(device.profile().cpu_model());
-        params.emplace_back(first_seen);
-        params.emplace_back(last_seen);
-        params.emplace_back(SqlBlob{device.SerializeAsString()});
-      }
-      absl::StrAppend(&sql,
-                      " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
-                      "excluded.hardware_class, path = excluded.path, cpu_model = "
-                      "excluded.cpu_model, last_seen_us = excluded.last_seen_us, body = "
-                      "excluded.body WHERE excluded.last_seen_us >= devices.last_seen_us");
-      RETURN_IF_ERROR(session->Query(sql, params).status());
-    }
-    return session->Commit();
+    return UpsertDeviceBatch(*session, database_->dialect(), batch);
   }
 
   absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) override {
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     ASSIGN_OR_RETURN(SqlRows rows,
-                     session->Query(absl::StrCat("SELECT ", kDeviceColumns,
-                                                 " FROM devices WHERE device_id = $1"),
+                     session->Query(absl::StrCat("SELECT ", kDeviceColumns, " FROM ", kDeviceTables,
+                                                 " WHERE s.device_id = $1"),
                                     {std::string(device_id)}));
     if (rows.empty()) {
       return absl::NotFoundError(absl::StrCat("device_id \"", std::string(device_id), "\" is not registered"));
@@ -189,26 +131,27 @@ class SqlFleetStore : public FleetStore {
       ASSIGN_OR_RETURN(after, DecodePageToken(query.page_token));
     }
 
-    std::string sql = absl::StrCat("SELECT ", kDeviceColumns, " FROM devices WHERE device_id > $1");
+    std::string sql =
+        absl::StrCat("SELECT ", kDeviceColumns, " FROM ", kDeviceTables, " WHERE s.device_id > $1");
     std::vector<SqlValue> params = {std::string()};
     if (!query.hardware_class.empty()) {
       params.push_back(query.hardware_class);
-      absl::StrAppend(&sql, " AND hardware_class = $", params.size());
+      absl::StrAppend(&sql, " AND s.hardware_class = $", params.size());
     }
     if (!query.path.empty()) {
       params.push_back(query.path);
-      absl::StrAppend(&sql, " AND path = $", params.size());
+      absl::StrAppend(&sql, " AND s.path = $", params.size());
     }
     if (query.seen_since.has_value()) {
       params.push_back(ToMicros(*query.seen_since));
-      absl::StrAppend(&sql, " AND last_seen_us >= $", params.size());
+      absl::StrAppend(&sql, " AND s.last_seen_us >= $", params.size());
     }
     // One row beyond the page tells whether another page exists; with a label
     // predicate rows are scanned in larger chunks since some are filtered out.
     const int64_t chunk = query.label_predicate ? std::max<int64_t>(page_size + 1, 512)
                                                 : int64_t{page_size} + 1;
     params.push_back(chunk);
-    absl::StrAppend(&sql, " ORDER BY device_id LIMIT $", params.size());
+    absl::StrAppend(&sql, " ORDER BY s.device_id LIMIT $", params.size());
 
     DevicePage page;
     bool more = false;
@@ -237,7 +180,7 @@ class SqlFleetStore : public FleetStore {
   absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(absl::Time seen_since) override {
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     ASSIGN_OR_RETURN(SqlRows rows,
-                     session->Query("SELECT hardware_class, path, COUNT(*) FROM devices "
+                     session->Query("SELECT hardware_class, path, COUNT(*) FROM device_sightings "
                                     "WHERE last_seen_us >= $1 GROUP BY hardware_class, path "
                                     "ORDER BY hardware_class, path",
                                     {ToMicros(seen_since)}));
@@ -499,6 +442,18 @@ class SqlFleetStore : public FleetStore {
 };
 
 }  // namespace
+
+absl::Status FleetStore::UpsertDevices(const std::vector<v1::Device>& batch) {
+  std::vector<EncodedDevice> encoded;
+  encoded.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].has_last_seen()) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
+    }
+    encoded.push_back(EncodeDevice(batch[i]));
+  }
+  return UpsertEncodedDevices(encoded);
+}
 
 absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>>
 FleetStore::DevicesSeenByClassAndPath(absl::Time since) {

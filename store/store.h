@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "google/protobuf/map.h"
+#include "store/encoded_device.h"
 #include "store/verification.h"
 #include "weightpath/v1/fleet.pb.h"
 #include "weightpath/v1/rollout.pb.h"
@@ -96,8 +97,11 @@ class FleetStore {
   // Each device needs device_id and last_seen. A new device's first_seen is
   // its first last_seen; an existing one keeps first_seen, and a record older
   // than what is stored changes nothing. regression_count/last_regression are
-  // the store's own and ignored here.
-  virtual absl::Status UpsertDevices(const std::vector<v1::Device>& batch) = 0;
+  // the store's own and ignored here. A device whose record (all but those
+  // times and figures) is unchanged only has its last_seen moved.
+  absl::Status UpsertDevices(const std::vector<v1::Device>& batch);
+  // The same for records already encoded (the write-behind path).
+  virtual absl::Status UpsertEncodedDevices(const std::vector<EncodedDevice>& batch) = 0;
   virtual absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) = 0;
   virtual absl::StatusOr<DevicePage> ListDevices(const DeviceQuery& query) = 0;
   // Devices with last_seen >= seen_since, counted by class x path.

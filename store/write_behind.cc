@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/thread_name.h"
+
 namespace weightpath::store {
 
 DeviceWriteBehind::DeviceWriteBehind(Sink sink, WriteBehindOptions options)
@@ -13,7 +15,7 @@ DeviceWriteBehind::DeviceWriteBehind(Sink sink, WriteBehindOptions options)
 
 DeviceWriteBehind::~DeviceWriteBehind() { Shutdown(); }
 
-bool DeviceWriteBehind::TryEnqueue(v1::Device record) {
+bool DeviceWriteBehind::TryEnqueue(EncodedDevice record) {
   bool wake_flusher = false;
   {
     std::lock_guard lock(queue_mutex_);
@@ -31,7 +33,7 @@ bool DeviceWriteBehind::TryEnqueue(v1::Device record) {
 
 size_t DeviceWriteBehind::FlushOnce() {
   std::lock_guard flush_lock(flush_mutex_);
-  std::deque<v1::Device> taken;
+  std::deque<EncodedDevice> taken;
   {
     // Resolving threads wait on this lock to enqueue: take a whole queue by
     // swapping it (constant time), and move records one by one only when
@@ -51,10 +53,10 @@ size_t DeviceWriteBehind::FlushOnce() {
   // A device resolving several times within one batch needs one write: keep
   // its newest record, at the position of its first.
   std::unordered_map<std::string, size_t> position;
-  std::vector<v1::Device> batch;
+  std::vector<EncodedDevice> batch;
   batch.reserve(taken.size());
-  for (v1::Device& record : taken) {
-    auto [it, inserted] = position.emplace(record.device_id(), batch.size());
+  for (EncodedDevice& record : taken) {
+    auto [it, inserted] = position.emplace(record.device_id, batch.size());
     if (inserted) {
       batch.push_back(std::move(record));
     } else {
@@ -73,6 +75,7 @@ size_t DeviceWriteBehind::FlushOnce() {
 }
 
 void DeviceWriteBehind::FlusherLoop() {
+  NameThisThread("wp-registry");
   std::unique_lock lock(queue_mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.flush_period),

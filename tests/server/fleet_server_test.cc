@@ -21,7 +21,7 @@ class FleetServerTest : public ::testing::Test {
     WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     auto started = ServerProcess::Start(
         {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
-         "--fleet_refresh_interval=100ms"});
+         "--fleet_refresh_interval=100ms", "--devices_seen_refresh_interval=100ms"});
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
     channel_ = PlaintextChannel(server_->grpc_address());

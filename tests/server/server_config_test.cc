@@ -6,6 +6,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_process.h"
@@ -113,7 +114,19 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
   config = ServerConfig();
   config.registry_batch_size = config.registry_queue_capacity + 1;
   EXPECT_THAT(ValidateServerConfig(config),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--registry_batch_size=10001")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("--registry_batch_size=", config.registry_batch_size))));
+  config = ServerConfig();
+  config.registry_flush_period = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--registry_flush_period=0")));
+  config.registry_flush_period = absl::Minutes(2);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--registry_flush_period=2m")));
+  config = ServerConfig();
+  config.devices_seen_refresh_interval = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     HasSubstr("--devices_seen_refresh_interval")));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using ::weightpath::testing::IsOk;
+using ::weightpath::testing::IsOkAndHolds;
 using ::weightpath::testing::StatusIs;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
@@ -284,6 +285,128 @@ TEST_P(StoreConformance, SummaryCountsDevicesSeenByClassAndPath) {
   EXPECT_EQ(recent->size(), 3u);
   EXPECT_EQ((recent->at({"x86_cpu", "w4a8-amx"})), 1u);
   EXPECT_EQ((recent->at({"arm64_cpu", "w4a16-tinygemm"})), 1u);
+}
+
+// --- What a registry write rewrites ---------------------------------------------
+
+// When the stored record (the wide devices row) was last written.
+absl::StatusOr<int64_t> RecordedAt(const std::string& url, const std::string& device_id) {
+  auto database = OpenSqlDatabase(url);
+  if (!database.ok()) return database.status();
+  auto session = (*database)->Acquire();
+  if (!session.ok()) return session.status();
+  auto rows = (*session)->Query("SELECT recorded_us FROM devices WHERE device_id = $1", {device_id});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return absl::NotFoundError(device_id);
+  return CellInt((*rows)[0][0], "recorded_us");
+}
+
+TEST_P(StoreConformance, UnchangedRecordSeenAgainMovesOnlyLastSeen) {
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0 + absl::Hours(1));
+  EXPECT_THAT(RecordedAt(url_, "dev-a"), IsOkAndHolds(ToMicros(kT0)));
+
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0);
+  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(1));
+  DeviceQuery recent;
+  recent.seen_since = kT0 + absl::Minutes(30);
+  auto page = store_->ListDevices(recent);
+  ASSERT_THAT(page, IsOk());
+  ASSERT_THAT(page->devices, SizeIs(1));
+  EXPECT_EQ(FromTimestamp(page->devices[0].last_seen()), kT0 + absl::Hours(1));
+  auto summary = store_->FleetSummary(kT0 + absl::Minutes(30));
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(summary->total_devices(), 1u);
+}
+
+TEST_P(StoreConformance, ChangedRecordIsRewrittenWhole) {
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  v1::Device relabelled = MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0 + absl::Hours(1));
+  (*relabelled.mutable_labels())["workload"] = "agentic";
+  ASSERT_THAT(store_->UpsertDevices({relabelled}), IsOk());
+  EXPECT_THAT(RecordedAt(url_, "dev-a"), IsOkAndHolds(ToMicros(kT0 + absl::Hours(1))));
+  Register("dev-a", "x86_cpu", "w4a16-tinygemm", kSeedCpuAsProbed, kT0 + absl::Hours(2));
+
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->path(), "w4a16-tinygemm");
+  EXPECT_TRUE(stored->labels().empty());
+  DeviceQuery old_path;
+  old_path.path = "w4a8-amx";
+  auto page = store_->ListDevices(old_path);
+  ASSERT_THAT(page, IsOk());
+  EXPECT_THAT(page->devices, SizeIs(0));
+  old_path.path = "w4a16-tinygemm";
+  page = store_->ListDevices(old_path);
+  ASSERT_THAT(page, IsOk());
+  EXPECT_THAT(page->devices, SizeIs(1));
+}
+
+TEST_P(StoreConformance, ChangedRecordOlderThanTheLastSightingIsIgnored) {
+  // The device was seen unchanged at T0+2h; a record from T0+1h with another
+  // path arrives late (another replica's slow flush). It must not replace the
+  // record the device still had at T0+2h.
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  Register("dev-a", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0 + absl::Hours(2));
+  Register("dev-a", "x86_cpu", "bf16", kSeedCpuAsProbed, kT0 + absl::Hours(1));
+  auto stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->path(), "w4a8-amx");
+  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
+}
+
+TEST_P(StoreConformance, RegistryWrittenBySchemaVersion3IsCarriedOver) {
+  absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+  ASSERT_THAT(url, IsOk());
+  v1::Device device = MakeDevice("dev-old", "arm64_cpu", "w4a16-tinygemm", "Neoverse-N1", kT0);
+  *device.mutable_first_seen() = ToTimestamp(kT0 - absl::Hours(5));
+  {
+    auto database = OpenSqlDatabase(*url);
+    ASSERT_THAT(database, IsOk());
+    ASSERT_THAT(ApplyMigrations(**database, 3), IsOkAndHolds(3));
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    // As version 3 wrote it: the times also inside the body.
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                            "first_seen_us, last_seen_us, body) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                            {device.device_id(), device.hardware_class(), device.path(),
+                             device.profile().cpu_model(), ToMicros(kT0 - absl::Hours(5)),
+                             ToMicros(kT0), SqlBlob{device.SerializeAsString()}})
+                    .status(),
+                IsOk());
+  }
+  auto upgraded = OpenFleetStore(*url);
+  ASSERT_THAT(upgraded, IsOk());
+  EXPECT_EQ((*upgraded)->schema_version(), LatestSchemaVersion());
+  auto stored = (*upgraded)->GetDevice("dev-old");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->SerializeAsString(), device.SerializeAsString()) << stored->DebugString();
+  DeviceQuery arm;
+  arm.hardware_class = "arm64_cpu";
+  arm.seen_since = kT0;
+  auto page = (*upgraded)->ListDevices(arm);
+  ASSERT_THAT(page, IsOk());
+  EXPECT_THAT(page->devices, SizeIs(1));
+  auto summary = (*upgraded)->FleetSummary(kT0);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(summary->total_devices(), 1u);
+
+  // The carried-over row has no fingerprint: its next sighting rewrites the
+  // body once (without the times), the one after only moves last_seen.
+  device.clear_first_seen();
+  *device.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(1));
+  ASSERT_THAT((*upgraded)->UpsertDevices({device}), IsOk());
+  EXPECT_THAT(RecordedAt(*url, "dev-old"), IsOkAndHolds(ToMicros(kT0 + absl::Hours(1))));
+  *device.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(2));
+  ASSERT_THAT((*upgraded)->UpsertDevices({device}), IsOk());
+  EXPECT_THAT(RecordedAt(*url, "dev-old"), IsOkAndHolds(ToMicros(kT0 + absl::Hours(1))));
+  stored = (*upgraded)->GetDevice("dev-old");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0 - absl::Hours(5));
+  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
 }
 
 // --- Measurements ------------------------------------------------------------

@@ -19,10 +19,10 @@ namespace {
 
 using ::testing::ElementsAre;
 
-v1::Device Record(const std::string& id, const std::string& path) {
-  v1::Device device;
-  device.set_device_id(id);
-  device.set_path(path);
+EncodedDevice Record(const std::string& id, const std::string& path) {
+  EncodedDevice device;
+  device.device_id = id;
+  device.path = path;
   return device;
 }
 
@@ -32,10 +32,10 @@ struct RecordingSink {
   absl::Status next_status = absl::OkStatus();
 
   DeviceWriteBehind::Sink AsSink() {
-    return [this](const std::vector<v1::Device>& batch) {
+    return [this](const std::vector<EncodedDevice>& batch) {
       std::lock_guard lock(mutex);
       std::vector<std::string> names;
-      for (const auto& d : batch) names.push_back(absl::StrCat(d.device_id(), ":", d.path()));
+      for (const auto& d : batch) names.push_back(absl::StrCat(d.device_id, ":", d.path));
       batches.push_back(names);
       return next_status;
     };
@@ -144,15 +144,16 @@ TEST(StoreWriteBehind, FlushesIntoARealRegistryKeepingEachDevicesNewestRecord) {
   options.max_batch = 128;
   options.flush_period = absl::Hours(1);
   DeviceWriteBehind queue(
-      [&](const std::vector<v1::Device>& batch) { return (*store)->UpsertDevices(batch); }, options);
+      [&](const std::vector<EncodedDevice>& batch) { return (*store)->UpsertEncodedDevices(batch); },
+      options);
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   for (int i = 0; i < 1000; ++i) {
     ASSERT_TRUE(queue.TryEnqueue(
-        testing::MakeDevice(absl::StrCat("d", i), "x86_cpu", "w4a8-amx", "Xeon", t0)));
+        EncodeDevice(testing::MakeDevice(absl::StrCat("d", i), "x86_cpu", "w4a8-amx", "Xeon", t0))));
   }
   for (int i = 0; i < 200; ++i) {  // these devices resolved again, onto another path
-    ASSERT_TRUE(queue.TryEnqueue(testing::MakeDevice(absl::StrCat("d", i), "x86_cpu",
-                                                     "w4a16-tinygemm", "Xeon", t0 + absl::Minutes(1))));
+    ASSERT_TRUE(queue.TryEnqueue(EncodeDevice(testing::MakeDevice(
+        absl::StrCat("d", i), "x86_cpu", "w4a16-tinygemm", "Xeon", t0 + absl::Minutes(1)))));
   }
   queue.Shutdown();
   EXPECT_EQ(queue.counters().failed_batches, 0u);

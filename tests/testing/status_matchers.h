@@ -39,4 +39,13 @@ MATCHER_P2(StatusIs, code, message_matcher,
                                        result_listener);
 }
 
+// An OK StatusOr whose value matches: IsOkAndHolds(42), IsOkAndHolds(SizeIs(3)).
+MATCHER_P(IsOkAndHolds, value_matcher, "is OK and holds a matching value") {
+  if (!arg.ok()) {
+    *result_listener << "status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(value_matcher, *arg, result_listener);
+}
+
 }  // namespace weightpath::testing

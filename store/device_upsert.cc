@@ -1,0 +1,201 @@
+#include "store/device_upsert.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace weightpath::store {
+namespace {
+
+// Rows per statement: one round trip per chunk instead of per device.
+constexpr size_t kRowsPerStatement = 100;
+
+struct StoredSighting {
+  int64_t record_hash;
+  int64_t last_seen_us;
+};
+
+// "($1, $2, $3), ($4, $5, $6)" for `rows` rows of `columns` values.
+std::string Placeholders(size_t rows, size_t columns) {
+  std::string out;
+  size_t next = 1;
+  for (size_t r = 0; r < rows; ++r) {
+    absl::StrAppend(&out, r == 0 ? "(" : ", (");
+    for (size_t c = 0; c < columns; ++c) absl::StrAppend(&out, c == 0 ? "$" : ", $", next++);
+    out += ')';
+  }
+  return out;
+}
+
+absl::Status ValidateBatch(const std::vector<EncodedDevice>& batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].device_id.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].device_id is required"));
+    }
+    if (batch[i].last_seen_us == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The newest record of each device, in device_id order: neighbouring ids
+// share B-tree pages, and PostgreSQL replicas lock the rows in one order.
+std::vector<const EncodedDevice*> NewestPerDevice(const std::vector<EncodedDevice>& batch) {
+  std::unordered_map<std::string_view, size_t> newest;
+  newest.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto [it, inserted] = newest.emplace(batch[i].device_id, i);
+    if (!inserted && batch[i].last_seen_us >= batch[it->second].last_seen_us) it->second = i;
+  }
+  std::vector<const EncodedDevice*> pending;
+  pending.reserve(newest.size());
+  for (const auto& [id, index] : newest) pending.push_back(&batch[index]);
+  std::sort(pending.begin(), pending.end(), [](const EncodedDevice* a, const EncodedDevice* b) {
+    return a->device_id < b->device_id;
+  });
+  return pending;
+}
+
+absl::StatusOr<std::unordered_map<std::string, StoredSighting>> ReadSightings(
+    SqlSession& session, SqlDialect dialect, const std::vector<const EncodedDevice*>& pending) {
+  std::unordered_map<std::string, StoredSighting> stored;
+  for (size_t offset = 0; offset < pending.size(); offset += kRowsPerStatement) {
+    const size_t rows = std::min(kRowsPerStatement, pending.size() - offset);
+    std::string sql =
+        "SELECT device_id, record_hash, last_seen_us FROM device_sightings WHERE device_id IN (";
+    std::vector<SqlValue> params;
+    params.reserve(rows);
+    for (size_t r = 0; r < rows; ++r) {
+      params.emplace_back(pending[offset + r]->device_id);
+      absl::StrAppend(&sql, r == 0 ? "$" : ", $", r + 1);
+    }
+    sql += ") ORDER BY device_id";
+    // Two replicas flushing the same device serialize on its row, so the
+    // fingerprint compared here is still the stored one when they write.
+    if (dialect == SqlDialect::kPostgres) sql += " FOR UPDATE";
+    ASSIGN_OR_RETURN(SqlRows found, session.Query(sql, params));
+    for (const SqlRow& row : found) {
+      StoredSighting sighting;
+      ASSIGN_OR_RETURN(sighting.record_hash, CellInt(row[1], "device_sightings.record_hash"));
+      ASSIGN_OR_RETURN(sighting.last_seen_us, CellInt(row[2], "device_sightings.last_seen_us"));
+      stored.emplace(CellText(row[0]), sighting);
+    }
+  }
+  return stored;
+}
+
+// Whole records: the wide devices row and the sighting with its fingerprint.
+absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const EncodedDevice*>& changed) {
+  for (size_t offset = 0; offset < changed.size(); offset += kRowsPerStatement) {
+    const size_t rows = std::min(kRowsPerStatement, changed.size() - offset);
+    std::vector<SqlValue> record_params;
+    std::vector<SqlValue> sighting_params;
+    record_params.reserve(rows * 7);
+    sighting_params.reserve(rows * 5);
+    for (size_t r = 0; r < rows; ++r) {
+      const EncodedDevice& device = *changed[offset + r];
+      record_params.emplace_back(device.device_id);
+      record_params.emplace_back(device.hardware_class);
+      record_params.emplace_back(device.path);
+      record_params.emplace_back(device.cpu_model);
+      record_params.emplace_back(device.first_seen_us != 0 ? device.first_seen_us : device.last_seen_us);
+      record_params.emplace_back(device.last_seen_us);
+      record_params.emplace_back(SqlBlob{device.body});
+      sighting_params.emplace_back(device.device_id);
+      sighting_params.emplace_back(device.hardware_class);
+      sighting_params.emplace_back(device.path);
+      sighting_params.emplace_back(device.last_seen_us);
+      sighting_params.emplace_back(device.fingerprint);
+    }
+    RETURN_IF_ERROR(
+        session
+            .Query(absl::StrCat("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                                "first_seen_us, recorded_us, body) VALUES ",
+                                Placeholders(rows, 7),
+                                " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
+                                "excluded.hardware_class, path = excluded.path, cpu_model = "
+                                "excluded.cpu_model, recorded_us = excluded.recorded_us, body = "
+                                "excluded.body WHERE excluded.recorded_us >= devices.recorded_us"),
+                   record_params)
+            .status());
+    RETURN_IF_ERROR(
+        session
+            .Query(absl::StrCat("INSERT INTO device_sightings (device_id, hardware_class, path, "
+                                "last_seen_us, record_hash) VALUES ",
+                                Placeholders(rows, 5),
+                                " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
+                                "excluded.hardware_class, path = excluded.path, last_seen_us = "
+                                "excluded.last_seen_us, record_hash = excluded.record_hash WHERE "
+                                "excluded.last_seen_us >= device_sightings.last_seen_us"),
+                   sighting_params)
+            .status());
+  }
+  return absl::OkStatus();
+}
+
+// Unchanged records: only last_seen moves. Assigning no indexed column keeps
+// the hardware-class index untouched (and lets PostgreSQL update in place).
+absl::Status WriteSightings(SqlSession& session, const std::vector<const EncodedDevice*>& seen) {
+  for (size_t offset = 0; offset < seen.size(); offset += kRowsPerStatement) {
+    const size_t rows = std::min(kRowsPerStatement, seen.size() - offset);
+    std::vector<SqlValue> params;
+    params.reserve(rows * 5);
+    for (size_t r = 0; r < rows; ++r) {
+      const EncodedDevice& device = *seen[offset + r];
+      params.emplace_back(device.device_id);
+      params.emplace_back(device.hardware_class);
+      params.emplace_back(device.path);
+      params.emplace_back(device.last_seen_us);
+      params.emplace_back(device.fingerprint);
+    }
+    RETURN_IF_ERROR(
+        session
+            .Query(absl::StrCat("INSERT INTO device_sightings (device_id, hardware_class, path, "
+                                "last_seen_us, record_hash) VALUES ",
+                                Placeholders(rows, 5),
+                                " ON CONFLICT (device_id) DO UPDATE SET last_seen_us = "
+                                "excluded.last_seen_us WHERE excluded.last_seen_us > "
+                                "device_sightings.last_seen_us"),
+                   params)
+            .status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status UpsertDeviceBatch(SqlSession& session, SqlDialect dialect,
+                               const std::vector<EncodedDevice>& batch) {
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  if (batch.empty()) return absl::OkStatus();
+  const std::vector<const EncodedDevice*> pending = NewestPerDevice(batch);
+
+  RETURN_IF_ERROR(session.Begin(/*for_write=*/true));
+  ASSIGN_OR_RETURN(auto stored, ReadSightings(session, dialect, pending));
+  std::vector<const EncodedDevice*> changed;
+  std::vector<const EncodedDevice*> seen_again;
+  for (const EncodedDevice* device : pending) {
+    auto it = stored.find(device->device_id);
+    if (it == stored.end()) {
+      changed.push_back(device);
+    } else if (device->last_seen_us < it->second.last_seen_us) {
+      // Older than what the store knows: it would undo a newer record.
+      continue;
+    } else if (device->fingerprint != it->second.record_hash) {
+      changed.push_back(device);
+    } else if (device->last_seen_us > it->second.last_seen_us) {
+      seen_again.push_back(device);
+    }
+  }
+  RETURN_IF_ERROR(WriteChangedRecords(session, changed));
+  RETURN_IF_ERROR(WriteSightings(session, seen_again));
+  return session.Commit();
+}
+
+}  // namespace weightpath::store

@@ -1,0 +1,89 @@
+#include "store/encoded_device.h"
+
+#include <cstring>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "store/time_convert.h"
+
+namespace weightpath::store {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+// Kept in columns, so left out of the body: first_seen, last_seen,
+// regression_count, last_regression.
+bool IsColumnField(uint32_t field_number) {
+  return field_number == v1::Device::kFirstSeenFieldNumber ||
+         field_number == v1::Device::kLastSeenFieldNumber ||
+         field_number == v1::Device::kRegressionCountFieldNumber ||
+         field_number == v1::Device::kLastRegressionFieldNumber;
+}
+
+uint64_t Load64(const char* p) {
+  uint64_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+uint64_t Mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+}  // namespace
+
+uint64_t StableHash64(std::string_view bytes) {
+  constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ULL;
+  uint64_t h = 0x6a09e667f3bcc908ULL ^ (bytes.size() * kMultiplier);
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    h = (h ^ Mix(Load64(bytes.data() + i))) * kMultiplier;
+    h = (h << 27) | (h >> 37);
+  }
+  uint64_t tail = 0;
+  for (size_t shift = 0; i < bytes.size(); ++i, shift += 8) {
+    tail |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << shift;
+  }
+  return Mix(h ^ Mix(tail ^ 0x5bd1e995ULL));
+}
+
+EncodedDevice EncodeDevice(const v1::Device& device) {
+  // Deterministic: map fields (labels) otherwise serialize in hash order,
+  // and equal records must give equal bytes.
+  std::string full;
+  {
+    google::protobuf::io::StringOutputStream stream(&full);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    device.SerializePartialToCodedStream(&coded);
+  }
+  EncodedDevice encoded;
+  encoded.device_id = device.device_id();
+  encoded.hardware_class = device.hardware_class();
+  encoded.path = device.path();
+  encoded.cpu_model = device.profile().cpu_model();
+  if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromTimestamp(device.first_seen()));
+  if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromTimestamp(device.last_seen()));
+  encoded.body.reserve(full.size());
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(full.data()),
+                                               static_cast<int>(full.size()));
+  while (true) {
+    const int start = input.CurrentPosition();
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) break;
+    if (!WireFormatLite::SkipField(&input, tag)) break;  // cannot happen for bytes we encoded
+    if (IsColumnField(WireFormatLite::GetTagFieldNumber(tag))) continue;
+    encoded.body.append(full, static_cast<size_t>(start),
+                      static_cast<size_t>(input.CurrentPosition() - start));
+  }
+  encoded.fingerprint = static_cast<int64_t>(StableHash64(encoded.body));
+  return encoded;
+}
+
+}  // namespace weightpath::store

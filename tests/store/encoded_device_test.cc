@@ -1,0 +1,94 @@
+#include "store/encoded_device.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "store/time_convert.h"
+#include "tests/store/store_backends.h"
+
+namespace weightpath::store::testing {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+v1::Device Record() {
+  return MakeDevice("dev-a", "x86_cpu", "w4a8-amx", "Intel(R) Xeon(R) Platinum 8480C", kT0);
+}
+
+TEST(EncodedDevice, LabelInsertionOrderGivesTheSameBytes) {
+  v1::Device forward = Record();
+  v1::Device backward = Record();
+  for (int i = 0; i < 20; ++i) (*forward.mutable_labels())["k" + std::to_string(i)] = "v";
+  for (int i = 19; i >= 0; --i) (*backward.mutable_labels())["k" + std::to_string(i)] = "v";
+  const EncodedDevice a = EncodeDevice(forward);
+  const EncodedDevice b = EncodeDevice(backward);
+  EXPECT_EQ(a.body, b.body);
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+}
+
+TEST(EncodedDevice, TimesAndRegressionFiguresAreLeftToTheirColumns) {
+  v1::Device later = Record();
+  *later.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(3));
+  *later.mutable_first_seen() = ToTimestamp(kT0 - absl::Hours(3));
+  later.set_regression_count(4);
+  later.set_last_regression("decode 40 tok/s below 0.8 x 86.6");
+  const EncodedDevice body = EncodeDevice(later);
+  EXPECT_EQ(body.fingerprint, EncodeDevice(Record()).fingerprint);
+
+  v1::Device parsed;
+  ASSERT_TRUE(parsed.ParseFromString(body.body));
+  EXPECT_FALSE(parsed.has_last_seen());
+  EXPECT_FALSE(parsed.has_first_seen());
+  EXPECT_EQ(parsed.regression_count(), 0u);
+  EXPECT_EQ(parsed.last_regression(), "");
+  v1::Device expected = later;
+  expected.clear_last_seen();
+  expected.clear_first_seen();
+  expected.clear_regression_count();
+  expected.clear_last_regression();
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+}
+
+TEST(EncodedDevice, ColumnsComeFromTheRecord) {
+  v1::Device device = Record();
+  *device.mutable_first_seen() = ToTimestamp(kT0 - absl::Hours(1));
+  const EncodedDevice encoded = EncodeDevice(device);
+  EXPECT_EQ(encoded.device_id, "dev-a");
+  EXPECT_EQ(encoded.hardware_class, "x86_cpu");
+  EXPECT_EQ(encoded.path, "w4a8-amx");
+  EXPECT_EQ(encoded.cpu_model, "Intel(R) Xeon(R) Platinum 8480C");
+  EXPECT_EQ(encoded.first_seen_us, ToMicros(kT0 - absl::Hours(1)));
+  EXPECT_EQ(encoded.last_seen_us, ToMicros(kT0));
+  EXPECT_EQ(EncodeDevice(Record()).first_seen_us, 0);  // not given
+}
+
+TEST(EncodedDevice, EveryOtherFieldChangesTheFingerprint) {
+  const int64_t original = EncodeDevice(Record()).fingerprint;
+  const auto changed = [&](auto edit) {
+    v1::Device device = Record();
+    edit(device);
+    return EncodeDevice(device).fingerprint != original;
+  };
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_path("w4a16-tinygemm"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_hardware_class("arm64_cpu"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { (*d.mutable_labels())["workload"] = "agentic"; }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.mutable_profile()->add_cpu_flags("amx_tile"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.mutable_artifact()->set_sha256(std::string(64, 'b')); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_policy_version("sha256:fedcba9876543210"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_agent_version("0.2.0"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_effective_priority(v1::PRIORITY_FIDELITY); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_rollout_id("fidelity-agentic"); }));
+  EXPECT_TRUE(changed([](v1::Device& d) { d.set_model("Spark-X2.5-7B"); }));
+}
+
+TEST(StableHash64, IsFixedAcrossBuildsAndRuns) {
+  // Stored fingerprints outlive the binary: a new value here means every
+  // device's body is rewritten once after an upgrade.
+  EXPECT_EQ(StableHash64(""), StableHash64(std::string()));
+  EXPECT_EQ(StableHash64("weightpath"), 17201798567938463254u);
+  EXPECT_NE(StableHash64("weightpath"), StableHash64("weightpatH"));
+  EXPECT_NE(StableHash64(std::string(8, '\0')), StableHash64(std::string(9, '\0')));
+}
+
+}  // namespace
+}  // namespace weightpath::store::testing
