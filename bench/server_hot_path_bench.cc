@@ -1,7 +1,8 @@
 // The server's per-call work for ResolveWeightPath outside gRPC, piece by
 // piece, on the largest example profile (224 logical CPUs, 170 flags): how
 // the request is parsed, what validation and the decision cost, and how the
-// response is produced. The *_Protobuf cases are the straightforward way a
+// response is produced, and what building the registry record costs (with
+// the registry on). The *_Protobuf cases are the straightforward way a
 // typed handler does it, kept as the reference the hot path is measured
 // against. Figures go to bench/RESULTS-server.md.
 #include <string>
@@ -11,6 +12,7 @@
 #include "grpcpp/support/slice.h"
 #include "bench/bench_request.h"
 #include "server/config_watcher.h"
+#include "server/device_record.h"
 #include "server/request_validation.h"
 #include "server/resolve_wire.h"
 #include "server/resolver.h"
@@ -103,6 +105,37 @@ void BM_Respond_HotPath(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Respond_HotPath);
+
+struct ResolvedExample {
+  v1::ResolveWeightPathRequest request = ExampleRequest();
+  v1::ResolveWeightPathResponse decided;
+  v1::ResolveWeightPathResponse per_call;
+  ResolvedExample() {
+    ResolveSummary summary;
+    const absl::StatusOr<ResolvedDecision> decision = Decide(request, Snapshots().Current(), &summary);
+    FillDecidedPart(*decision, Snapshots().Current(), &decided);
+    FillPerCallPart(*decision, &per_call);
+  }
+};
+
+void BM_RegistryRecord_Protobuf(benchmark::State& state) {
+  const ResolvedExample example;
+  v1::Device device;
+  for (auto _ : state) {
+    FillDeviceRecord(example.request, example.decided, example.per_call, absl::Now(), device);
+    benchmark::DoNotOptimize(store::EncodeDevice(device).fingerprint);
+  }
+}
+BENCHMARK(BM_RegistryRecord_Protobuf);
+
+void BM_RegistryRecord_HotPath(benchmark::State& state) {
+  const ResolvedExample example;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        EncodeDeviceRecord(example.request, example.decided, example.per_call, absl::Now()).fingerprint);
+  }
+}
+BENCHMARK(BM_RegistryRecord_HotPath);
 
 }  // namespace
 }  // namespace weightpath::server

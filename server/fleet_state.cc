@@ -6,40 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
+#include "server/device_record.h"
 #include "spdlog/spdlog.h"
 #include "store/policy_expectations.h"
 #include "store/time_convert.h"
 
 namespace weightpath::server {
-namespace {
-
-// What the registry keeps of a resolve; regression fields are the store's own.
-// Fills a reused message: Clear() keeps the strings' and flag list's
-// allocations, so a resolving thread builds each record without malloc.
-void FillDeviceRecord(const v1::ResolveWeightPathRequest& request,
-                      const v1::ResolveWeightPathResponse& response,
-                      const v1::ResolveWeightPathResponse& per_call, absl::Time now,
-                      v1::Device& device) {
-  device.Clear();
-  device.set_device_id(request.device_id());
-  *device.mutable_labels() = request.labels();
-  device.set_hardware_class(response.hardware_class());
-  v1::ProfileSummary* profile = device.mutable_profile();
-  profile->set_arch(request.profile().arch());
-  profile->set_cpu_model(request.profile().cpu_model());
-  *profile->mutable_cpu_flags() = request.profile().cpu_flags();
-  profile->set_accelerator(request.profile().accelerator());
-  device.set_path(response.weight_path().name());
-  *device.mutable_artifact() = per_call.has_artifact() ? per_call.artifact() : response.artifact();
-  device.set_policy_version(response.policy_version());
-  device.set_agent_version(request.agent_version());
-  *device.mutable_last_seen() = store::ToTimestamp(now);
-  device.set_model(response.model());
-  device.set_effective_priority(response.effective_priority());
-  device.set_rollout_id(per_call.rollout().rollout_id());
-}
-
-}  // namespace
 
 std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
                         std::string_view cpu_model) {
@@ -93,9 +65,7 @@ void FleetState::Shutdown() {
 void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
                                const v1::ResolveWeightPathResponse& decided,
                                const v1::ResolveWeightPathResponse& per_call) {
-  thread_local v1::Device record;
-  FillDeviceRecord(request, decided, per_call, absl::Now(), record);
-  if (!write_behind_.TryEnqueue(store::EncodeDevice(record))) {
+  if (!write_behind_.TryEnqueue(EncodeDeviceRecord(request, decided, per_call, absl::Now()))) {
     metrics_->RecordFleetRecordDropped();
   }
 }
