@@ -7,6 +7,8 @@
 # alternately (A B A B ...), devices drawn at random from the registered
 # ones. Prints each server's RSS afterwards. Deletes everything.
 #   usage: bench/fleet_run.sh [BUILD_DIR] [DEVICES] [ROUNDS] [ROUND_TIME] [CONCURRENCY]
+#   CONCURRENCY: client threads, or a comma-separated list run one after the
+#   other against the same two servers (e.g. 8,32,64).
 #   env: BACKEND=postgres keeps the registry in a throwaway PostgreSQL 15
 #        (default settings: fsync and synchronous_commit on) started on
 #        127.0.0.1, instead of a SQLite file.
@@ -82,8 +84,10 @@ else
   start_server register --store="$store" --log_level=info ${REGISTER_FLAGS:-}
   "$build/bench/bench_fleet_resolve" --register --on="$(address_of register)" \
     --devices="$devices" --concurrency="${REGISTER_CONCURRENCY:-4}"
+  stop_started=$(date +%s.%N)
   kill -TERM "${pids[0]}"  # writes what is still queued
   wait "${pids[0]}" || true
+  echo "registering server stopped in $(python3 -c "print(round($(date +%s.%N) - $stop_started, 1))") s"
   pids=()
   grep -h "device registry flushed" "$work/register.log" || true
   if [[ $backend == postgres ]]; then
@@ -99,9 +103,11 @@ start_server off --store=none
 on_address=$(address_of on)
 off_address=$(address_of off)
 
-echo "== ResolveWeightPath, $concurrency client threads, $rounds x $round_time rounds each, alternating"
-"$build/bench/bench_fleet_resolve" --on="$on_address" --off="$off_address" --rounds="$rounds" \
-  --round_time="$round_time" --concurrency="$concurrency" --devices="$devices"
+for threads in ${concurrency//,/ }; do
+  echo "== ResolveWeightPath, $threads client threads, $rounds x $round_time rounds each, alternating"
+  "$build/bench/bench_fleet_resolve" --on="$on_address" --off="$off_address" --rounds="$rounds" \
+    --round_time="$round_time" --concurrency="$threads" --devices="$devices"
+done
 
 sleep 6  # a flush and a metrics refresh (every 5 s) after the last round
 echo "== server RSS after the run"

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,38 @@ absl::StatusOr<std::unordered_map<std::string, StoredSighting>> ReadSightings(
   return stored;
 }
 
+// The common case in one statement: a device seen again with the record the
+// store already holds only has its last_seen moved. The row's fingerprint is
+// compared in the UPDATE itself, so a concurrent writer cannot slip a
+// different record in between. Returns the devices it moved.
+absl::StatusOr<std::unordered_set<std::string>> BumpUnchangedSightings(
+    SqlSession& session, const std::vector<const EncodedDevice*>& pending) {
+  std::unordered_set<std::string> bumped;
+  bumped.reserve(pending.size());
+  for (size_t offset = 0; offset < pending.size(); offset += kRowsPerStatement) {
+    const size_t rows = std::min(kRowsPerStatement, pending.size() - offset);
+    std::string sql = "UPDATE device_sightings AS s SET last_seen_us = v.column2 FROM (VALUES ";
+    std::vector<SqlValue> params;
+    params.reserve(rows * 3);
+    for (size_t r = 0; r < rows; ++r) {
+      const EncodedDevice& device = *pending[offset + r];
+      const size_t p = params.size();
+      // Typed, since PostgreSQL cannot infer a VALUES column's type from use.
+      absl::StrAppend(&sql, r == 0 ? "" : ", ", "($", p + 1, ", CAST($", p + 2, " AS BIGINT), CAST($",
+                      p + 3, " AS BIGINT))");
+      params.emplace_back(device.device_id);
+      params.emplace_back(device.last_seen_us);
+      params.emplace_back(device.fingerprint);
+    }
+    sql +=
+        ") AS v WHERE s.device_id = v.column1 AND s.record_hash = v.column3 AND "
+        "s.last_seen_us < v.column2 RETURNING device_id";
+    ASSIGN_OR_RETURN(SqlRows moved, session.Query(sql, params));
+    for (SqlRow& row : moved) bumped.insert(CellText(row[0]));
+  }
+  return bumped;
+}
+
 // Whole records: the wide devices row and the sighting with its fingerprint.
 absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const EncodedDevice*>& changed) {
   for (size_t offset = 0; offset < changed.size(); offset += kRowsPerStatement) {
@@ -139,35 +172,6 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
   return absl::OkStatus();
 }
 
-// Unchanged records: only last_seen moves. Assigning no indexed column keeps
-// the hardware-class index untouched (and lets PostgreSQL update in place).
-absl::Status WriteSightings(SqlSession& session, const std::vector<const EncodedDevice*>& seen) {
-  for (size_t offset = 0; offset < seen.size(); offset += kRowsPerStatement) {
-    const size_t rows = std::min(kRowsPerStatement, seen.size() - offset);
-    std::vector<SqlValue> params;
-    params.reserve(rows * 5);
-    for (size_t r = 0; r < rows; ++r) {
-      const EncodedDevice& device = *seen[offset + r];
-      params.emplace_back(device.device_id);
-      params.emplace_back(device.hardware_class);
-      params.emplace_back(device.path);
-      params.emplace_back(device.last_seen_us);
-      params.emplace_back(device.fingerprint);
-    }
-    RETURN_IF_ERROR(
-        session
-            .Query(absl::StrCat("INSERT INTO device_sightings (device_id, hardware_class, path, "
-                                "last_seen_us, record_hash) VALUES ",
-                                Placeholders(rows, 5),
-                                " ON CONFLICT (device_id) DO UPDATE SET last_seen_us = "
-                                "excluded.last_seen_us WHERE excluded.last_seen_us > "
-                                "device_sightings.last_seen_us"),
-                   params)
-            .status());
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status UpsertDeviceBatch(SqlSession& session, SqlDialect dialect,
@@ -177,24 +181,30 @@ absl::Status UpsertDeviceBatch(SqlSession& session, SqlDialect dialect,
   const std::vector<const EncodedDevice*> pending = NewestPerDevice(batch);
 
   RETURN_IF_ERROR(session.Begin(/*for_write=*/true));
-  ASSIGN_OR_RETURN(auto stored, ReadSightings(session, dialect, pending));
-  std::vector<const EncodedDevice*> changed;
-  std::vector<const EncodedDevice*> seen_again;
+  ASSIGN_OR_RETURN(const std::unordered_set<std::string> bumped, BumpUnchangedSightings(session, pending));
+  std::vector<const EncodedDevice*> rest;
   for (const EncodedDevice* device : pending) {
+    if (bumped.count(device->device_id) == 0) rest.push_back(device);
+  }
+  // New devices, changed records, and records no newer than the store's.
+  ASSIGN_OR_RETURN(auto stored, ReadSightings(session, dialect, rest));
+  std::vector<const EncodedDevice*> changed;
+  for (const EncodedDevice* device : rest) {
     auto it = stored.find(device->device_id);
     if (it == stored.end()) {
       changed.push_back(device);
     } else if (device->last_seen_us < it->second.last_seen_us) {
       // Older than what the store knows: it would undo a newer record.
       continue;
-    } else if (device->fingerprint != it->second.record_hash) {
+    } else if (device->fingerprint != it->second.record_hash ||
+               device->last_seen_us > it->second.last_seen_us) {
+      // The second case only when another replica rewrote the row between
+      // the two statements; writing the whole record is correct either way.
       changed.push_back(device);
-    } else if (device->last_seen_us > it->second.last_seen_us) {
-      seen_again.push_back(device);
     }
+    // else: the same record, already stored with this last_seen.
   }
   RETURN_IF_ERROR(WriteChangedRecords(session, changed));
-  RETURN_IF_ERROR(WriteSightings(session, seen_again));
   return session.Commit();
 }
 
