@@ -97,12 +97,13 @@ void PrintDiskSize(const std::string& url) {
   auto session = (*database)->Acquire();
   if (!session.ok()) return;
   auto rows = (*session)->Query(
-      "SELECT pg_total_relation_size('devices'), pg_database_size(current_database())");
+      "SELECT pg_total_relation_size('devices') + pg_total_relation_size('device_sightings'), "
+      "pg_database_size(current_database())");
   if (rows.ok() && !rows->empty()) {
     double devices = 0, total = 0;
     (void)absl::SimpleAtod(CellText((*rows)[0][0]), &devices);
     (void)absl::SimpleAtod(CellText((*rows)[0][1]), &total);
-    std::printf("registry on disk: devices table+indexes %.1f MiB, whole database %.1f MiB\n",
+    std::printf("registry on disk: devices and device_sightings with indexes %.1f MiB, whole database %.1f MiB\n",
                 devices / 1048576.0, total / 1048576.0);
   }
 }
@@ -150,6 +151,16 @@ int Run() {
   std::printf("process RSS after load: VmRSS %s, VmHWM %s\n", ProcStatus("VmRSS").c_str(),
               ProcStatus("VmHWM").c_str());
   PrintDiskSize(url);
+  if (url.rfind("sqlite:", 0) != 0) {
+    // What autovacuum does within a minute of a bulk load. Without current
+    // statistics PostgreSQL plans a class page as if the class held a few
+    // hundred devices (sort instead of index order: 0.94 s instead of ms).
+    auto database = OpenSqlDatabase(url);
+    if (database.ok()) {
+      auto session = (*database)->Acquire();
+      if (session.ok()) (void)(*session)->Query("ANALYZE");
+    }
+  }
 
   // 2. Reads operators and the gauge make over the whole registry.
   absl::StatusOr<v1::FleetSummaryResponse> summary;
