@@ -3,6 +3,8 @@
 // speed priority, a workload label and an agent version.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -28,6 +30,16 @@ inline absl::StatusOr<v1::ResolveWeightPathRequest> BenchResolveRequest(const st
   (*request.mutable_labels())["workload"] = "agentic";
   request.set_agent_version("bench");
   return request;
+}
+
+// For a bench tool's main(): the request, or the reason on stderr and exit 1.
+inline v1::ResolveWeightPathRequest BenchResolveRequestOrExit(const std::string& profile_path) {
+  absl::StatusOr<v1::ResolveWeightPathRequest> request = BenchResolveRequest(profile_path);
+  if (!request.ok()) {
+    std::fprintf(stderr, "cannot read the profile: %s\n", request.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(request);
 }
 
 }  // namespace weightpath::bench

@@ -52,12 +52,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PROFILE.json [HOST:PORT]\n", argv[0]);
     return 2;
   }
-  absl::StatusOr<weightpath::v1::ResolveWeightPathRequest> request =
-      weightpath::bench::BenchResolveRequest(argv[1]);
-  if (!request.ok()) {
-    std::fprintf(stderr, "cannot read the profile: %s\n", request.status().ToString().c_str());
-    return 1;
-  }
+  const weightpath::v1::ResolveWeightPathRequest request =
+      weightpath::bench::BenchResolveRequestOrExit(argv[1]);
   auto snapshot = weightpath::server::LoadSnapshot({});
   if (!snapshot.ok()) {
     std::fprintf(stderr, "embedded defaults: %s\n", std::string(snapshot.status().message()).c_str());
@@ -65,7 +61,7 @@ int main(int argc, char** argv) {
   }
   weightpath::v1::ResolveWeightPathResponse response;
   weightpath::server::ResolveSummary summary;
-  const absl::Status resolved = weightpath::server::Resolve(*request, **snapshot, &response, &summary);
+  const absl::Status resolved = weightpath::server::Resolve(request, **snapshot, &response, &summary);
   if (!resolved.ok()) {
     std::fprintf(stderr, "%s: %s\n", argv[1], std::string(resolved.message()).c_str());
     return 1;

@@ -31,17 +31,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PROFILE.json RESOLVE.bin HEALTH.bin\n", argv[0]);
     return 2;
   }
-  absl::StatusOr<weightpath::v1::ResolveWeightPathRequest> request =
-      weightpath::bench::BenchResolveRequest(argv[1]);
-  if (!request.ok()) {
-    std::fprintf(stderr, "cannot read the profile: %s\n", request.status().ToString().c_str());
-    return 1;
-  }
+  const weightpath::v1::ResolveWeightPathRequest request =
+      weightpath::bench::BenchResolveRequestOrExit(argv[1]);
   grpc::health::v1::HealthCheckRequest health;  // "" = the whole server
-  if (!WriteFramed(argv[2], *request) || !WriteFramed(argv[3], health)) {
+  if (!WriteFramed(argv[2], request) || !WriteFramed(argv[3], health)) {
     std::fprintf(stderr, "cannot write the bodies\n");
     return 1;
   }
-  std::printf("resolve request: %zu bytes serialized\n", request->ByteSizeLong());
+  std::printf("resolve request: %zu bytes serialized\n", request.ByteSizeLong());
   return 0;
 }
