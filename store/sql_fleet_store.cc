@@ -444,14 +444,11 @@ class SqlFleetStore : public FleetStore {
 }  // namespace
 
 absl::Status FleetStore::UpsertDevices(const std::vector<v1::Device>& batch) {
+  // A record without last_seen encodes as last_seen_us 0, which
+  // UpsertEncodedDevices refuses naming its index.
   std::vector<EncodedDevice> encoded;
   encoded.reserve(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].has_last_seen()) {
-      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
-    }
-    encoded.push_back(EncodeDevice(batch[i]));
-  }
+  for (const v1::Device& device : batch) encoded.push_back(EncodeDevice(device));
   return UpsertEncodedDevices(encoded);
 }
 
