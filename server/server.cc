@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "server/reflection_v1.h"
 #include "server/tls.h"
 #include "store/store.h"
 #include "spdlog/spdlog.h"
@@ -125,6 +126,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   builder.AddListeningPort(config.listen, credentials, &grpc_port);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->fleet_admin_.get());
+  // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
+  builder.SetOption(ReflectionV1ServerOption());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || grpc_port == 0) {
