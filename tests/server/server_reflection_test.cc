@@ -203,6 +203,19 @@ TEST_F(ServerReflectionV1Test, AnswersExtensionQueries) {
   EXPECT_EQ(responses[2].error_response().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// gRPC 1.51's v1alpha service keeps adding to one response object, so each
+// answer on a stream repeats the files of the ones before it; ours answers
+// every request with its own files only.
+TEST_F(ServerReflectionV1Test, EachAnswerOnAStreamCarriesItsOwnFilesOnly) {
+  const std::vector<V1::Response> responses =
+      AskAll({SymbolRequest("weightpath.v1.FleetAdmin"), SymbolRequest("grpc.health.v1.Health")});
+  ASSERT_EQ(responses.size(), 2u);
+  ASSERT_EQ(responses[1].file_descriptor_response().file_descriptor_proto_size(), 1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(responses[1].file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.name(), "grpc/health/v1/health.proto");
+}
+
 TEST_F(ServerReflectionV1Test, AnswersARequestThatAsksForNothingWithUnimplemented) {
   const V1::Response response = Ask(V1::Request());
   EXPECT_EQ(response.error_response().error_code(), grpc::StatusCode::UNIMPLEMENTED);

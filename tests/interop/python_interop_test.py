@@ -1,0 +1,462 @@
+#!/usr/bin/python3
+"""weightpath-server as a Python user meets it: Debian's python3-grpcio and
+python3-protobuf, message classes from plain `protoc --python_out`, calls
+through channel.unary_unary / stream_stream. Every answer is compared field by
+field, in protobuf's JSON mapping, with what weightpathctl (C++) prints for
+the same request; the engine-harness calls run examples/python itself.
+
+Run by CTest (tests/interop/CMakeLists.txt), which sets WEIGHTPATH_SERVER_BINARY,
+WEIGHTPATH_CTL_BINARY, WEIGHTPATH_SOURCE_DIR and WEIGHTPATH_PYTHON_PROTO_DIR.
+"""
+
+import importlib.util
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+
+def _required_environment(name):
+    value = os.environ.get(name)
+    if not value:
+        # A suite run without its inputs must fail, never pass by doing nothing.
+        sys.exit(f"{name} is not set (run this suite through ctest)")
+    return value
+
+
+SERVER_BINARY = _required_environment("WEIGHTPATH_SERVER_BINARY")
+CTL_BINARY = _required_environment("WEIGHTPATH_CTL_BINARY")
+SOURCE_DIR = _required_environment("WEIGHTPATH_SOURCE_DIR")
+PROTO_DIR = _required_environment("WEIGHTPATH_PYTHON_PROTO_DIR")
+PROFILES_DIR = os.path.join(SOURCE_DIR, "examples", "profiles")
+EXAMPLE_CLIENT = os.path.join(SOURCE_DIR, "examples", "python", "weightpath_client.py")
+
+sys.path.insert(0, PROTO_DIR)
+sys.path.insert(0, os.path.dirname(EXAMPLE_CLIENT))
+
+try:
+    import grpc  # python3-grpcio
+    from google.protobuf import descriptor_pb2  # python3-protobuf
+    from google.protobuf import descriptor_pool
+    from google.protobuf import json_format
+    from google.protobuf import message_factory
+except ImportError as missing:
+    sys.exit(f"{sys.executable}: {missing}; scripts/install-deps installs Debian's "
+             "python3-grpcio and python3-protobuf")
+
+import weightpath_client  # noqa: E402  (examples/python)
+from weightpath.v1 import fleet_pb2  # noqa: E402
+from weightpath.v1 import weightpath_pb2 as wp  # noqa: E402
+
+
+def _load_generated(relative_path):
+    """A generated module whose import path would be taken by the grpc package.
+
+    protoc names modules after the .proto path, so grpc/health/v1/health.proto
+    becomes grpc.health.v1.health_pb2, inside python3-grpcio's own `grpc`
+    package. Loaded from its file under a name of its own instead.
+    """
+    name = "interop_" + relative_path[:-len(".py")].replace("/", "_")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PROTO_DIR, relative_path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+health_pb2 = _load_generated("grpc/health/v1/health_pb2.py")
+REFLECTION = {
+    "v1": _load_generated("grpc/reflection/v1/reflection_pb2.py"),
+    "v1alpha": _load_generated("grpc/reflection/v1alpha/reflection_pb2.py"),
+}
+
+SERVICES = ["weightpath.v1.WeightPath", "weightpath.v1.FleetAdmin", "grpc.health.v1.Health"]
+PRIORITIES = [None, "speed", "fidelity"]  # None: the request leaves it unset
+ADMIN_TOKEN = "interop-python-operator-token"
+START_TIMEOUT_S = 30  # a loaded 2-core CI machine can be slow to start a server
+CALL_TIMEOUT_S = 10
+
+
+class ServerProcess:
+    """weightpath-server on ports it picks (127.0.0.1:0), read from its start-up line."""
+
+    def __init__(self, work_dir, extra_args):
+        self.log_path = os.path.join(work_dir, "server.log")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [SERVER_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                 *extra_args],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in self.process.stdout],
+                         daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self.address = None
+        while self.address is None:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.process.poll() is None and time.monotonic() < deadline:
+                    continue
+                self.stop()
+                raise RuntimeError(f"weightpath-server did not start (exit {self.process.poll()})"
+                                   f"; log:\n{self.log()}")
+            for field in line.split():
+                if field.startswith("grpc="):
+                    self.address = field[len("grpc="):]
+
+    def log(self):
+        with open(self.log_path, encoding="utf-8", errors="replace") as log:
+            return log.read()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+server = None
+work_dir = None
+channel = None
+
+
+def setUpModule():
+    global server, work_dir, channel
+    work_dir = tempfile.mkdtemp(prefix="wp-interop-python-")
+    token_file = os.path.join(work_dir, "admin-token")
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as token:
+        token.write(ADMIN_TOKEN + "\n")
+    server = ServerProcess(work_dir, [f"--store=sqlite:{os.path.join(work_dir, 'fleet.db')}",
+                                      f"--admin_token_file={token_file}"])
+    channel = grpc.insecure_channel(server.address)
+
+
+def tearDownModule():
+    if channel is not None:
+        channel.close()
+    if server is not None:
+        server.stop()
+    if work_dir is not None:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def unary(path, response_class, request, metadata=None):
+    method = channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                                 response_deserializer=response_class.FromString)
+    return method(request, timeout=CALL_TIMEOUT_S, metadata=metadata)
+
+
+def admin_metadata(token=ADMIN_TOKEN):
+    return [("authorization", f"Bearer {token}")]
+
+
+def retry(attempt, codes, budget_s=10.0):
+    """attempt() until it succeeds or fails with a code outside `codes`."""
+    give_up = time.monotonic() + budget_s
+    while True:
+        try:
+            return attempt()
+        except grpc.RpcError as error:
+            if error.code() not in codes or time.monotonic() > give_up:
+                raise
+            time.sleep(0.1)
+
+
+def ctl_resolve(profile, priority, device_id):
+    args = [CTL_BINARY, "resolve", "--server", server.address, "--device-id", device_id,
+            "--profile", os.path.join(PROFILES_DIR, profile), "-o", "json"]
+    if priority:
+        args += ["--priority", priority]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def example_profiles():
+    return sorted(name for name in os.listdir(PROFILES_DIR) if name.endswith(".json"))
+
+
+def resolve_request(profile, priority, device_id):
+    with open(os.path.join(PROFILES_DIR, profile), encoding="utf-8") as text:
+        return weightpath_client.resolve_request(text.read(), device_id, priority or "")
+
+
+def proto_json(message):
+    """Protobuf's JSON mapping as weightpathctl prints it: proto field names,
+    primitive, repeated and map fields always printed."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     including_default_value_fields=True)
+
+
+def differences(expected, actual, where=""):
+    """Every path where two JSON values differ, as 'a.b[2].c: expected X, got Y'."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        found = []
+        for key in sorted(set(expected) | set(actual)):
+            child = f"{where}.{key}" if where else key
+            if key not in expected or key not in actual:
+                found.append(f"{child}: expected {expected.get(key, '(absent)')!r}, "
+                             f"got {actual.get(key, '(absent)')!r}")
+            else:
+                found += differences(expected[key], actual[key], child)
+        return found
+    if isinstance(expected, list) and isinstance(actual, list):
+        found = [] if len(expected) == len(actual) else [
+            f"{where}: expected {len(expected)} items, got {len(actual)}"]
+        for i, (a, b) in enumerate(zip(expected, actual)):
+            found += differences(a, b, f"{where}[{i}]")
+        return found
+    # JSON has one number type (16 and 16.0 are the same value); booleans are
+    # not numbers, although Python compares True == 1.
+    if isinstance(expected, bool) != isinstance(actual, bool) or expected != actual:
+        return [f"{where or '(top)'}: expected {expected!r}, got {actual!r}"]
+    return []
+
+
+def message_class(descriptor):
+    """The message class of a descriptor from a pool built at run time."""
+    if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
+        return message_factory.GetMessageClass(descriptor)
+    return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)
+
+
+class ResolveTest(unittest.TestCase):
+    def test_every_example_profile_at_every_priority_matches_weightpathctl(self):
+        for profile in example_profiles():
+            for priority in PRIORITIES:
+                with self.subTest(profile=profile, priority=priority or "unset"):
+                    device_id = "interop-python-" + profile[:-len(".json")]
+                    expected = ctl_resolve(profile, priority, device_id)
+                    response = unary("/weightpath.v1.WeightPath/ResolveWeightPath",
+                                     wp.ResolveWeightPathResponse,
+                                     resolve_request(profile, priority, device_id))
+                    self.assertEqual(differences(expected, proto_json(response)), [])
+
+    def test_bad_requests_get_their_code_and_the_field_named(self):
+        def good():
+            return resolve_request("intel-sapphire-rapids.json", "speed", "interop-python-errors")
+
+        empty_id = good()
+        empty_id.device_id = ""
+        long_id = good()
+        long_id.device_id = "d" * 257
+        riscv = good()
+        riscv.profile.Clear()
+        riscv.profile.arch = "riscv64"
+        riscv.profile.accelerator = "none"
+        unknown_model = good()
+        unknown_model.model = "no-such-model"
+        huge = good()
+        huge.profile.cpu_model = "x" * (70 * 1024)
+        cases = [
+            ("empty device_id", empty_id, grpc.StatusCode.INVALID_ARGUMENT, "device_id"),
+            ("oversized device_id", long_id, grpc.StatusCode.INVALID_ARGUMENT, "device_id"),
+            ("unsupported arch", riscv, grpc.StatusCode.INVALID_ARGUMENT, "profile.arch"),
+            ("unknown model", unknown_model, grpc.StatusCode.NOT_FOUND, "model"),
+            # Refused by the transport before any field is read: the limit is named.
+            ("request over 64 KiB", huge, grpc.StatusCode.RESOURCE_EXHAUSTED, "65536"),
+        ]
+        for name, request, code, named in cases:
+            with self.subTest(name):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    unary("/weightpath.v1.WeightPath/ResolveWeightPath",
+                          wp.ResolveWeightPathResponse, request)
+                self.assertEqual(refused.exception.code(), code, refused.exception.details())
+                self.assertIn(named, refused.exception.details())
+
+
+class HealthTest(unittest.TestCase):
+    def test_check_reports_serving(self):
+        for service in ["", "weightpath.v1.WeightPath", "weightpath.v1.FleetAdmin"]:
+            with self.subTest(service=service):
+                response = unary("/grpc.health.v1.Health/Check", health_pb2.HealthCheckResponse,
+                                 health_pb2.HealthCheckRequest(service=service))
+                self.assertEqual(response.status, health_pb2.HealthCheckResponse.SERVING)
+
+
+class ReflectionTest(unittest.TestCase):
+    """List, describe every method of every service, and call, with nothing
+    but what reflection sent: the way grpcurl works without the .proto files."""
+
+    def ask(self, version, requests):
+        reflection = REFLECTION[version]
+        method = channel.stream_stream(
+            f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=reflection.ServerReflectionResponse.FromString)
+        return list(method(iter(requests), timeout=CALL_TIMEOUT_S))
+
+    def pool_for(self, answer):
+        """A DescriptorPool of the files one answer carried, each added after
+        its imports. Taken once by name: gRPC 1.51's v1alpha service repeats,
+        in every later answer on a stream, the files of the earlier ones."""
+        self.assertEqual(answer.WhichOneof("message_response"), "file_descriptor_response",
+                         answer.error_response.error_message)
+        files = {}
+        for serialized in answer.file_descriptor_response.file_descriptor_proto:
+            file = descriptor_pb2.FileDescriptorProto.FromString(serialized)
+            files.setdefault(file.name, file)
+        pool = descriptor_pool.DescriptorPool()
+        added = set()
+
+        def add(name):
+            if name in added:
+                return
+            self.assertIn(name, files, "reflection left out an imported file")
+            for dependency in files[name].dependency:
+                add(dependency)
+            pool.AddSerializedFile(files[name].SerializeToString())
+            added.add(name)
+
+        for name in files:
+            add(name)
+        return pool
+
+    def check_version(self, version):
+        reflection = REFLECTION[version]
+        [listing] = self.ask(version, [reflection.ServerReflectionRequest(list_services="")])
+        listed = [service.name for service in listing.list_services_response.service]
+        for service in SERVICES + [f"grpc.reflection.{version}.ServerReflection"]:
+            self.assertIn(service, listed)
+
+        answers = self.ask(version, [reflection.ServerReflectionRequest(
+            file_containing_symbol=name) for name in listed])
+        pools = {}
+        for name, answer in zip(listed, answers):
+            pool = self.pool_for(answer)
+            service = pool.FindServiceByName(name)
+            self.assertGreater(len(service.methods), 0, name)
+            for method in service.methods:
+                # Describing a method: its request and response messages,
+                # down to every field's type.
+                for message in (method.input_type, method.output_type):
+                    self.assertIsNotNone(message_class(message), method.full_name)
+                    for field in message.fields:
+                        self.assertTrue(field.type, field.full_name)
+            pools[name] = pool
+
+        def reflected_call(service, method_name, fill, metadata=None):
+            pool = pools[service]
+            method = pool.FindServiceByName(service).methods_by_name[method_name]
+            request = message_class(method.input_type)()
+            json_format.ParseDict(fill, request, ignore_unknown_fields=True)
+            call = channel.unary_unary(
+                f"/{service}/{method_name}", request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=message_class(method.output_type).FromString)
+            return call(request, timeout=CALL_TIMEOUT_S, metadata=metadata)
+
+        device_id = f"interop-python-reflected-{version}"
+        expected = ctl_resolve("raspberry-pi-5.json", None, device_id)
+        with open(os.path.join(PROFILES_DIR, "raspberry-pi-5.json"), encoding="utf-8") as text:
+            profile = json.load(text)
+        resolved = reflected_call("weightpath.v1.WeightPath", "ResolveWeightPath",
+                                  {"device_id": device_id, "profile": profile})
+        self.assertEqual(differences(expected, proto_json(resolved)), [])
+        health = reflected_call("grpc.health.v1.Health", "Check", {"service": ""})
+        self.assertEqual(health.status, 1)  # SERVING, by number: no generated enum here
+        matrix = reflected_call("weightpath.v1.FleetAdmin", "GetVerificationMatrix", {},
+                                metadata=admin_metadata())
+        self.assertEqual(matrix.policy_version, expected["policy_version"])
+
+    def test_v1(self):
+        self.check_version("v1")
+
+    def test_v1alpha(self):
+        self.check_version("v1alpha")
+
+
+class FleetAdminTest(unittest.TestCase):
+    def summary(self, metadata):
+        return unary("/weightpath.v1.FleetAdmin/FleetSummary", fleet_pb2.FleetSummaryResponse,
+                     fleet_pb2.FleetSummaryRequest(), metadata=metadata)
+
+    def test_needs_the_operator_bearer_token(self):
+        for metadata, code in [(None, grpc.StatusCode.UNAUTHENTICATED),
+                               (admin_metadata("not-the-token"),
+                                grpc.StatusCode.PERMISSION_DENIED)]:
+            with self.subTest(code=code.name):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    self.summary(metadata)
+                self.assertEqual(refused.exception.code(), code)
+
+    def test_lists_a_device_that_resolved(self):
+        device_id = "interop-python-admin"
+        unary("/weightpath.v1.WeightPath/ResolveWeightPath", wp.ResolveWeightPathResponse,
+              resolve_request("aws-graviton3.json", None, device_id))
+        # The registry is written behind the resolve, within about a second.
+        device = retry(lambda: unary("/weightpath.v1.FleetAdmin/GetDevice", fleet_pb2.Device,
+                                     fleet_pb2.GetDeviceRequest(device_id=device_id),
+                                     metadata=admin_metadata()),
+                       {grpc.StatusCode.NOT_FOUND})
+        self.assertEqual(device.hardware_class, "arm64_cpu")
+        self.assertGreaterEqual(self.summary(admin_metadata()).total_devices, 1)
+
+
+class EngineHarnessTest(unittest.TestCase):
+    """ReportOutcome and ReportMeasurement as examples/python sends them."""
+
+    def test_the_example_client_resolves_and_reports(self):
+        device_id = "interop-python-harness"
+        # Before the reports: they change the fleet evidence the decision cites.
+        expected = ctl_resolve("amd-zen4.json", "speed", device_id)
+        done = subprocess.run(
+            [sys.executable, EXAMPLE_CLIENT, "--server", server.address,
+             "--profile", os.path.join(PROFILES_DIR, "amd-zen4.json"), "--device-id", device_id,
+             "--decode-tok-s", "75.5", "--threads", "24"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "PYTHONPATH": PROTO_DIR})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        printed = json.loads(done.stdout)
+        self.assertEqual(differences(expected, printed["decision"]), [])
+        self.assertFalse(printed["outcome"]["duplicate"])
+        self.assertTrue(printed["measurement"]["measurement_id"])
+        self.assertFalse(printed["measurement"]["duplicate"])
+
+        # The report reached the fleet's evidence for that path and hardware.
+        def reported():
+            matrix = unary("/weightpath.v1.FleetAdmin/GetVerificationMatrix",
+                           fleet_pb2.GetVerificationMatrixResponse,
+                           fleet_pb2.GetVerificationMatrixRequest(), metadata=admin_metadata())
+            return [cell for cell in matrix.cells
+                    if cell.path == expected["weight_path"]["name"]
+                    and cell.hardware_class == expected["hardware_class"]
+                    and cell.decode_tok_s.samples > 0]
+        self.assertTrue(reported())
+
+    def test_a_report_retried_with_its_key_is_counted_once(self):
+        device_id = "interop-python-retry"
+        client = weightpath_client.WeightPathClient(channel)
+        decision = client.resolve(resolve_request("raspberry-pi-5.json", "fidelity", device_id))
+        measurement = weightpath_client.measurement_request(
+            device_id, decision, "interop", decode_tok_s=11.0, threads=4)
+        outcome = weightpath_client.outcome_request(device_id, decision)
+        first = client.report_measurement(measurement)
+        self.assertFalse(first.duplicate)
+        again = client.report_measurement(measurement)
+        self.assertTrue(again.duplicate)
+        self.assertFalse(client.report_outcome(outcome).duplicate)
+        self.assertTrue(client.report_outcome(outcome).duplicate)
+
+    def test_a_report_before_any_resolve_is_not_found(self):
+        client = weightpath_client.WeightPathClient(channel, retry_budget_s=0)
+        decision = wp.ResolveWeightPathResponse(model="Spark-X2.5-1.7B")
+        decision.weight_path.name = "w4a16-tinygemm"
+        with self.assertRaises(grpc.RpcError) as refused:
+            client.report_measurement(weightpath_client.measurement_request(
+                "interop-python-never-resolved", decision, "interop", decode_tok_s=1.0, threads=1))
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertIn("device_id", refused.exception.details())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
