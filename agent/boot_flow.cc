@@ -22,13 +22,16 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
 
 // Step 1: the server's decision with its artifact verified in the cache.
 // Retries stop at `resolve_end`; the artifact may use the budget to its end.
+// `held` (the last good server decision, or null) is offered to the server,
+// which may answer that it still stands.
 absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 BootDependencies& dependencies,
                                                 const v1::HardwareProfile& profile,
+                                                const v1::ResolveWeightPathResponse* held,
                                                 absl::Time resolve_end, absl::Time budget_end,
                                                 ArtifactFetcher& fetcher) {
   const v1::ResolveWeightPathRequest request =
-      ResolveRequest(config, profile, dependencies.agent_version);
+      ResolveRequest(config, profile, dependencies.agent_version, held);
   const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
   DecisionRecord record;
   RetryTrace trace;
@@ -46,8 +49,14 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
       },
       &trace);
   if (!resolved.ok()) return WithContext(resolved, "resolve");
-  spdlog::info("boot: server chose path {} for model {} after {} attempt(s)",
-               record.response.weight_path().name(), record.response.model(), trace.attempts);
+  const bool unchanged = record.response.unchanged();
+  absl::StatusOr<v1::ResolveWeightPathResponse> decision =
+      DecisionFromAnswer(std::move(record.response), held);
+  if (!decision.ok()) return WithContext(decision.status(), "server response");
+  record.response = *std::move(decision);
+  spdlog::info("boot: server {} path {} for model {} after {} attempt(s)",
+               unchanged ? "kept" : "chose", record.response.weight_path().name(),
+               record.response.model(), trace.attempts);
 
   if (absl::Status valid = ValidateArtifact(record.response.artifact()); !valid.ok()) {
     return WithContext(valid, "server response");
@@ -120,10 +129,14 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
+  absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
   std::string fallback_reason;
   if (profile.ok()) {
-    absl::StatusOr<DecisionRecord> from_server =
-        DecideWithServer(config, dependencies, *profile, resolve_end, budget_end, fetcher);
+    // Only a server decision for the model asked for can still stand.
+    const v1::ResolveWeightPathResponse* held =
+        last_good.ok() && SameModel(config, *last_good) ? &last_good->response : nullptr;
+    absl::StatusOr<DecisionRecord> from_server = DecideWithServer(
+        config, dependencies, *profile, held, resolve_end, budget_end, fetcher);
     if (from_server.ok()) {
       ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
       RememberLastGood(outcome.record, config.state_dir);
@@ -135,7 +148,6 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   }
   spdlog::warn("boot: no usable server decision: {}", fallback_reason);
 
-  absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
   if (last_good.ok()) {
     absl::StatusOr<std::string> artifact_path = fetcher.VerifyCached(last_good->response.artifact());
     if (artifact_path.ok() && SameModel(config, *last_good)) {

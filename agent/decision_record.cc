@@ -1,7 +1,10 @@
 #include "agent/decision_record.h"
 
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -105,11 +108,28 @@ absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
 }
 
 absl::StatusOr<DecisionRecord> ReadDecisionFile(const std::string& path) {
-  std::ifstream in(path);
+  // A decision is a few KiB; anything that is not a plain file of sane size
+  // (a FIFO, /dev/zero behind a symlink) is refused before it is read.
+  constexpr uintmax_t kMaxDecisionFileBytes = 4 << 20;
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error || size > kMaxDecisionFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": larger than ", kMaxDecisionFileBytes, " bytes"));
+  }
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return DecisionFromJson(contents.str(), path);
+  std::string contents(static_cast<size_t>(size), '\0');
+  in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
+  contents.resize(static_cast<size_t>(in.gcount()));
+  return DecisionFromJson(contents, path);
 }
 
 }  // namespace weightpath::agent

@@ -1,6 +1,9 @@
 #include "agent/handover.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace weightpath::agent {
 namespace {
@@ -58,6 +62,25 @@ void AppendKwarg(const std::string& key, const google::protobuf::Value& value,
   }
 }
 
+// Most boots and run passes confirm the decision already handed over; an
+// identical file is left alone (no two fsyncs, no flash wear, no mtime
+// change for a unit that watches it). Only a regular file of exactly the
+// new size is read, so a hostile path costs at most that many bytes.
+absl::Status ReplaceIfDifferent(const std::string& path, absl::string_view contents) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::symlink_status(path, error);
+  if (!error && std::filesystem::is_regular_file(status) &&
+      std::filesystem::file_size(path, error) == contents.size() && !error) {
+    std::ifstream in(path, std::ios::binary);
+    std::string current(contents.size(), '\0');
+    if (in.read(current.data(), static_cast<std::streamsize>(current.size())) &&
+        current == contents) {
+      return absl::OkStatus();
+    }
+  }
+  return WriteFileAtomically(path, contents);
+}
+
 }  // namespace
 
 std::string EngineArgs(const DecisionRecord& record) {
@@ -99,7 +122,15 @@ std::string EnvFileContents(const DecisionRecord& record) {
 absl::Status WriteHandover(const DecisionRecord& record, const std::string& decision_file,
                            const std::string& env_file) {
   ASSIGN_OR_RETURN(std::string json, DecisionToJson(record));
-  RETURN_IF_ERROR(WriteFileAtomically(env_file, EnvFileContents(record)));
+  RETURN_IF_ERROR(ReplaceIfDifferent(env_file, EnvFileContents(record)));
+  // The JSON's key order is not stable from one write to the next (it goes
+  // through a protobuf map), so the decision file is compared as a record.
+  const absl::StatusOr<DecisionRecord> current = ReadDecisionFile(decision_file);
+  if (current.ok() && current->source == record.source &&
+      current->artifact_path == record.artifact_path &&
+      google::protobuf::util::MessageDifferencer::Equals(current->response, record.response)) {
+    return absl::OkStatus();
+  }
   return WriteFileAtomically(decision_file, json);
 }
 

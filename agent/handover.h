@@ -22,6 +22,7 @@ std::string EnvFileContents(const DecisionRecord& record);
 
 // Env file first, decision JSON second: the JSON is the record a human or
 // tool inspects, so it only changes once the engine's input already has.
+// A file that already holds exactly the new contents is not rewritten.
 absl::Status WriteHandover(const DecisionRecord& record, const std::string& decision_file,
                            const std::string& env_file);
 

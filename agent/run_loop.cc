@@ -130,18 +130,32 @@ PassResult RunLoop::RunOnce() {
     spdlog::warn("run: probe failed: {}", profile.status().ToString());
     return PassResult::kResolveFailed;
   }
-  absl::StatusOr<v1::ResolveWeightPathResponse> response =
-      dependencies_.resolve(ResolveRequest(config_, *profile, dependencies_.agent_version),
+  // Only a server decision has an etag the server can recognise.
+  const v1::ResolveWeightPathResponse* held =
+      current_.has_value() && !current_->response.decision_etag().empty() ? &current_->response
+                                                                           : nullptr;
+  absl::StatusOr<v1::ResolveWeightPathResponse> answer =
+      dependencies_.resolve(ResolveRequest(config_, *profile, dependencies_.agent_version, held),
                             dependencies_.clock->Now() + config_.call_timeout);
-  if (!response.ok()) {
+  if (!answer.ok()) {
     spdlog::warn("run: resolve failed, keeping the current decision: {}",
-                 response.status().ToString());
+                 answer.status().ToString());
     return PassResult::kResolveFailed;
   }
-  if (response->resolve_interval_seconds() > 0) {
-    next_wait_ = JitteredInterval(absl::Seconds(response->resolve_interval_seconds()),
+  if (answer->resolve_interval_seconds() > 0) {
+    next_wait_ = JitteredInterval(absl::Seconds(answer->resolve_interval_seconds()),
                                   *dependencies_.random);
   }
+  if (answer->unchanged()) {
+    absl::StatusOr<v1::ResolveWeightPathResponse> kept = DecisionFromAnswer(*answer, held);
+    if (!kept.ok()) {
+      spdlog::warn("run: keeping the current decision: {}", kept.status().ToString());
+      return PassResult::kResolveFailed;
+    }
+    rejected_build_.clear();
+    return PassResult::kUnchanged;
+  }
+  const absl::StatusOr<v1::ResolveWeightPathResponse>& response = answer;
 
   const std::string build = BuildKey(*response);
   if (current_.has_value() && BuildKey(current_->response) == build) {

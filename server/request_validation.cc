@@ -106,10 +106,30 @@ absl::Status ValidateDeviceId(absl::string_view device_id) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateKnownDecisionEtag(absl::string_view etag) {
+  // Ours are 32 digits; the bound leaves room for a longer hash later.
+  constexpr size_t kMaxEtagBytes = 64;
+  if (etag.size() > kMaxEtagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("known_decision_etag is ", etag.size(),
+                                                   " bytes; at most ", kMaxEtagBytes,
+                                                   " are accepted"));
+  }
+  for (size_t i = 0; i < etag.size(); ++i) {
+    const char c = etag[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "known_decision_etag has a character other than a lowercase hex digit at byte ", i,
+          "; send back the decision_etag of an earlier answer, or nothing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request) {
   RETURN_IF_ERROR(ValidateDeviceId(request.device_id()));
   RETURN_IF_ERROR(CheckLength(request.model(), "model"));
   RETURN_IF_ERROR(CheckLength(request.agent_version(), "agent_version"));
+  RETURN_IF_ERROR(ValidateKnownDecisionEtag(request.known_decision_etag()));
   if (static_cast<int>(request.labels_size()) > kMaxLabels) {
     return CheckCount(static_cast<int>(request.labels_size()), kMaxLabels, "labels");
   }

@@ -25,6 +25,10 @@ inline constexpr int kMaxLabels = 64;
 // name, a serial number or a SPIFFE-style URI, and never breaks a log line.
 absl::Status ValidateDeviceId(absl::string_view device_id);
 
+// Empty, or up to 64 lowercase hex digits: the decision_etag of an earlier
+// answer.
+absl::Status ValidateKnownDecisionEtag(absl::string_view etag);
+
 // Bounds, then the hardware class: a profile with no accelerator and an arch
 // that is neither x86_64 nor aarch64 is refused naming profile.arch.
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request);

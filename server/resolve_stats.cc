@@ -68,6 +68,7 @@ void ResolveStats::Record(const ResolveSummary& summary, int code, double second
   ++it->second;
   ++shard.buckets[bucket];
   shard.seconds_sum += seconds;
+  if (summary.unchanged) ++shard.unchanged;
 }
 
 std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
@@ -75,6 +76,7 @@ std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
   std::map<LabelTuple, uint64_t> calls;
   std::array<uint64_t, kBucketBounds.size() + 1> buckets = {};
   double seconds_sum = 0;
+  uint64_t unchanged = 0;
   {
     absl::MutexLock shards_lock(&shards_mutex_);
     for (const std::unique_ptr<Shard>& shard : shards_) {
@@ -84,6 +86,7 @@ std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
       }
       for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += shard->buckets[i];
       seconds_sum += shard->seconds_sum;
+      unchanged += shard->unchanged;
     }
   }
 
@@ -123,7 +126,18 @@ std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
   histogram.histogram.sample_count = cumulative;
   histogram.histogram.sample_sum = seconds_sum;
   duration.metric.push_back(std::move(histogram));
-  return {std::move(requests), std::move(duration)};
+
+  // Apart from the requests counter, so its label set stays as it was; it
+  // exists at 0 from the start.
+  prometheus::MetricFamily unchanged_answers;
+  unchanged_answers.name = "weightpath_resolve_unchanged_total";
+  unchanged_answers.help =
+      "ResolveWeightPath calls answered \"unchanged\": the device already held the decision";
+  unchanged_answers.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric unchanged_metric;
+  unchanged_metric.counter.value = static_cast<double>(unchanged);
+  unchanged_answers.metric.push_back(std::move(unchanged_metric));
+  return {std::move(requests), std::move(duration), std::move(unchanged_answers)};
 }
 
 }  // namespace weightpath::server

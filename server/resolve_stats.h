@@ -1,5 +1,5 @@
-// weightpath_resolve_requests_total and weightpath_resolve_duration_seconds,
-// counted per thread and summed when Prometheus scrapes. prometheus-cpp's
+// weightpath_resolve_requests_total, weightpath_resolve_duration_seconds and
+// weightpath_resolve_unchanged_total, counted per thread and summed when Prometheus scrapes. prometheus-cpp's
 // Histogram takes a mutex on every Observe and its counters are one shared
 // atomic each; at tens of thousands of resolves a second on two cores, the
 // handler threads then spend their time handing those cache lines and that
@@ -76,6 +76,7 @@ class ResolveStats final : public prometheus::Collectable {
     absl::flat_hash_map<Key, uint64_t, KeyHash, KeyEq> calls ABSL_GUARDED_BY(mutex);
     std::array<uint64_t, kBucketBounds.size() + 1> buckets ABSL_GUARDED_BY(mutex) = {};
     double seconds_sum ABSL_GUARDED_BY(mutex) = 0;
+    uint64_t unchanged ABSL_GUARDED_BY(mutex) = 0;
   };
 
   Shard& ThreadShard();

@@ -2,13 +2,21 @@
 // wire bytes and hands back response bytes. That lets every thread decode
 // into the same request message call after call (server/request_decoder.h),
 // so a profile with a hundred CPU flags costs no allocation, and lets the
-// response go out as the decided part's cached encoding followed by the
+// response be written from the decided part's cached encoding plus the
 // small per-call part (server/resolver.h, server/response_cache.h).
+//
+// The response on the wire is exactly what protobuf's own serializer writes
+// for the merged message: every field once, in field-number order. Parsers
+// disagree on a singular message field sent twice (C++ merges the two,
+// protobufjs keeps the last), so the cached bytes are kept in pieces cut
+// where the per-call fields belong, and one length prefix is written per
+// call around the WeightPathSpec.
 #pragma once
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/slice.h"
 #include "server/request_decoder.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -27,9 +35,31 @@ ResolveScratch& ThreadResolveScratch();
 // when the bytes are not a ResolveWeightPathRequest. `bytes` is consumed.
 absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratch);
 
-// `decided` (already encoded) followed by `per_call`: a parser merges the two
-// into the one response (server/resolver.h).
-void EncodeResolveResponse(const grpc::Slice& decided, const v1::ResolveWeightPathResponse& per_call,
-                           grpc::ByteBuffer* out);
+// The decided part's encoding, cut around the places of the per-call fields
+// (the spec's `verified` and `verification`, a pinned `artifact`, `rollout`,
+// `resolve_interval_seconds`, `decision_etag`, `unchanged`). Each piece
+// holds whole fields, tags and lengths included.
+struct DecidedEncoding {
+  std::string before_spec;         // response fields below weight_path
+  std::string spec_head;           // WeightPathSpec fields below verified
+  std::string spec_middle;         // between verified and verification
+  std::string spec_tail;           // above verification
+  std::string artifact;            // the catalog's artifact; empty when a rollout pins one
+  std::string after_artifact;      // response fields between artifact and rollout
+  std::string after_per_call;      // response fields above unchanged
+  bool has_spec = false;
+};
+
+// `decided` holds no per-call field (server/resolver.h: FillDecidedPart).
+DecidedEncoding EncodeDecidedPart(const v1::ResolveWeightPathResponse& decided);
+
+// The response that is `decided` merged with `per_call`, each field once.
+// `per_call` may set only the per-call fields.
+void EncodeResolveResponse(const DecidedEncoding& decided,
+                           const v1::ResolveWeightPathResponse& per_call, grpc::ByteBuffer* out);
+
+// Serialized the way protobuf serializes `message` (deterministic map
+// order), into a single slice.
+void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
 
 }  // namespace weightpath::server

@@ -3,7 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/deterministic_bytes.h"
 #include "common/status_macros.h"
+#include "server/content_hash.h"
 
 namespace weightpath::server {
 
@@ -75,6 +77,37 @@ void FillPerCallPart(const ResolvedDecision& resolved, v1::ResolveWeightPathResp
   ApplyShaping(resolved.shaped, per_call);
 }
 
+std::string ActedOnBytes(const v1::ResolveWeightPathResponse& decided) {
+  v1::ResolveWeightPathResponse acted_on;
+  acted_on.set_hardware_class(decided.hardware_class());
+  const v1::WeightPathSpec& spec = decided.weight_path();
+  v1::WeightPathSpec* build = acted_on.mutable_weight_path();
+  build->set_name(spec.name());
+  build->set_quantization(spec.quantization());
+  if (spec.has_group_size()) build->set_group_size(spec.group_size());
+  if (spec.has_bits_per_weight()) build->set_bits_per_weight(spec.bits_per_weight());
+  build->set_fused_cpu_norms(spec.fused_cpu_norms());
+  build->set_runs_in_vllm(spec.runs_in_vllm());
+  build->set_build_with(spec.build_with());
+  build->set_path_id(spec.path_id());
+  if (decided.has_artifact()) *acted_on.mutable_artifact() = decided.artifact();
+  if (decided.has_engine_kwargs()) *acted_on.mutable_engine_kwargs() = decided.engine_kwargs();
+  acted_on.set_effective_priority(decided.effective_priority());
+  acted_on.set_model(decided.model());
+  return DeterministicBytes(acted_on);
+}
+
+std::string DecisionEtag(absl::string_view acted_on_bytes,
+                         const v1::ResolveWeightPathResponse& per_call) {
+  v1::ResolveWeightPathResponse shaping;
+  if (per_call.has_rollout()) *shaping.mutable_rollout() = per_call.rollout();
+  if (per_call.has_artifact()) *shaping.mutable_artifact() = per_call.artifact();
+  // The lengths keep the two parts apart, so no two inputs hash alike.
+  return Sha256Hex(absl::StrCat(acted_on_bytes.size(), ":", acted_on_bytes,
+                                DeterministicBytes(shaping)))
+      .substr(0, 32);
+}
+
 absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
                      v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
                      const std::vector<v1::Rollout>& rollouts, std::vector<std::string>* considered) {
@@ -82,6 +115,7 @@ absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot
   FillDecidedPart(resolved, snapshot, response);
   v1::ResolveWeightPathResponse per_call;
   FillPerCallPart(resolved, &per_call);
+  per_call.set_decision_etag(DecisionEtag(ActedOnBytes(*response), per_call));
   response->MergeFrom(per_call);
   if (considered != nullptr) *considered = std::move(resolved.shaped.resolution.considered);
   return absl::OkStatus();

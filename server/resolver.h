@@ -9,8 +9,8 @@
 // decision: `verified` and its evidence, the rollout attribution, a pinned
 // artifact and the resolve interval. The response is the decided part
 // merged with the per-call part (protobuf merge: set fields of the second
-// win, sub-messages merge), which is also what a client parsing the two
-// encodings one after the other gets.
+// win, sub-messages merge); server/resolve_wire.h writes that merged
+// message's encoding without building it.
 #pragma once
 
 #include <optional>
@@ -36,6 +36,7 @@ struct ResolveSummary {
   std::optional<policy::HardwareClass> hardware_class;
   absl::string_view path_name;  // owned by the snapshot's policy
   v1::Priority effective_priority = v1::PRIORITY_UNSPECIFIED;
+  bool unchanged = false;  // answered "unchanged" to the device's known etag
 };
 
 // One device's decision against one snapshot; pointers into the snapshot.
@@ -62,12 +63,25 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
 void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
                      v1::ResolveWeightPathResponse* decided);
 // `verified` as the policy states it, the rollout attribution, a pinned
-// artifact and the resolve interval.
+// artifact and the resolve interval. decision_etag is the caller's to set,
+// once the per-call part is final.
 void FillPerCallPart(const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call);
+
+// What the decided part says that a device acts on (hardware class, the
+// spec's build fields, artifact, engine kwargs, effective priority, model),
+// as stable bytes: equal on every replica and every call for the same
+// decision. Rationale, notes, expected figures, versions and the matched
+// rule are left out: a device does nothing different when only they change.
+std::string ActedOnBytes(const v1::ResolveWeightPathResponse& decided);
+
+// decision_etag: a hash of ActedOnBytes(decided) and of what the per-call
+// part changes of it (rollout attribution, a pinned artifact). 32 hex digits.
+std::string DecisionEtag(absl::string_view acted_on_bytes,
+                         const v1::ResolveWeightPathResponse& per_call);
 
 // The whole response in one message: Decide, then both parts merged. When
 // given, `considered` receives why each rollout did or did not apply
-// (ExplainDecision).
+// (ExplainDecision). The response carries its decision_etag.
 absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
                      v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
                      const std::vector<v1::Rollout>& rollouts = {},

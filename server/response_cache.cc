@@ -8,7 +8,9 @@ void DecidedPartCache::Fill(const Snapshot& snapshot, const ResolvedDecision& de
                             DecidedPart* part) {
   part->message.Clear();
   FillDecidedPart(decision, snapshot, &part->message);
-  part->encoded = grpc::Slice(part->message.SerializeAsString());
+  part->encoded = EncodeDecidedPart(part->message);
+  part->acted_on = ActedOnBytes(part->message);
+  part->decision_etag = DecisionEtag(part->acted_on, v1::ResolveWeightPathResponse());
 }
 
 const DecidedPart& DecidedPartCache::Find(const SnapshotHolder& holder, const Snapshot& current,

@@ -7,11 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
-#include "grpcpp/support/slice.h"
 #include "server/policy_snapshot.h"
+#include "server/resolve_wire.h"
 #include "server/resolver.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -19,7 +20,15 @@ namespace weightpath::server {
 
 struct DecidedPart {
   v1::ResolveWeightPathResponse message;
-  grpc::Slice encoded;  // message, serialized; shared by reference count
+  DecidedEncoding encoded;  // message, serialized in pieces (server/resolve_wire.h)
+  std::string acted_on;     // ActedOnBytes(message)
+  std::string decision_etag;  // for a call that no rollout shapes
+
+  // The call's decision_etag, given its finished per-call part.
+  std::string EtagFor(const v1::ResolveWeightPathResponse& per_call) const {
+    if (!per_call.has_rollout() && !per_call.has_artifact()) return decision_etag;
+    return DecisionEtag(acted_on, per_call);
+  }
 };
 
 // One per thread (ThreadDecidedPartCache), so a lookup takes no lock and

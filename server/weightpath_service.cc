@@ -73,10 +73,24 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   const DecidedPart& decided = ThreadDecidedPartCache().Find(*snapshots_, snapshot, decision);
   per_call->Clear();
   FillPerCallPart(decision, per_call);
+  per_call->set_decision_etag(decided.EtagFor(*per_call));
+  // The sighting is recorded either way: an unchanged answer is still a
+  // device that is alive and runs this decision.
+  if (fleet_ != nullptr) fleet_->RecordResolve(request, decided.message, *per_call);
+  if (!request.known_decision_etag().empty() &&
+      request.known_decision_etag() == per_call->decision_etag()) {
+    summary->unchanged = true;
+    v1::ResolveWeightPathResponse unchanged;
+    unchanged.set_policy_version(decided.message.policy_version());
+    unchanged.set_resolve_interval_seconds(per_call->resolve_interval_seconds());
+    unchanged.set_decision_etag(per_call->decision_etag());
+    unchanged.set_unchanged(true);
+    EncodeMessage(unchanged, response_bytes);
+    return absl::OkStatus();
+  }
   if (fleet_ != nullptr) {
     fleet_->ApplyVerification(decided.message.weight_path().name(), decided.message.hardware_class(),
                               request.profile().cpu_model(), per_call->mutable_weight_path());
-    fleet_->RecordResolve(request, decided.message, *per_call);
   }
   EncodeResolveResponse(decided.encoded, *per_call, response_bytes);
 

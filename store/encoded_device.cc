@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/deterministic_bytes.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -54,15 +55,8 @@ uint64_t StableHash64(std::string_view bytes) {
 }
 
 EncodedDevice EncodeDevice(const v1::Device& device) {
-  // Deterministic: map fields (labels) otherwise serialize in hash order,
-  // and equal records must give equal bytes.
-  std::string full;
-  {
-    google::protobuf::io::StringOutputStream stream(&full);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    device.SerializePartialToCodedStream(&coded);
-  }
+  // Equal records must give equal bytes, labels included.
+  const std::string full = DeterministicBytes(device);
   EncodedDevice encoded;
   encoded.device_id = device.device_id();
   encoded.hardware_class = device.hardware_class();

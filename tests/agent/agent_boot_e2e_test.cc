@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/decision_record.h"
 #include "gmock/gmock.h"
@@ -257,6 +258,38 @@ TEST_F(AgentBootEndToEnd, SecondBootDoesNotDownloadAgain) {
   EXPECT_EQ(Decision().artifact_path, cached_artifact());
   // The same decision again: the stored copy is not rewritten.
   EXPECT_EQ(fs::last_write_time(device("state/last_good_decision.json")), saved_at);
+}
+
+TEST_F(AgentBootEndToEnd, SecondBootIsAnsweredUnchangedAndRewritesNothing) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const DecisionRecord first = Decision();
+  ASSERT_EQ(first.response.decision_etag().size(), 32u);
+  const fs::file_time_type decision_at = fs::last_write_time(device("run/decision.json"));
+  const std::string decision_text = ReadTextFile(device("run/decision.json"));
+  const fs::file_time_type env_at = fs::last_write_time(device("run/engine.env"));
+
+  const ProcessResult second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("server kept path " + expected_path_));
+  EXPECT_EQ(fs::last_write_time(device("run/decision.json")), decision_at);
+  EXPECT_EQ(ReadTextFile(device("run/decision.json")), decision_text);
+  EXPECT_EQ(fs::last_write_time(device("run/engine.env")), env_at);
+  const DecisionRecord kept = Decision();
+  EXPECT_EQ(kept.response.decision_etag(), first.response.decision_etag());
+  EXPECT_EQ(kept.response.weight_path().name(), expected_path_);
+  EXPECT_FALSE(kept.response.unchanged());
+
+  // A new artifact in the catalog is a new decision: handed over in full.
+  StopServer();
+  WriteTextFile(catalog_path(), absl::StrReplaceAll(ReadTextFile(catalog_path()),
+                                                    {{"version: \"", "version: \"next-"}}));
+  WriteAgentConfig(StartServer(catalog_path()));
+  const ProcessResult third = Boot();
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_THAT(third.err, HasSubstr("server chose path " + expected_path_));
+  EXPECT_NE(Decision().response.decision_etag(), first.response.decision_etag());
+  EXPECT_THAT(Decision().response.artifact().version(), ::testing::StartsWith("next-"));
 }
 
 TEST_F(AgentBootEndToEnd, ServerDownFallsBackToTheLastGoodDecisionWithinBudget) {

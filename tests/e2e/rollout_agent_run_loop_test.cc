@@ -147,6 +147,33 @@ TEST_F(RunLoopTest, AppliesANewDecisionAndReportsEngineStartedWithTheRollout) {
   EXPECT_TRUE(std::filesystem::exists(config_.state_dir)) << "last good decision saved";
 }
 
+TEST_F(RunLoopTest, AnUnchangedAnswerKeepsTheDecisionWithoutTouchingTheEngine) {
+  DecisionRecord running = Running("w4a8-amx");
+  running.response.set_decision_etag("0123456789abcdef0123456789abcdef");
+  v1::ResolveWeightPathResponse unchanged;
+  unchanged.set_unchanged(true);
+  unchanged.set_decision_etag(running.response.decision_etag());
+  unchanged.set_policy_version("policy-test-2");
+  unchanged.set_resolve_interval_seconds(120);
+  answers_.push_back(unchanged);
+  RunLoop loop(config_, dependencies_, running);
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kUnchanged);
+  EXPECT_EQ(requests_.at(0).known_decision_etag(), running.response.decision_etag());
+  EXPECT_TRUE(reports_.empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log"))) << "the engine was restarted";
+  EXPECT_FALSE(std::filesystem::exists(config_.decision_file)) << "the decision was rewritten";
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(120) * 0.8);
+
+  // "Unchanged" for a decision the device does not hold is not believed.
+  v1::ResolveWeightPathResponse wrong = unchanged;
+  wrong.set_decision_etag("ffffffffffffffffffffffffffffffff");
+  answers_.clear();
+  answers_.push_back(wrong);
+  EXPECT_EQ(loop.RunOnce(), PassResult::kResolveFailed);
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log")));
+}
+
 TEST_F(RunLoopTest, FailingApplyGoesBackToThePreviousDecisionAndReportsBoth) {
   answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
   RunLoop loop(config_, dependencies_, Running("w4a8-amx"));

@@ -30,6 +30,8 @@ TEST(ResolveStatsTest, CountsFromManyThreadsAddUpExactly) {
   arm.hardware_class = policy::HardwareClass::kArm64Cpu;
   arm.path_name = "w4a16-tinygemm";
   arm.effective_priority = v1::PRIORITY_FIDELITY;
+  ResolveSummary arm_unchanged = arm;  // the same calls, answered "unchanged"
+  arm_unchanged.unchanged = true;
   const ResolveSummary refused;  // not classified
   constexpr int kThreads = 6;
   constexpr int kCalls = 5000;
@@ -40,17 +42,20 @@ TEST(ResolveStatsTest, CountsFromManyThreadsAddUpExactly) {
         if (i % 10 == 0) {
           stats.Record(refused, 3 /* INVALID_ARGUMENT */, 0.00002);
         } else {
-          stats.Record(arm, 0, t % 2 == 0 ? 0.0003 : 0.2);
+          stats.Record(i % 10 == 5 ? arm_unchanged : arm, 0, t % 2 == 0 ? 0.0003 : 0.2);
         }
       }
     });
   }
   // A scrape while they run sees a consistent prefix and never crashes.
-  for (int i = 0; i < 20; ++i) ASSERT_EQ(stats.Collect().size(), 2u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(stats.Collect().size(), 3u);
   for (std::thread& thread : threads) thread.join();
 
   const std::vector<prometheus::MetricFamily> families = stats.Collect();
-  ASSERT_EQ(families.size(), 2u);
+  ASSERT_EQ(families.size(), 3u);
+  EXPECT_EQ(families[2].name, "weightpath_resolve_unchanged_total");
+  ASSERT_EQ(families[2].metric.size(), 1u);
+  EXPECT_EQ(families[2].metric[0].counter.value, kThreads * kCalls / 10);
   EXPECT_EQ(families[0].name, "weightpath_resolve_requests_total");
   EXPECT_EQ(families[0].type, prometheus::MetricType::Counter);
   const std::map<std::string, double> counts = CountsByLabels(families[0]);

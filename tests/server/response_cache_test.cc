@@ -48,6 +48,7 @@ v1::ResolveWeightPathResponse HotPathResponse(const SnapshotHolder& holder, Deci
   const DecidedPart& decided = cache.Find(holder, snapshot, *decision);
   v1::ResolveWeightPathResponse per_call;
   FillPerCallPart(*decision, &per_call);
+  per_call.set_decision_etag(decided.EtagFor(per_call));
   grpc::ByteBuffer bytes;
   EncodeResolveResponse(decided.encoded, per_call, &bytes);
   std::vector<grpc::Slice> slices;
@@ -94,7 +95,8 @@ TEST(ResponseCacheTest, SameDecisionSharesOneEncoding) {
   const DecidedPart* first = &cache.Find(holder, snapshot, *decision);
   const DecidedPart* second = &cache.Find(holder, snapshot, *decision);
   EXPECT_EQ(first, second);
-  EXPECT_EQ(first->encoded.size(), first->message.ByteSizeLong());
+  EXPECT_EQ(first->decision_etag.size(), 32u);
+  EXPECT_EQ(first->decision_etag, first->EtagFor(v1::ResolveWeightPathResponse()));
 }
 
 // The embedded policy with one more comment line: the same rules under
