@@ -131,6 +131,24 @@ test('resolves every example profile at every priority exactly as weightpathctl 
   }
 });
 
+test('a re-resolve with the held etag is answered unchanged, and a stale one in full', async () => {
+  const request = resolveRequest('intel-sapphire-rapids.json', 'speed', 'interop-node-etag');
+  const full = await call(weightPath, 'ResolveWeightPath', request);
+  assert.match(full.decision_etag, /^[0-9a-f]{32}$/);
+  assert.equal(full.unchanged, false);
+  const again = await call(weightPath, 'ResolveWeightPath',
+    { ...request, known_decision_etag: full.decision_etag });
+  assert.equal(again.unchanged, true);
+  assert.equal(again.decision_etag, full.decision_etag);
+  assert.equal(again.policy_version, full.policy_version);
+  assert.equal(again.resolve_interval_seconds, full.resolve_interval_seconds);
+  assert.equal(again.weight_path, null, 'an unchanged answer carries no decision');
+  const stale = await call(weightPath, 'ResolveWeightPath',
+    { ...request, known_decision_etag: '0'.repeat(32) });
+  assert.equal(stale.unchanged, false);
+  assert.equal(stale.weight_path.name, full.weight_path.name);
+});
+
 test('refuses bad requests with the gRPC code and the field named', async (t) => {
   const good = () => resolveRequest('intel-sapphire-rapids.json', 'speed', 'interop-node-errors');
   const cases = [

@@ -242,6 +242,25 @@ class ResolveTest(unittest.TestCase):
                                      resolve_request(profile, priority, device_id))
                     self.assertEqual(differences(expected, proto_json(response)), [])
 
+    def test_a_re_resolve_with_the_held_etag_is_answered_unchanged(self):
+        request = resolve_request("intel-sapphire-rapids.json", "speed", "interop-python-etag")
+        path = "/weightpath.v1.WeightPath/ResolveWeightPath"
+        full = unary(path, wp.ResolveWeightPathResponse, request)
+        self.assertRegex(full.decision_etag, "^[0-9a-f]{32}$")
+        self.assertFalse(full.unchanged)
+        request.known_decision_etag = full.decision_etag
+        again = unary(path, wp.ResolveWeightPathResponse, request)
+        self.assertTrue(again.unchanged)
+        self.assertEqual(again.decision_etag, full.decision_etag)
+        self.assertEqual(again.policy_version, full.policy_version)
+        self.assertEqual(again.resolve_interval_seconds, full.resolve_interval_seconds)
+        self.assertFalse(again.HasField("weight_path"))
+        self.assertLessEqual(again.ByteSize(), 120)
+        request.known_decision_etag = "0" * 32
+        stale = unary(path, wp.ResolveWeightPathResponse, request)
+        self.assertFalse(stale.unchanged)
+        self.assertEqual(stale.weight_path.name, full.weight_path.name)
+
     def test_bad_requests_get_their_code_and_the_field_named(self):
         def good():
             return resolve_request("intel-sapphire-rapids.json", "speed", "interop-python-errors")
