@@ -6,12 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "policy/profile_json.h"
+#include "server/config_watcher.h"
+#include "server/resolver.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::bench {
@@ -40,6 +43,19 @@ inline v1::ResolveWeightPathRequest BenchResolveRequestOrExit(const std::string&
     std::exit(1);
   }
   return *std::move(request);
+}
+
+// What the server on its embedded defaults (bundled policy, demo catalog,
+// no rollouts) answers to `request`, decided in-process.
+inline absl::StatusOr<v1::ResolveWeightPathResponse> EmbeddedDefaultsDecision(
+    const v1::ResolveWeightPathRequest& request) {
+  absl::StatusOr<std::shared_ptr<const server::Snapshot>> snapshot = server::LoadSnapshot({});
+  if (!snapshot.ok()) return snapshot.status();
+  v1::ResolveWeightPathResponse response;
+  server::ResolveSummary summary;
+  absl::Status resolved = server::Resolve(request, **snapshot, &response, &summary);
+  if (!resolved.ok()) return resolved;
+  return response;
 }
 
 }  // namespace weightpath::bench

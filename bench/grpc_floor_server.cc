@@ -5,7 +5,9 @@
 // it measures what gRPC and the kernel cost for messages of these sizes, so
 // bench/server_load.sh can tell that cost apart from what weightpath adds.
 //
-// Usage: bench_grpc_floor_server PROFILE.json [HOST:PORT]   (port 0: any)
+// Usage: bench_grpc_floor_server PROFILE.json [HOST:PORT] [--unchanged]   (port 0: any)
+// --unchanged: answers with the "unchanged" response the server gives a
+// device that already holds the decision (policy version, interval, etag).
 // Prints "listening grpc=HOST:PORT" once serving; stops on SIGTERM/SIGINT.
 #include <csignal>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "bench/bench_request.h"
+#include "common/deterministic_bytes.h"
 #include "server/config_watcher.h"
 #include "server/resolver.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -48,30 +51,34 @@ volatile std::sig_atomic_t stop_requested = 0;
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: %s PROFILE.json [HOST:PORT]\n", argv[0]);
+  const bool unchanged = argc >= 3 && std::string(argv[argc - 1]) == "--unchanged";
+  const int positional = argc - (unchanged ? 1 : 0);
+  if (positional < 2 || positional > 3) {
+    std::fprintf(stderr, "usage: %s PROFILE.json [HOST:PORT] [--unchanged]\n", argv[0]);
     return 2;
   }
   const weightpath::v1::ResolveWeightPathRequest request =
       weightpath::bench::BenchResolveRequestOrExit(argv[1]);
-  auto snapshot = weightpath::server::LoadSnapshot({});
-  if (!snapshot.ok()) {
-    std::fprintf(stderr, "embedded defaults: %s\n", std::string(snapshot.status().message()).c_str());
+  absl::StatusOr<weightpath::v1::ResolveWeightPathResponse> response =
+      weightpath::bench::EmbeddedDefaultsDecision(request);
+  if (!response.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[1], response.status().ToString().c_str());
     return 1;
   }
-  weightpath::v1::ResolveWeightPathResponse response;
-  weightpath::server::ResolveSummary summary;
-  const absl::Status resolved = weightpath::server::Resolve(request, **snapshot, &response, &summary);
-  if (!resolved.ok()) {
-    std::fprintf(stderr, "%s: %s\n", argv[1], std::string(resolved.message()).c_str());
-    return 1;
+  if (unchanged) {
+    weightpath::v1::ResolveWeightPathResponse answer;
+    answer.set_policy_version(response->policy_version());
+    answer.set_resolve_interval_seconds(response->resolve_interval_seconds());
+    answer.set_decision_etag(response->decision_etag());
+    answer.set_unchanged(true);
+    *response = answer;
   }
 
-  FloorService service(response.SerializeAsString());
+  FloorService service(weightpath::DeterministicBytes(*response));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  const std::string listen = argc == 3 ? argv[2] : "127.0.0.1:0";
+  const std::string listen = positional == 3 ? argv[2] : "127.0.0.1:0";
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

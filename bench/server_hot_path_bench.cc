@@ -106,6 +106,29 @@ void BM_Respond_HotPath(benchmark::State& state) {
 }
 BENCHMARK(BM_Respond_HotPath);
 
+// A device re-resolving the decision it holds: decided, then answered with
+// the few bytes of "unchanged".
+void BM_Respond_Unchanged(benchmark::State& state) {
+  v1::ResolveWeightPathRequest request = ExampleRequest();
+  const Snapshot& snapshot = Snapshots().Current();
+  request.set_known_decision_etag(bench::EmbeddedDefaultsDecision(request)->decision_etag());
+  v1::ResolveWeightPathResponse per_call;
+  for (auto _ : state) {
+    ResolveSummary summary;
+    const absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
+    const DecidedPart& decided = ThreadDecidedPartCache().Find(Snapshots(), snapshot, *decision);
+    per_call.Clear();
+    FillPerCallPart(*decision, &per_call);
+    per_call.set_decision_etag(decided.EtagFor(per_call));
+    if (request.known_decision_etag() != per_call.decision_etag()) state.SkipWithError("etag");
+    grpc::ByteBuffer out;
+    EncodeUnchangedResponse(decided.message.policy_version(), per_call.resolve_interval_seconds(),
+                            per_call.decision_etag(), &out);
+    benchmark::DoNotOptimize(out.Length());
+  }
+}
+BENCHMARK(BM_Respond_Unchanged);
+
 struct ResolvedExample {
   v1::ResolveWeightPathRequest request = ExampleRequest();
   v1::ResolveWeightPathResponse decided;

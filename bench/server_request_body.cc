@@ -1,6 +1,10 @@
 // Writes gRPC-framed request bodies for h2load (bench/server_load.sh): one
 // byte "not compressed", four bytes big-endian length, the serialized
-// message. Usage: bench_server_request_body PROFILE.json RESOLVE.bin HEALTH.bin
+// message.
+// Usage: bench_server_request_body PROFILE.json RESOLVE.bin HEALTH.bin [--known-etag]
+// --known-etag: the request carries the decision_etag of the embedded
+// defaults' decision for it, as a device re-resolving what it holds does, so
+// the server answers "unchanged".
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -27,12 +31,22 @@ bool WriteFramed(const std::string& path, const google::protobuf::MessageLite& m
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s PROFILE.json RESOLVE.bin HEALTH.bin\n", argv[0]);
+  const bool known_etag = argc == 5 && std::string(argv[4]) == "--known-etag";
+  if (argc != 4 && !known_etag) {
+    std::fprintf(stderr, "usage: %s PROFILE.json RESOLVE.bin HEALTH.bin [--known-etag]\n", argv[0]);
     return 2;
   }
-  const weightpath::v1::ResolveWeightPathRequest request =
+  weightpath::v1::ResolveWeightPathRequest request =
       weightpath::bench::BenchResolveRequestOrExit(argv[1]);
+  if (known_etag) {
+    const absl::StatusOr<weightpath::v1::ResolveWeightPathResponse> decision =
+        weightpath::bench::EmbeddedDefaultsDecision(request);
+    if (!decision.ok()) {
+      std::fprintf(stderr, "%s: %s\n", argv[1], decision.status().ToString().c_str());
+      return 1;
+    }
+    request.set_known_decision_etag(decision->decision_etag());
+  }
   grpc::health::v1::HealthCheckRequest health;  // "" = the whole server
   if (!WriteFramed(argv[2], request) || !WriteFramed(argv[3], health)) {
     std::fprintf(stderr, "cannot write the bodies\n");

@@ -218,8 +218,38 @@ void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_c
   out->Swap(&bytes);
 }
 
-void EncodeMessage(const MessageLite& message, grpc::ByteBuffer* out) {
-  grpc::Slice slice(DeterministicBytes(message));
+void EncodeUnchangedResponse(absl::string_view policy_version, uint32_t resolve_interval_seconds,
+                             absl::string_view decision_etag, grpc::ByteBuffer* out) {
+  // Written field by field: building and serializing a message for these
+  // few bytes cost more than the rest of an unchanged answer.
+  auto string_field_size = [](int field, absl::string_view value) {
+    return value.empty() ? size_t{0}
+                         : WireFormatLite::TagSize(field, WireFormatLite::TYPE_STRING) +
+                               CodedOutputStream::VarintSize64(value.size()) + value.size();
+  };
+  const size_t total =
+      string_field_size(Response::kPolicyVersionFieldNumber, policy_version) +
+      (resolve_interval_seconds != 0
+           ? WireFormatLite::TagSize(Response::kResolveIntervalSecondsFieldNumber,
+                                     WireFormatLite::TYPE_UINT32) +
+                 WireFormatLite::UInt32Size(resolve_interval_seconds)
+           : 0) +
+      string_field_size(Response::kDecisionEtagFieldNumber, decision_etag) +
+      WireFormatLite::TagSize(Response::kUnchangedFieldNumber, WireFormatLite::TYPE_BOOL) + 1;
+  grpc::Slice slice(total);
+  uint8_t* target = const_cast<uint8_t*>(slice.begin());
+  auto write_string = [&target](int field, absl::string_view value) {
+    if (value.empty()) return;
+    target = WriteMessageHeader(field, value.size(), target);  // same wire type as a message
+    target = WriteBytes(value, target);
+  };
+  write_string(Response::kPolicyVersionFieldNumber, policy_version);
+  if (resolve_interval_seconds != 0) {
+    target = WireFormatLite::WriteUInt32ToArray(Response::kResolveIntervalSecondsFieldNumber,
+                                                resolve_interval_seconds, target);
+  }
+  write_string(Response::kDecisionEtagFieldNumber, decision_etag);
+  target = WireFormatLite::WriteBoolToArray(Response::kUnchangedFieldNumber, true, target);
   grpc::ByteBuffer bytes(&slice, 1);
   out->Swap(&bytes);
 }

@@ -58,8 +58,9 @@ DecidedEncoding EncodeDecidedPart(const v1::ResolveWeightPathResponse& decided);
 void EncodeResolveResponse(const DecidedEncoding& decided,
                            const v1::ResolveWeightPathResponse& per_call, grpc::ByteBuffer* out);
 
-// Serialized the way protobuf serializes `message` (deterministic map
-// order), into a single slice.
-void EncodeMessage(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out);
+// The answer to a device that holds the decision already: policy_version,
+// resolve_interval_seconds, decision_etag and unchanged, nothing else.
+void EncodeUnchangedResponse(absl::string_view policy_version, uint32_t resolve_interval_seconds,
+                             absl::string_view decision_etag, grpc::ByteBuffer* out);
 
 }  // namespace weightpath::server

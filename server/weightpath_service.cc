@@ -9,6 +9,7 @@
 #include "server/resolve_wire.h"
 #include "server/response_cache.h"
 #include "server/resolver.h"
+#include "server/store_call.h"
 #include "server/tls.h"
 #include "spdlog/spdlog.h"
 #include "store/measurement_validation.h"
@@ -26,11 +27,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                                     bool require_client_identity, FleetState* fleet)
+                                     bool require_client_identity, FleetState* fleet,
+                                     StoreExecutor* store_executor)
     : snapshots_(snapshots),
       metrics_(metrics),
       require_client_identity_(require_client_identity),
-      fleet_(fleet) {}
+      fleet_(fleet),
+      store_executor_(store_executor) {}
 
 grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* request_bytes,
@@ -80,12 +83,8 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   if (!request.known_decision_etag().empty() &&
       request.known_decision_etag() == per_call->decision_etag()) {
     summary->unchanged = true;
-    v1::ResolveWeightPathResponse unchanged;
-    unchanged.set_policy_version(decided.message.policy_version());
-    unchanged.set_resolve_interval_seconds(per_call->resolve_interval_seconds());
-    unchanged.set_decision_etag(per_call->decision_etag());
-    unchanged.set_unchanged(true);
-    EncodeMessage(unchanged, response_bytes);
+    EncodeUnchangedResponse(decided.message.policy_version(), per_call->resolve_interval_seconds(),
+                            per_call->decision_etag(), response_bytes);
     return absl::OkStatus();
   }
   if (fleet_ != nullptr) {
@@ -120,18 +119,24 @@ void WeightPathService::LogRefused(absl::string_view method, const std::string& 
 }
 
 grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
-    grpc::CallbackServerContext* context, const v1::ReportMeasurementRequest* request,
-    v1::ReportMeasurementResponse* response) {
-  auto record = [&]() -> absl::StatusOr<v1::ReportMeasurementResponse> {
-    RETURN_IF_ERROR(
-        AdmitDevice(*context, store::ValidateMeasurement(*request), request->device_id()));
-    if (fleet_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "the server runs with --store=none: measurements cannot be recorded");
-    }
-    return fleet_->ReportMeasurement(*request);
-  };
-  return FinishDeviceCall(context, "ReportMeasurement", request->device_id(), record(), response);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return ServeStoreCall<v1::ReportMeasurementRequest>(
+      context, request_bytes, response_bytes, store_executor_,
+      [this, context](const v1::ReportMeasurementRequest& request) {
+        return LoggedIfRefused("ReportMeasurement", request.device_id(),
+                               RecordMeasurement(*context, request));
+      });
+}
+
+absl::StatusOr<v1::ReportMeasurementResponse> WeightPathService::RecordMeasurement(
+    const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request) {
+  RETURN_IF_ERROR(AdmitDevice(context, store::ValidateMeasurement(request), request.device_id()));
+  if (fleet_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the server runs with --store=none: measurements cannot be recorded");
+  }
+  return fleet_->ReportMeasurement(request);
 }
 
 }  // namespace weightpath::server

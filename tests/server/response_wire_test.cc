@@ -183,6 +183,23 @@ TEST_F(ResponseWireTest, EverySingularFieldAppearsOnceAsProtobufWritesIt) {
   EXPECT_EQ(checked, 3 * 2 * 24);
 }
 
+TEST(UnchangedResponseTest, IsWhatProtobufWritesForTheFourFields) {
+  for (uint32_t interval : {0u, 300u, 86400u}) {
+    for (const std::string& version : {std::string(), std::string("sha256:1f6c16d161595a03")}) {
+      v1::ResolveWeightPathResponse expected;
+      expected.set_policy_version(version);
+      expected.set_resolve_interval_seconds(interval);
+      expected.set_decision_etag("7b2efed30fbb778f70b84d78411d6da9");
+      expected.set_unchanged(true);
+      grpc::ByteBuffer bytes;
+      EncodeUnchangedResponse(version, interval, expected.decision_etag(), &bytes);
+      const std::string wire = Flatten(bytes);
+      EXPECT_EQ(wire, DeterministicBytes(expected)) << interval << " " << version;
+      EXPECT_LE(wire.size(), 120u);
+    }
+  }
+}
+
 TEST_F(ResponseWireTest, RolloutsThatShapeTheCallChangeTheEtag) {
   const v1::ResolveWeightPathRequest request = ExampleRequests().front();
   const std::vector<std::vector<v1::Rollout>> sets = RolloutSets();
