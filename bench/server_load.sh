@@ -9,7 +9,17 @@
 #
 #   bench/server_load.sh SERVER_BINARY BODY_TOOL FLOOR_SERVER [PROFILE.json]
 #   env: DURATION (s per run, default 10), WARMUP (s, default 2),
-#        INFLIGHT ("1 16 64"), ROUNDS (per level, default 2), H2LOAD_THREADS (default 1)
+#        INFLIGHT ("1 16 64"), ROUNDS (per level, default 2), H2LOAD_THREADS (default 1),
+#        SERVER_ARGS (default --store=none),
+#        SERVER_B_ENV (e.g. "WEIGHTPATH_REQUEST_DECODER=protobuf"): also start a
+#        second server, the B arm, with these environment variables, and drive
+#        it as "resolve_b" in every round next to "resolve" (A first in odd
+#        rounds, B first in even ones), for an A/B in one run on a machine
+#        whose speed drifts between runs.
+#        KNOWN_ETAG=1: the request carries the etag of the decision it gets,
+#        as an agent re-resolving the decision it holds does; the server
+#        answers "unchanged", the floor sends those same bytes, and every
+#        resolve run is checked to have been answered "unchanged".
 #
 # h2load counts HTTP 200 even for gRPC errors, so every resolve run is
 # checked against the server's own counters: all calls must be code OK.
@@ -26,38 +36,66 @@ inflight_levels=${INFLIGHT:-1 16 64}
 threads=${H2LOAD_THREADS:-1}
 rounds=${ROUNDS:-2}
 
+arm_b_env=${SERVER_B_ENV:-}
+
 work=$(mktemp -d)
 server_pid=
+server_b_pid=
 floor_pid=
 cleanup() {
-  [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [[ -n "$floor_pid" ]] && kill "$floor_pid" 2>/dev/null && wait "$floor_pid" 2>/dev/null
+  local pid
+  for pid in "$server_pid" "$server_b_pid" "$floor_pid"; do
+    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-"$body_tool" "$profile" "$work/resolve.bin" "$work/health.bin" >&2
-# The fleet registry is measured on its own (bench/fleet_run.sh); here it is
-# off so the figure is the resolve path itself, and no database file is left.
-"$server_bin" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s \
-  ${SERVER_ARGS:---store=none} \
-  >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-for _ in $(seq 300); do grep -q '^listening ' "$work/server.out" 2>/dev/null && break; sleep 0.1; done
-grpc_addr=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/server.out")
-metrics_addr=$(sed -n 's/.* metrics=\([^ ]*\)$/\1/p' "$work/server.out")
-[[ -n "$grpc_addr" ]] || { cat "$work/server.log" >&2; exit 1; }
-"$floor_bin" "$profile" 127.0.0.1:0 >"$work/floor.out" 2>"$work/floor.log" &
+etag_args=()
+[[ ${KNOWN_ETAG:-0} == 1 ]] && etag_args=(--known-etag)
+"$body_tool" "$profile" "$work/resolve.bin" "$work/health.bin" "${etag_args[@]}" >&2
+
+# start_server NAME [ENV=VALUE...]: sets NAME_pid, NAME_grpc, NAME_metrics.
+start_server() {
+  local name=$1
+  shift
+  # The fleet registry is measured on its own (bench/fleet_run.sh); here it
+  # is off so the figure is the resolve path itself, and no database file
+  # is left.
+  env "$@" "$server_bin" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s \
+    ${SERVER_ARGS:---store=none} \
+    >"$work/$name.out" 2>"$work/$name.log" &
+  printf -v "${name}_pid" '%s' "$!"
+  for _ in $(seq 300); do grep -q '^listening ' "$work/$name.out" 2>/dev/null && break; sleep 0.1; done
+  printf -v "${name}_grpc" '%s' "$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/$name.out")"
+  printf -v "${name}_metrics" '%s' "$(sed -n 's/.* metrics=\([^ ]*\)$/\1/p' "$work/$name.out")"
+  local address_var=${name}_grpc
+  [[ -n "${!address_var}" ]] || { cat "$work/$name.log" >&2; exit 1; }
+}
+start_server server
+grpc_addr=$server_grpc
+services="resolve floor health"
+if [[ -n "$arm_b_env" ]]; then
+  # shellcheck disable=SC2086  # "A=1 B=2": one word per variable
+  start_server server_b $arm_b_env
+  services="resolve resolve_b floor health"
+  echo "A/B: resolve = server as built, resolve_b = the same binary with $arm_b_env" >&2
+fi
+floor_args=()
+[[ ${KNOWN_ETAG:-0} == 1 ]] && floor_args=(--unchanged)
+"$floor_bin" "$profile" 127.0.0.1:0 "${floor_args[@]}" >"$work/floor.out" 2>"$work/floor.log" &
 floor_pid=$!
 for _ in $(seq 300); do grep -q '^listening ' "$work/floor.out" 2>/dev/null && break; sleep 0.1; done
 floor_addr=$(sed -n 's/^listening grpc=\([^ ]*\)$/\1/p' "$work/floor.out")
 [[ -n "$floor_addr" ]] || { cat "$work/floor.log" >&2; exit 1; }
 
 rss_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$server_pid/status"; }
+# ok_total METRICS_ADDRESS -> "ok other unchanged"
 ok_total() {
-  curl -s "http://$metrics_addr/metrics" |
+  curl -s "http://$1/metrics" |
     awk '/^weightpath_resolve_requests_total\{/ { if ($0 ~ /code="OK"/) ok += $2; else bad += $2 }
-         END { printf "%d %d\n", ok, bad }'
+         /^weightpath_resolve_unchanged_total / { unchanged = $2 }
+         END { printf "%d %d %d\n", ok, bad, unchanged }'
 }
 
 idle_rss=$(rss_kib VmRSS)
@@ -91,17 +129,29 @@ printf "%-8s %-8s %-4s %10s %8s %8s %10s %10s\n" inflight service run qps p50_us
 declare -A sum per_round
 for inflight in $inflight_levels; do
   for round in $(seq "$rounds"); do
-    for service in resolve floor health; do
+    order=$services
+    # Alternate which arm goes first, so drift within a round favours neither.
+    if [[ -n "$arm_b_env" ]] && ((round % 2 == 0)); then order="resolve_b resolve floor health"; fi
+    for service in $order; do
       if [[ $service == floor ]]; then
         read -r qps p50 p99 n data < <(run floor /weightpath.v1.WeightPath/ResolveWeightPath \
           "$work/resolve.bin" "$inflight" "$floor_addr")
-      elif [[ $service == resolve ]]; then
-        before=$(ok_total)
-        read -r qps p50 p99 n data < <(run resolve /weightpath.v1.WeightPath/ResolveWeightPath \
-          "$work/resolve.bin" "$inflight")
-        after=$(ok_total)
-        read -r ok_before bad_before <<<"$before"
-        read -r ok_after bad_after <<<"$after"
+      elif [[ $service == resolve || $service == resolve_b ]]; then
+        if [[ $service == resolve ]]; then
+          address=$server_grpc metrics=$server_metrics
+        else
+          address=$server_b_grpc metrics=$server_b_metrics
+        fi
+        before=$(ok_total "$metrics")
+        read -r qps p50 p99 n data < <(run "$service" /weightpath.v1.WeightPath/ResolveWeightPath \
+          "$work/resolve.bin" "$inflight" "$address")
+        after=$(ok_total "$metrics")
+        read -r ok_before bad_before unchanged_before <<<"$before"
+        read -r ok_after bad_after unchanged_after <<<"$after"
+        if [[ ${KNOWN_ETAG:-0} == 1 ]] && ((unchanged_after - unchanged_before < n)); then
+          echo "server answered $((unchanged_after - unchanged_before)) of $n resolves unchanged" >&2
+          exit 1
+        fi
         if ((bad_after != bad_before)); then
           echo "resolve calls failed on the server: $((bad_after - bad_before))" >&2; exit 1
         fi
@@ -127,18 +177,24 @@ for inflight in $inflight_levels; do
   # The machine's speed drifts between rounds, so besides the ratio of the
   # sums, the median of each round's own ratio (its three runs are adjacent).
   python3 - "$inflight" "${per_round[resolve-$inflight]}" "${per_round[floor-$inflight]}" \
-    "${per_round[health-$inflight]}" <<'PY'
+    "${per_round[health-$inflight]}" "${per_round[resolve_b-$inflight]:-}" <<'PY'
 import statistics, sys
 level = sys.argv[1]
-resolve, floor, health = ([float(x) for x in arg.split()] for arg in sys.argv[2:5])
+resolve, floor, health, resolve_b = ([float(x) for x in arg.split()] for arg in sys.argv[2:6])
 n = len(resolve)
 def ratios(a, b):
-    return f"sums {sum(a) / sum(b):.3f}, median of rounds {statistics.median(x / y for x, y in zip(a, b)):.3f}"
+    per_round = [x / y for x, y in zip(a, b)]
+    return (f"sums {sum(a) / sum(b):.3f}, median of rounds {statistics.median(per_round):.3f} "
+            f"(rounds {min(per_round):.3f}-{max(per_round):.3f})")
 print(f"inflight {level}: resolve {sum(resolve) / n:.0f} qps, floor {sum(floor) / n:.0f} qps, "
       f"health {sum(health) / n:.0f} qps (means of {n} rounds)")
 print(f"  resolve/health: {ratios(resolve, health)}")
 print(f"  resolve/floor:  {ratios(resolve, floor)}")
 print(f"  floor/health:   {ratios(floor, health)}")
+if resolve_b:
+    print(f"  resolve_b {sum(resolve_b) / n:.0f} qps; resolve_b/health: {ratios(resolve_b, health)}")
+    print(f"  resolve_b/floor: {ratios(resolve_b, floor)}")
+    print(f"  resolve/resolve_b (A over B): {ratios(resolve, resolve_b)}")
 PY
 done
 echo "server RSS: idle ${idle_rss} KiB, after load ${loaded_rss} KiB, peak ${peak_rss} KiB"
