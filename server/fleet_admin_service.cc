@@ -2,23 +2,13 @@
 
 #include <utility>
 
-#include "server/weightpath_service.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
-namespace {
 
-// Copies the handler's answer out, or turns its error into the call's status.
-template <typename Message>
-grpc::Status Answer(absl::StatusOr<Message> result, Message* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
-}
-
-}  // namespace
-
-absl::Status FleetAdminService::Admit(const grpc::ServerContext& context, const char* method) const {
+absl::Status FleetAdminService::Admit(const grpc::ServerContextBase& context,
+                                      const char* method) const {
   absl::Status status = auth_->Authorize(context);
   if (!status.ok()) {
     spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(), status.ToString());
@@ -31,40 +21,52 @@ absl::Status FleetAdminService::Admit(const grpc::ServerContext& context, const 
   return absl::OkStatus();
 }
 
-grpc::Status FleetAdminService::ListDevices(grpc::ServerContext* context,
-                                            const v1::ListDevicesRequest* request,
-                                            v1::ListDevicesResponse* response) {
-  if (absl::Status admitted = Admit(*context, "ListDevices"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return Answer(fleet_queries_->ListDevices(*request), response);
+grpc::ServerUnaryReactor* FleetAdminService::ListDevices(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleListDevices);
 }
 
-grpc::Status FleetAdminService::GetDevice(grpc::ServerContext* context,
-                                          const v1::GetDeviceRequest* request,
-                                          v1::Device* response) {
-  if (absl::Status admitted = Admit(*context, "GetDevice"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return Answer(fleet_queries_->GetDevice(*request), response);
+grpc::ServerUnaryReactor* FleetAdminService::GetDevice(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetDevice);
 }
 
-grpc::Status FleetAdminService::FleetSummary(grpc::ServerContext* context,
-                                             const v1::FleetSummaryRequest* request,
-                                             v1::FleetSummaryResponse* response) {
-  if (absl::Status admitted = Admit(*context, "FleetSummary"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return Answer(fleet_queries_->FleetSummary(*request), response);
+grpc::ServerUnaryReactor* FleetAdminService::FleetSummary(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleFleetSummary);
 }
 
-grpc::Status FleetAdminService::GetVerificationMatrix(
-    grpc::ServerContext* context, const v1::GetVerificationMatrixRequest* /*request*/,
-    v1::GetVerificationMatrixResponse* response) {
-  if (absl::Status admitted = Admit(*context, "GetVerificationMatrix"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return Answer(fleet_queries_->VerificationMatrix(), response);
+grpc::ServerUnaryReactor* FleetAdminService::GetVerificationMatrix(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetVerificationMatrix);
+}
+
+absl::StatusOr<v1::ListDevicesResponse> FleetAdminService::HandleListDevices(
+    const grpc::ServerContextBase& context, const v1::ListDevicesRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "ListDevices"));
+  return fleet_queries_->ListDevices(request);
+}
+
+absl::StatusOr<v1::Device> FleetAdminService::HandleGetDevice(const grpc::ServerContextBase& context,
+                                                              const v1::GetDeviceRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "GetDevice"));
+  return fleet_queries_->GetDevice(request);
+}
+
+absl::StatusOr<v1::FleetSummaryResponse> FleetAdminService::HandleFleetSummary(
+    const grpc::ServerContextBase& context, const v1::FleetSummaryRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "FleetSummary"));
+  return fleet_queries_->FleetSummary(request);
+}
+
+absl::StatusOr<v1::GetVerificationMatrixResponse> FleetAdminService::HandleGetVerificationMatrix(
+    const grpc::ServerContextBase& context, const v1::GetVerificationMatrixRequest& /*request*/) {
+  RETURN_IF_ERROR(Admit(context, "GetVerificationMatrix"));
+  return fleet_queries_->VerificationMatrix();
 }
 
 }  // namespace weightpath::server

@@ -1,27 +1,21 @@
 // FleetAdmin's rollout RPCs and ExplainDecision: admit the operator, then
 // hand over to RolloutAdmin / the explainer. Kept apart from
 // fleet_admin_service.cc so each RPC group lives in its own file.
+#include <utility>
+#include <vector>
+
+#include "common/status_macros.h"
 #include "server/fleet_admin_service.h"
-#include "server/weightpath_service.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
-namespace {
-
-grpc::Status AnswerRollout(absl::StatusOr<v1::Rollout> result, v1::Rollout* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
-}
-
-}  // namespace
 
 void FleetAdminService::SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain) {
   rollouts_ = rollouts;
   explain_ = std::move(explain);
 }
 
-absl::Status FleetAdminService::AdmitRollouts(const grpc::ServerContext& context,
+absl::Status FleetAdminService::AdmitRollouts(const grpc::ServerContextBase& context,
                                               const char* method) const {
   absl::Status status = auth_->Authorize(context);
   if (!status.ok()) {
@@ -35,86 +29,109 @@ absl::Status FleetAdminService::AdmitRollouts(const grpc::ServerContext& context
   return absl::OkStatus();
 }
 
-grpc::Status FleetAdminService::CreateRollout(grpc::ServerContext* context,
-                                              const v1::CreateRolloutRequest* request,
-                                              v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "CreateRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Create(request->rollout()), response);
+grpc::ServerUnaryReactor* FleetAdminService::CreateRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleCreateRollout);
 }
 
-grpc::Status FleetAdminService::GetRollout(grpc::ServerContext* context,
-                                           const v1::GetRolloutRequest* request,
-                                           v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "GetRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Get(request->id()), response);
+grpc::ServerUnaryReactor* FleetAdminService::GetRollout(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetRollout);
 }
 
-grpc::Status FleetAdminService::ListRollouts(grpc::ServerContext* context,
-                                             const v1::ListRolloutsRequest* /*request*/,
-                                             v1::ListRolloutsResponse* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "ListRollouts"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  absl::StatusOr<std::vector<v1::Rollout>> listed = rollouts_->List();
-  if (!listed.ok()) return ToGrpcStatus(listed.status());
-  for (v1::Rollout& rollout : *listed) *response->add_rollouts() = std::move(rollout);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* FleetAdminService::ListRollouts(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleListRollouts);
 }
 
-grpc::Status FleetAdminService::PauseRollout(grpc::ServerContext* context,
-                                             const v1::RolloutControlRequest* request,
-                                             v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "PauseRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Pause(request->id(), request->reason()), response);
+grpc::ServerUnaryReactor* FleetAdminService::PauseRollout(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandlePauseRollout);
 }
 
-grpc::Status FleetAdminService::ResumeRollout(grpc::ServerContext* context,
-                                              const v1::RolloutControlRequest* request,
-                                              v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "ResumeRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Resume(request->id(), request->reason()), response);
+grpc::ServerUnaryReactor* FleetAdminService::ResumeRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleResumeRollout);
 }
 
-grpc::Status FleetAdminService::AdvanceRollout(grpc::ServerContext* context,
-                                               const v1::RolloutControlRequest* request,
-                                               v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "AdvanceRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Advance(request->id(), request->reason()), response);
+grpc::ServerUnaryReactor* FleetAdminService::AdvanceRollout(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleAdvanceRollout);
 }
 
-grpc::Status FleetAdminService::AbortRollout(grpc::ServerContext* context,
-                                             const v1::RolloutControlRequest* request,
-                                             v1::Rollout* response) {
-  if (absl::Status admitted = AdmitRollouts(*context, "AbortRollout"); !admitted.ok()) {
-    return ToGrpcStatus(admitted);
-  }
-  return AnswerRollout(rollouts_->Abort(request->id(), request->reason()), response);
+grpc::ServerUnaryReactor* FleetAdminService::AbortRollout(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleAbortRollout);
 }
 
-grpc::Status FleetAdminService::ExplainDecision(grpc::ServerContext* context,
-                                                const v1::ExplainDecisionRequest* request,
-                                                v1::ExplainDecisionResponse* response) {
+grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleExplainDecision);
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleCreateRollout(
+    const grpc::ServerContextBase& context, const v1::CreateRolloutRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "CreateRollout"));
+  return rollouts_->Create(request.rollout());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleGetRollout(
+    const grpc::ServerContextBase& context, const v1::GetRolloutRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "GetRollout"));
+  return rollouts_->Get(request.id());
+}
+
+absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
+    const grpc::ServerContextBase& context, const v1::ListRolloutsRequest& /*request*/) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "ListRollouts"));
+  ASSIGN_OR_RETURN(std::vector<v1::Rollout> listed, rollouts_->List());
+  v1::ListRolloutsResponse response;
+  for (v1::Rollout& rollout : listed) *response.add_rollouts() = std::move(rollout);
+  return response;
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandlePauseRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "PauseRollout"));
+  return rollouts_->Pause(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleResumeRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "ResumeRollout"));
+  return rollouts_->Resume(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleAdvanceRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "AdvanceRollout"));
+  return rollouts_->Advance(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleAbortRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(AdmitRollouts(context, "AbortRollout"));
+  return rollouts_->Abort(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(
+    const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request) {
   // A full request needs no store, so only the operator check applies here.
-  if (absl::Status authorized = auth_->Authorize(*context); !authorized.ok()) {
-    spdlog::warn("FleetAdmin.ExplainDecision from {} refused: {}", context->peer(),
+  if (absl::Status authorized = auth_->Authorize(context); !authorized.ok()) {
+    spdlog::warn("FleetAdmin.ExplainDecision from {} refused: {}", context.peer(),
                  authorized.ToString());
-    return ToGrpcStatus(authorized);
+    return authorized;
   }
-  if (!explain_) return ToGrpcStatus(absl::UnimplementedError("ExplainDecision is not wired"));
-  absl::StatusOr<v1::ExplainDecisionResponse> explained = explain_(*request);
-  if (!explained.ok()) return ToGrpcStatus(explained.status());
-  *response = *std::move(explained);
-  return grpc::Status::OK;
+  if (!explain_) return absl::UnimplementedError("ExplainDecision is not wired");
+  return explain_(request);
 }
 
 }  // namespace weightpath::server

@@ -4,28 +4,35 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/rollout_outcome.h"
+#include "server/store_call.h"
 #include "server/weightpath_service.h"
 #include "store/measurement_validation.h"
 
 namespace weightpath::server {
 
 grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerContext* context,
-                                                           const v1::ReportOutcomeRequest* request,
-                                                           v1::ReportOutcomeResponse* response) {
-  auto record = [&]() -> absl::StatusOr<v1::ReportOutcomeResponse> {
-    RETURN_IF_ERROR(AdmitDevice(*context, store::ValidateOutcome(*request), request->device_id()));
-    if (fleet_ == nullptr || rollouts_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "the server runs with --store=none: outcomes cannot be recorded");
-    }
-    OutcomeContext outcome_context;
-    outcome_context.store = &fleet_->store();
-    outcome_context.cache = rollouts_;
-    outcome_context.metrics = rollout_metrics_;
-    outcome_context.received_at = absl::Now();
-    return HandleReportOutcome(*request, outcome_context);
-  };
-  return FinishDeviceCall(context, "ReportOutcome", request->device_id(), record(), response);
+                                                           const grpc::ByteBuffer* request_bytes,
+                                                           grpc::ByteBuffer* response_bytes) {
+  return ServeStoreCall<v1::ReportOutcomeRequest>(
+      context, request_bytes, response_bytes, store_executor_,
+      [this, context](const v1::ReportOutcomeRequest& request) {
+        return LoggedIfRefused("ReportOutcome", request.device_id(), RecordOutcome(*context, request));
+      });
+}
+
+absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
+    const grpc::CallbackServerContext& context, const v1::ReportOutcomeRequest& request) {
+  RETURN_IF_ERROR(AdmitDevice(context, store::ValidateOutcome(request), request.device_id()));
+  if (fleet_ == nullptr || rollouts_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the server runs with --store=none: outcomes cannot be recorded");
+  }
+  OutcomeContext outcome_context;
+  outcome_context.store = &fleet_->store();
+  outcome_context.cache = rollouts_;
+  outcome_context.metrics = rollout_metrics_;
+  outcome_context.received_at = absl::Now();
+  return HandleReportOutcome(request, outcome_context);
 }
 
 }  // namespace weightpath::server

@@ -17,6 +17,13 @@
 namespace weightpath::server {
 namespace {
 
+// The store calls' workers. SQLite takes one writer at a time and the
+// PostgreSQL pool a few, so more threads would only queue inside the store;
+// four keep an operator's read from waiting behind one slow report. A burst
+// beyond the queue is refused UNAVAILABLE at once rather than left to time out.
+constexpr int kStoreWorkerThreads = 4;
+constexpr size_t kStoreCallsQueued = 256;
+
 // "127.0.0.1:0" + 41234 -> "127.0.0.1:41234"
 std::string WithPort(const std::string& host_port, int port) {
   const size_t colon = host_port.rfind(':');
@@ -91,10 +98,15 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
     server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
-  server->fleet_admin_ = std::make_unique<FleetAdminService>(server->operator_auth_.get(),
-                                                             server->fleet_queries_.get());
-  server->service_ = std::make_unique<WeightPathService>(
-      &server->snapshots_, server->metrics_.get(), mutual_tls, server->fleet_.get());
+  StoreExecutor::Options store_workers;
+  store_workers.threads = kStoreWorkerThreads;
+  store_workers.max_queued = kStoreCallsQueued;
+  server->store_executor_ = std::make_unique<StoreExecutor>(store_workers);
+  server->fleet_admin_ = std::make_unique<FleetAdminService>(
+      server->operator_auth_.get(), server->fleet_queries_.get(), server->store_executor_.get());
+  server->service_ =
+      std::make_unique<WeightPathService>(&server->snapshots_, server->metrics_.get(), mutual_tls,
+                                          server->fleet_.get(), server->store_executor_.get());
   {
     WeightPathServer* self = server.get();
     server->fleet_admin_->SetRolloutHandlers(
@@ -177,6 +189,9 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
     spdlog::info("gRPC server stopped");
   }
+  // gRPC waited for every call to finish, and the store workers finish
+  // theirs, so nothing is queued any more.
+  if (store_executor_ != nullptr) store_executor_->Shutdown();
   if (watcher_ != nullptr) watcher_->Stop();
   // After the gRPC server: no resolve can enqueue a record any more, so the
   // flush below writes the last of them.

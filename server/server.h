@@ -22,6 +22,7 @@
 #include "server/rollout_metrics.h"
 #include "server/rollout_reconciler.h"
 #include "server/server_config.h"
+#include "server/store_executor.h"
 #include "server/weightpath_service.h"
 
 namespace weightpath::server {
@@ -60,6 +61,9 @@ class WeightPathServer {
   std::unique_ptr<FleetState> fleet_;  // null with --store=none
   std::unique_ptr<FleetQueries> fleet_queries_;
   std::unique_ptr<OperatorAuth> operator_auth_;
+  // Runs the calls that wait on the store (server/store_call.h); outlives
+  // the services, which hold it.
+  std::unique_ptr<StoreExecutor> store_executor_;
   std::unique_ptr<FleetAdminService> fleet_admin_;
   std::unique_ptr<WeightPathService> service_;
   // Rollouts (with a fleet store): the cache resolves read, the operator

@@ -1,7 +1,9 @@
 // The gRPC face of the resolver: validate, check the caller's identity under
 // mutual TLS, resolve against the current snapshot, count, answer. Uses the
 // callback API so no thread is parked per call, and serves
-// ResolveWeightPath as a raw method (server/resolve_wire.h says why).
+// ResolveWeightPath as a raw method (server/resolve_wire.h says why); the
+// reports are raw methods too, run on the store executor
+// (server/store_call.h).
 #pragma once
 
 #include "absl/status/statusor.h"
@@ -12,6 +14,7 @@
 #include "server/rollout_metrics.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
+#include "server/store_executor.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::server {
@@ -22,27 +25,33 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // With a fleet (not --store=none) each answered resolve is recorded and its
 // verification comes from fleet evidence; ReportMeasurement stores what the
-// device measured. ReportOutcome stays with the generated base class
-// (UNIMPLEMENTED) until rollouts exist.
+// device measured, ReportOutcome how a rollout went for it.
+//
+// All three methods are raw: clients see the ordinary typed methods.
 class WeightPathService final
-    : public v1::WeightPath::WithRawCallbackMethod_ResolveWeightPath<v1::WeightPath::CallbackService> {
+    : public v1::WeightPath::WithRawCallbackMethod_ResolveWeightPath<
+          v1::WeightPath::WithRawCallbackMethod_ReportMeasurement<
+              v1::WeightPath::WithRawCallbackMethod_ReportOutcome<v1::WeightPath::CallbackService>>> {
  public:
+  // `fleet`: null with --store=none. `store_executor` runs the reports
+  // (they commit before answering), and must outlive every call.
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                    bool require_client_identity, FleetState* fleet = nullptr);
+                    bool require_client_identity, FleetState* fleet,
+                    StoreExecutor* store_executor);
 
-  // Wire bytes in and out; clients see the ordinary typed method.
+  // Answered on the callback thread: a resolve never touches the store.
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request_bytes,
                                               grpc::ByteBuffer* response_bytes) override;
 
-  // Commits before answering, so it runs the store call in the handler.
+  // Both through ServeStoreCall (server/store_call.h): their commits run on
+  // the store executor.
   grpc::ServerUnaryReactor* ReportMeasurement(grpc::CallbackServerContext* context,
-                                              const v1::ReportMeasurementRequest* request,
-                                              v1::ReportMeasurementResponse* response) override;
-  // In rollout_report_outcome.cc. Needs SetRollouts (a fleet store).
+                                              const grpc::ByteBuffer* request_bytes,
+                                              grpc::ByteBuffer* response_bytes) override;
   grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* context,
-                                          const v1::ReportOutcomeRequest* request,
-                                          v1::ReportOutcomeResponse* response) override;
+                                          const grpc::ByteBuffer* request_bytes,
+                                          grpc::ByteBuffer* response_bytes) override;
 
   // Resolves consult `cache` (never the database) and ReportOutcome records
   // into the fleet store; set once before serving.
@@ -60,21 +69,19 @@ class WeightPathService final
   // once it is valid, so a hostile value never reaches the log verbatim.
   static void LogRefused(absl::string_view method, const std::string& device_id,
                          const absl::Status& status);
-  // Ends a device call with `result`: the response, or the refusal, logged.
+  // The typed reports, run on a store worker. ReportOutcome's is in
+  // rollout_report_outcome.cc and needs SetRollouts (a fleet store).
+  absl::StatusOr<v1::ReportMeasurementResponse> RecordMeasurement(
+      const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request);
+  absl::StatusOr<v1::ReportOutcomeResponse> RecordOutcome(const grpc::CallbackServerContext& context,
+                                                          const v1::ReportOutcomeRequest& request);
+  // `result`, with a refusal logged.
   template <typename Response>
-  static grpc::ServerUnaryReactor* FinishDeviceCall(grpc::CallbackServerContext* context,
-                                                    absl::string_view method,
-                                                    const std::string& device_id,
-                                                    absl::StatusOr<Response> result,
-                                                    Response* response) {
-    if (result.ok()) {
-      *response = *std::move(result);
-    } else {
-      LogRefused(method, device_id, result.status());
-    }
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(result.status()));
-    return reactor;
+  static absl::StatusOr<Response> LoggedIfRefused(absl::string_view method,
+                                                  const std::string& device_id,
+                                                  absl::StatusOr<Response> result) {
+    if (!result.ok()) LogRefused(method, device_id, result.status());
+    return result;
   }
 
   // Everything after parsing: validation, identity, decision, fleet, the
@@ -88,6 +95,7 @@ class WeightPathService final
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
   FleetState* const fleet_;
+  StoreExecutor* const store_executor_;
   RolloutCache* rollouts_ = nullptr;
   RolloutMetrics* rollout_metrics_ = nullptr;
 };

@@ -3,7 +3,9 @@
 // libpq connection carries transaction state and is not thread-safe.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -11,6 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "store/call_deadline.h"
 #include "store/sql_database.h"
 
 namespace weightpath::store {
@@ -35,6 +40,12 @@ absl::Status ResultError(PGconn* connection, PGresult* result, absl::string_view
   const std::string sqlstate = state != nullptr ? state : "";
   if (sqlstate == "23505") return absl::AlreadyExistsError(message);
   if (sqlstate == "40001" || sqlstate == "40P01") return absl::AbortedError(message);
+  // lock_not_available: lock_timeout (the call's deadline) ran out first.
+  if (sqlstate == "55P03") {
+    return absl::UnavailableError(absl::StrCat(
+        "postgres store: a lock held by another transaction was not released before the "
+        "call's deadline (", message, ")"));
+  }
   // Class 08 (connection exception), 57P (operator intervention: shutdown).
   if (sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P", 0) == 0) {
     return absl::UnavailableError(message);
@@ -52,7 +63,15 @@ class PostgresSession : public SqlSession {
 
   absl::Status Begin(bool /*for_write*/) override {
     absl::Status status = ExecScript("BEGIN");
-    if (status.ok()) in_transaction_ = true;
+    if (!status.ok()) return status;
+    in_transaction_ = true;
+    const absl::Time deadline = CallDeadline();
+    if (deadline == absl::InfiniteFuture()) return absl::OkStatus();
+    // Waits for another transaction's locks end by the call's deadline
+    // (0 would mean no limit, hence at least 1 ms).
+    const int64_t wait_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    status = ExecScript(absl::StrCat("SET LOCAL lock_timeout = ", wait_ms));
+    if (!status.ok()) (void)Rollback();
     return status;
   }
   absl::Status Commit() override {
@@ -170,7 +189,15 @@ class PostgresDatabase : public SqlDatabase {
 
   absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
     std::unique_lock lock(mutex_);
-    available_.wait(lock, [&] { return !idle_.empty() || open_ < pool_size_; });
+    const auto can_take = [&] { return !idle_.empty() || open_ < pool_size_; };
+    const absl::Time deadline = CallDeadline();
+    if (deadline == absl::InfiniteFuture()) {
+      available_.wait(lock, can_take);
+    } else if (!available_.wait_until(lock, absl::ToChronoTime(deadline), can_take)) {
+      return absl::UnavailableError(absl::StrCat("postgres store ", RedactUrl(url_), ": all ",
+                                                 pool_size_,
+                                                 " connections stayed busy until the call's deadline"));
+    }
     if (!idle_.empty()) {
       PGconn* connection = idle_.front();
       idle_.pop_front();

@@ -3,20 +3,34 @@
 // SQLITE_BUSY retries without adding throughput.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "store/call_deadline.h"
 #include "store/sql_database.h"
 
 namespace weightpath::store {
 namespace {
 
+// Each wait for a lock another connection holds; a call's deadline
+// shortens it (store/call_deadline.h).
+constexpr absl::Duration kBusyTimeout = absl::Seconds(10);
+
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   std::string message = absl::StrCat("sqlite ", what, ": ", sqlite3_errstr(rc));
   if (db != nullptr) absl::StrAppend(&message, " (", sqlite3_errmsg(db), ")");
+  if ((rc & 0xff) == SQLITE_BUSY && db != nullptr) {
+    // Said plainly, with the file, since an operator has to find who holds it.
+    const char* file = sqlite3_db_filename(db, "main");
+    message = absl::StrCat("sqlite store ", file != nullptr ? file : "",
+                           ": locked by another connection; gave up waiting (", message, ")");
+  }
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -52,7 +66,7 @@ struct Connection {
 
 class SqliteSession : public SqlSession {
  public:
-  SqliteSession(Connection* connection, std::unique_lock<std::mutex> lock)
+  SqliteSession(Connection* connection, std::unique_lock<std::timed_mutex> lock)
       : connection_(connection), lock_(std::move(lock)) {}
   ~SqliteSession() override {
     if (in_transaction_) (void)Rollback();
@@ -163,22 +177,36 @@ class SqliteSession : public SqlSession {
 
  private:
   Connection* connection_;
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<std::timed_mutex> lock_;
   bool in_transaction_ = false;
 };
 
 class SqliteDatabase : public SqlDatabase {
  public:
-  explicit SqliteDatabase(std::unique_ptr<Connection> connection)
-      : connection_(std::move(connection)) {}
+  SqliteDatabase(std::string file, std::unique_ptr<Connection> connection)
+      : file_(std::move(file)), connection_(std::move(connection)) {}
   SqlDialect dialect() const override { return SqlDialect::kSqlite; }
   std::string MigrationLockSql() const override { return ""; }
   absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
-    return std::make_unique<SqliteSession>(connection_.get(), std::unique_lock(mutex_));
+    const absl::Time deadline = CallDeadline();
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (deadline == absl::InfiniteFuture()) {
+      lock.lock();
+    } else if (!lock.try_lock_until(absl::ToChronoTime(deadline))) {
+      return absl::UnavailableError(absl::StrCat(
+          "sqlite store ", file_,
+          ": its connection stayed busy with other work (another write waiting for the lock?) "
+          "until the call's deadline"));
+    }
+    // The connection is this session's now; so is its busy timeout.
+    const absl::Duration wait = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kBusyTimeout);
+    sqlite3_busy_timeout(connection_->db, static_cast<int>(absl::ToInt64Milliseconds(wait)));
+    return std::make_unique<SqliteSession>(connection_.get(), std::move(lock));
   }
 
  private:
-  std::mutex mutex_;
+  const std::string file_;
+  std::timed_mutex mutex_;
   std::unique_ptr<Connection> connection_;
 };
 
@@ -194,8 +222,9 @@ absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::strin
                                                sqlite3_errstr(rc)));
   }
   // Another process (a restarted server, a CLI) may hold the write lock for a
-  // moment; wait for it rather than failing the request.
-  sqlite3_busy_timeout(connection->db, 10000);
+  // moment; wait for it rather than failing the request. Each Acquire sets
+  // it again, bounded by the call's deadline.
+  sqlite3_busy_timeout(connection->db, static_cast<int>(absl::ToInt64Milliseconds(kBusyTimeout)));
   // WAL lets readers proceed during writes. synchronous=FULL fsyncs the WAL at
   // every commit: an acknowledged measurement must survive a power cut, not
   // only a process crash (NORMAL guarantees only the latter in WAL mode).
@@ -212,7 +241,7 @@ absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::strin
     return absl::UnavailableError(
         absl::StrCat("store URL sqlite:", file, ": cannot configure: ", message));
   }
-  return std::make_unique<SqliteDatabase>(std::move(connection));
+  return std::make_unique<SqliteDatabase>(file, std::move(connection));
 }
 
 }  // namespace weightpath::store

@@ -13,8 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/call_deadline.h"
 #include "store/sql_database.h"
 #include "store/store.h"
 #include "store/time_convert.h"
@@ -133,6 +135,54 @@ TEST_P(StoreDurability, KilledWriterLosesNoAcknowledgedMeasurementAndDuplicatesN
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreDurability,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
+
+// A server bounds each call's store work by the call's deadline
+// (ScopedCallDeadline): a write waiting on a lock another connection holds
+// gives up by then with UNAVAILABLE naming the store, instead of after the
+// backend's own timeout, and nothing is written.
+class StoreCallDeadline : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(StoreCallDeadline, AWriteBlockedByAnotherConnectionsLockEndsAtTheCallDeadline) {
+  absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+  ASSERT_THAT(url, IsOk());
+  auto store = OpenFleetStore(*url);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT((*store)->UpsertDevices({MakeDevice("dev-a", "x86_cpu", "w4a8-amx", kSeedCpu, kT0)}),
+              IsOk());
+
+  // Another process's transaction, holding what the insert needs.
+  auto other = OpenSqlDatabase(*url);
+  ASSERT_THAT(other, IsOk());
+  auto holder = (*other)->Acquire();
+  ASSERT_THAT(holder, IsOk());
+  ASSERT_THAT((*holder)->Begin(/*for_write=*/true), IsOk());  // SQLite: the write lock
+  if ((*other)->dialect() == SqlDialect::kPostgres) {
+    ASSERT_THAT((*holder)->ExecScript("LOCK TABLE measurements IN EXCLUSIVE MODE"), IsOk());
+  }
+
+  constexpr absl::Duration kBudget = absl::Milliseconds(500);
+  const absl::Time started = absl::Now();
+  absl::StatusOr<RecordMeasurementResult> blocked = [&] {
+    const ScopedCallDeadline deadline(started + kBudget);
+    return (*store)->RecordMeasurement(Measurement("k-blocked", "dev-a"), kT0);
+  }();
+  const absl::Duration waited = absl::Now() - started;
+  EXPECT_THAT(blocked, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("store")));
+  EXPECT_GE(waited, kBudget * 0.8) << "gave up before the deadline";
+  EXPECT_LT(waited, kBudget + absl::Seconds(2)) << "waited past the deadline";
+  EXPECT_EQ(CallDeadline(), absl::InfiniteFuture()) << "the scope outlived its call";
+
+  ASSERT_THAT((*holder)->Rollback(), IsOk());
+  holder->reset();
+  absl::StatusOr<RecordMeasurementResult> retried =
+      (*store)->RecordMeasurement(Measurement("k-blocked", "dev-a"), kT0);
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_FALSE(retried->duplicate) << "the refused write was stored after all";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreCallDeadline,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          [](const auto& info) { return BackendName(info.param); });
 
