@@ -11,11 +11,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bounded_yaml.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace weightpath::agent {
 namespace {
+
+constexpr size_t kMaxConfigBytes = 1024 * 1024;
+constexpr size_t kMaxConfigNodes = 10000;
 
 // Errors point at the line of the offending node, so an operator with a
 // fleet of config files can fix the right one without guessing.
@@ -23,9 +28,12 @@ class ConfigReader {
  public:
   explicit ConfigReader(absl::string_view source_name) : source_name_(source_name) {}
 
+  // Keys and messages quote the file's own text: escaped, a newline in it
+  // cannot forge a line of the agent's log.
   absl::Status Error(const YAML::Node& node, absl::string_view key, absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name_, ":", node.Mark().line + 1, ": ", key, ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat(source_name_, ":", node.Mark().line + 1, ": ",
+                                                   ControlEscaped(key), ": ",
+                                                   ControlEscaped(what)));
   }
 
   absl::StatusOr<std::string> String(const YAML::Node& node, absl::string_view key) const {
@@ -131,14 +139,12 @@ absl::StatusOr<std::string> ReadMachineId(absl::string_view root) {
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
                                              absl::string_view source_name, absl::string_view root) {
   const ConfigReader reader(source_name);
-  YAML::Node loaded;
-  try {
-    loaded = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ":", error.mark.line + 1, ": not valid YAML: ", error.msg));
-  }
-  const YAML::Node& document = loaded;
+  // A config is a few dozen keys; aliases count as what they repeat, so a
+  // config cannot expand into more than these on a small device.
+  yaml::Limits limits;
+  limits.max_bytes = kMaxConfigBytes;
+  limits.max_nodes = kMaxConfigNodes;
+  ASSIGN_OR_RETURN(const YAML::Node document, yaml::LoadBounded(yaml_text, source_name, limits));
   if (!document.IsMap()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ":1: the config must be a YAML map (server, state_dir, ...)"));

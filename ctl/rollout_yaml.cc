@@ -5,6 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bounded_yaml.h"
+#include "common/control_characters.h"
+#include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
@@ -19,9 +22,12 @@ class YamlToJson {
  public:
   explicit YamlToJson(absl::string_view source_name) : source_name_(source_name) {}
 
+  // `where` holds the file's own keys: escaped, a newline in one cannot
+  // start a line of its own where the error is printed.
   absl::Status Error(const YAML::Node& node, absl::string_view where, absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name_, ":", node.Mark().line + 1, ": ", where, ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat(source_name_, ":", node.Mark().line + 1, ": ",
+                                                   ControlEscaped(where), ": ",
+                                                   ControlEscaped(what)));
   }
 
   // `message` is the type the node must fill; null for a value whose shape
@@ -185,13 +191,13 @@ class YamlToJson {
 
 absl::StatusOr<v1::Rollout> ParseRolloutYaml(absl::string_view yaml_text,
                                              absl::string_view source_name) {
-  YAML::Node document;
-  try {
-    document = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ":", error.mark.line + 1, ": not valid YAML: ", error.msg));
-  }
+  // A rollout becomes one gRPC message of at most 64 KiB, so a megabyte of
+  // text (aliases counted as what they repeat) is far more than enough; the
+  // conversion below recurses, which the depth limit bounds.
+  yaml::Limits limits;
+  limits.max_bytes = 1024 * 1024;
+  limits.max_nodes = 50000;
+  ASSIGN_OR_RETURN(const YAML::Node document, yaml::LoadBounded(yaml_text, source_name, limits));
   if (!document.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source_name, ":1: a rollout file must be a YAML map (id, selector, action, stages, ...)"));

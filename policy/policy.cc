@@ -47,11 +47,14 @@ std::vector<std::string> Policy::ReachablePathNames() const {
 }
 
 absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view yaml_text,
-                                                         std::string_view source_name) {
-  ASSIGN_OR_RETURN(PolicyDocument document, ParsePolicyDocument(AbslView(yaml_text), AbslView(source_name)));
+                                                         std::string_view source_name,
+                                                         const std::atomic<bool>* cancel) {
+  ASSIGN_OR_RETURN(PolicyDocument document,
+                   ParsePolicyDocument(AbslView(yaml_text), AbslView(source_name), cancel));
   ASSIGN_OR_RETURN(CompiledRules compiled,
                    CompiledRules::Compile(document.rules, document.rules_location));
-  ASSIGN_OR_RETURN(TotalityReport totality, CheckTotality(compiled, document.rules_location));
+  ASSIGN_OR_RETURN(TotalityReport totality,
+                   CheckTotality(compiled, document.rules_location, cancel));
 
   std::shared_ptr<Policy> policy(new Policy());
   policy->paths_ = std::move(document.paths);

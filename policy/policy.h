@@ -2,6 +2,7 @@
 // from a YAML document, validated whole, and evaluated as a pure function.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "policy/compiled_rules.h"
 #include "policy/hardware_class.h"
+#include "policy/policy_limits.h"
 #include "policy/policy_types.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -40,7 +42,8 @@ class Policy {
 
  private:
   friend absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view,
-                                                                  std::string_view);
+                                                                  std::string_view,
+                                                                  const std::atomic<bool>*);
   friend absl::StatusOr<Decision> Evaluate(const Policy&, const v1::HardwareProfile&,
                                            v1::Priority, const Labels&);
   friend std::vector<std::string> TraceRules(const Policy&, const v1::HardwareProfile&,
@@ -60,9 +63,13 @@ class Policy {
 };
 
 // Parses and validates a whole document; any fault refuses it whole with
-// INVALID_ARGUMENT naming `source_name`, the line and the field path.
+// INVALID_ARGUMENT naming `source_name`, the line and the field path, and a
+// document over a limit of policy_limits.h is refused naming the limit.
+// `cancel`, when set from another thread (a server shutting down), makes a
+// load in progress return CANCELLED within milliseconds.
 absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view yaml_text,
-                                                         std::string_view source_name);
+                                                         std::string_view source_name,
+                                                         const std::atomic<bool>* cancel = nullptr);
 
 // The bundled default policy (policy/default_policy.yaml, embedded at build).
 std::string_view DefaultPolicyYaml();

@@ -6,7 +6,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/bounded_yaml.h"
 #include "common/status_macros.h"
+#include "policy/policy_limits.h"
 #include "policy/yaml_fields.h"
 
 namespace weightpath::policy {
@@ -241,14 +243,14 @@ absl::StatusOr<Rule> ReadRule(const YamlReader& reader, const YAML::Node& node,
 }  // namespace
 
 absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
-                                                   absl::string_view source_name) {
+                                                   absl::string_view source_name,
+                                                   const std::atomic<bool>* cancel) {
   YamlReader reader(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& error) {
-    return reader.FaultAt(error.mark, "document", absl::StrCat("not valid YAML: ", error.msg));
-  }
+  yaml::Limits limits;
+  limits.max_bytes = kMaxPolicyBytes;
+  limits.max_nodes = kMaxPolicyNodes;
+  limits.cancel = cancel;
+  ASSIGN_OR_RETURN(const YAML::Node root, yaml::LoadBounded(yaml_text, source_name, limits));
   if (!root.IsDefined() || root.IsNull()) {
     return reader.FaultAt(YAML::Mark::null_mark(), "document", "is empty");
   }
@@ -273,6 +275,12 @@ absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
     return reader.Fault(paths.value, "paths", "expected a non-empty list of path definitions",
                         paths.key_mark);
   }
+  if (paths.value.size() > kMaxPolicyPaths) {
+    return reader.Fault(paths.value, "paths",
+                        absl::StrCat(paths.value.size(), " path definitions; a policy may have at "
+                                     "most ", kMaxPolicyPaths),
+                        paths.key_mark);
+  }
   std::set<std::string> path_ids;
   for (size_t i = 0; i < paths.value.size(); ++i) {
     const std::string field = absl::StrCat("paths[", i, "]");
@@ -287,6 +295,14 @@ absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
   const YamlMap::Entry& rules = *top.Find("rules");
   if (!rules.value.IsSequence() || rules.value.size() == 0) {
     return reader.Fault(rules.value, "rules", "expected a non-empty list of rules",
+                        rules.key_mark);
+  }
+  // Checked before any rule is read: the totality check's cost grows with
+  // the rule count, and a reload must stay short.
+  if (rules.value.size() > kMaxPolicyRules) {
+    return reader.Fault(rules.value, "rules",
+                        absl::StrCat(rules.value.size(), " rules; a policy may have at most ",
+                                     kMaxPolicyRules),
                         rules.key_mark);
   }
   std::set<std::string> rule_names;

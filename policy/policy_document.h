@@ -3,6 +3,7 @@
 // compiled rules.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,10 @@ struct PolicyDocument {
 };
 
 // INVALID_ARGUMENT naming `source_name`, line, column and field path of the
-// first fault found.
+// first fault found, or the limit (policy_limits.h) the document is over.
+// CANCELLED when `cancel` is set while the YAML is read.
 absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
-                                                   absl::string_view source_name);
+                                                   absl::string_view source_name,
+                                                   const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace weightpath::policy

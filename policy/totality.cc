@@ -21,6 +21,9 @@ std::vector<uint64_t> ArchBitsFor(HardwareClass hardware_class, const CompiledRu
   return bits;
 }
 
+// How often (in profiles) the cancel flag is read.
+constexpr uint64_t kCancelCheckProfiles = 1024;
+
 // Multiplies with saturation at kMaxAbstractProfiles + 1.
 uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
   constexpr uint64_t kOver = kMaxAbstractProfiles + 1;
@@ -56,7 +59,8 @@ std::string DescribeFacts(const ProfileFacts& facts, const CompiledRules& rules)
 
 }  // namespace
 
-absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::string_view where) {
+absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::string_view where,
+                                             const std::atomic<bool>* cancel) {
   const size_t flag_count = rules.flag_names().size();
   const size_t key_count = rules.label_keys().size();
 
@@ -96,7 +100,21 @@ absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::s
             for (size_t key = 0; key < key_count; ++key) facts.label_values[key] = kLabelAbsent;
             while (true) {
               ++report.profiles_checked;
+              if (cancel != nullptr && report.profiles_checked % kCancelCheckProfiles == 0 &&
+                  cancel->load(std::memory_order_relaxed)) {
+                return absl::CancelledError(absl::StrCat(where, ": totality check abandoned"));
+              }
               int match = rules.FirstMatch(facts);
+              // FirstMatch tests rules in order up to the first that matches.
+              report.rule_checks +=
+                  match < 0 ? rules.rule_count() : static_cast<uint64_t>(match) + 1;
+              if (report.rule_checks > kMaxTotalityRuleChecks) {
+                return absl::InvalidArgumentError(absl::StrCat(
+                    where, ": policy too costly to check for totality: its ", rules.rule_count(),
+                    " rules take more than ", kMaxTotalityRuleChecks,
+                    " rule tests over the profiles they tell apart (", total,
+                    "); use fewer rules, or name fewer flags or label values"));
+              }
               if (match < 0) {
                 return absl::InvalidArgumentError(
                     absl::StrCat(where, ": the rules are not total: no rule matches ",

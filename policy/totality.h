@@ -4,12 +4,14 @@
 // finite walk covers the infinite space.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "policy/compiled_rules.h"
+#include "policy/policy_limits.h"
 
 namespace weightpath::policy {
 
@@ -21,10 +23,15 @@ struct TotalityReport {
   // Per rule: whether it is the first match for at least one profile.
   std::vector<bool> rule_reachable;
   uint64_t profiles_checked = 0;
+  // Profiles tested against rules, summed: the work kMaxTotalityRuleChecks
+  // bounds.
+  uint64_t rule_checks = 0;
 };
 
 // INVALID_ARGUMENT, prefixed by `where`, naming an unmatched example profile,
-// or saying the space is too large to check.
-absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::string_view where);
+// or saying the space is too large or too costly to check. CANCELLED when
+// `cancel` is set while the check runs (polled every few thousand profiles).
+absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::string_view where,
+                                             const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace weightpath::policy

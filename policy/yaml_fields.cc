@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/control_characters.h"
 
 namespace weightpath::policy {
 namespace {
@@ -41,12 +42,19 @@ absl::StatusOr<std::string> ScalarText(const YamlReader& reader, const YAML::Nod
 
 absl::Status YamlReader::FaultAt(const YAML::Mark& mark, absl::string_view field,
                                  absl::string_view what) const {
+  // Field paths and messages quote the document's own keys and values, which
+  // may hold newlines; escaped, they cannot start a line of a log or a
+  // terminal on their own.
+  const std::string shown_field = ControlEscaped(field);
+  const std::string shown_what = ControlEscaped(what);
   if (!HasPosition(mark)) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name_, ": ", field, ": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name_, ": ", shown_field, ": ", shown_what));
   }
   // yaml-cpp counts from 0; editors count from 1.
   return absl::InvalidArgumentError(absl::StrCat(source_name_, ":", mark.line + 1, ":",
-                                                 mark.column + 1, ": ", field, ": ", what));
+                                                 mark.column + 1, ": ", shown_field, ": ",
+                                                 shown_what));
 }
 
 absl::Status YamlReader::Fault(const YAML::Node& node, absl::string_view field,

@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bounded_yaml.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/content_hash.h"
 #include "yaml-cpp/yaml.h"
@@ -22,14 +24,17 @@ class CatalogErrors {
  public:
   explicit CatalogErrors(absl::string_view source_name) : source_name_(source_name) {}
 
+  // Field paths and problems quote the document's keys and values, which may
+  // hold newlines: escaped, they cannot forge a log line.
   absl::Status At(const YAML::Node& node, absl::string_view field, absl::string_view problem) const {
     const YAML::Mark mark = node.Mark();
     std::string place = std::string(source_name_);
     if (mark.line >= 0) absl::StrAppend(&place, ":", mark.line + 1);
-    return absl::InvalidArgumentError(absl::StrCat(place, ": ", field, ": ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat(place, ": ", ControlEscaped(field), ": ", ControlEscaped(problem)));
   }
   absl::Status Whole(absl::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_name_, ": ", problem));
+    return absl::InvalidArgumentError(absl::StrCat(source_name_, ": ", ControlEscaped(problem)));
   }
 
  private:
@@ -132,6 +137,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const CatalogErrors&
   }
 
   std::map<std::string, Catalog::ModelArtifacts, std::less<>> models;
+  const std::vector<std::string> reachable_paths = policy.ReachablePathNames();
   for (const auto& model_entry : models_node) {
     const std::string model = model_entry.first.Scalar();
     const std::string model_field = absl::StrCat("models.", model);
@@ -148,7 +154,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const CatalogErrors&
     }
     // The policy can hand any of these names to a device: a missing one would
     // only surface as a failed resolve on some device much later.
-    for (const std::string& reachable : policy.ReachablePathNames()) {
+    for (const std::string& reachable : reachable_paths) {
       if (artifacts.find(reachable) == artifacts.end()) {
         return errors.At(model_entry.second, absl::StrCat(model_field, ".", reachable),
                          absl::StrCat("is missing: policy ", policy.version(),
@@ -193,14 +199,20 @@ const Catalog::ModelArtifacts* Catalog::FindModel(absl::string_view model) const
 
 absl::StatusOr<std::shared_ptr<const Catalog>> LoadCatalog(absl::string_view yaml_text,
                                                            absl::string_view source_name,
-                                                           const policy::Policy& policy) {
+                                                           const policy::Policy& policy,
+                                                           const std::atomic<bool>* cancel) {
   const CatalogErrors errors(source_name);
+  yaml::Limits limits;
+  limits.max_bytes = kMaxCatalogBytes;
+  limits.max_nodes = kMaxCatalogNodes;
+  limits.cancel = cancel;
+  ASSIGN_OR_RETURN(const YAML::Node root, yaml::LoadBounded(yaml_text, source_name, limits));
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
     return ParseCatalog(errors, root, yaml_text, source_name, policy);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
+    // A conversion yaml-cpp refuses while the tree is read.
+    return absl::InvalidArgumentError(absl::StrCat(yaml::Place(source_name, e.mark),
+                                                   ": invalid YAML: ", ControlEscaped(e.msg)));
   }
 }
 

@@ -9,6 +9,8 @@
 #pragma once
 
 #include "absl/strings/string_view.h"
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,6 +21,13 @@
 #include "policy/policy.h"
 
 namespace weightpath::server {
+
+// A catalog is reloaded while the server serves, like the policy, and gets
+// the same bounds: its text, and the text it amounts to once YAML aliases
+// are expanded, at most 16 MiB; at most 200,000 YAML nodes (~100 MB of
+// yaml-cpp tree), far more than a catalog of many models needs.
+inline constexpr size_t kMaxCatalogBytes = 16 * 1024 * 1024;
+inline constexpr size_t kMaxCatalogNodes = 200000;
 
 struct CatalogArtifact {
   std::string uri;      // https://, http:// or file://
@@ -55,9 +64,10 @@ class Catalog {
 // Parses and validates a whole document against `policy`: every name in
 // policy.ReachablePathNames() must have an artifact for every model. Any
 // fault refuses the document with INVALID_ARGUMENT naming
-// `source_name:line` and the field path.
-absl::StatusOr<std::shared_ptr<const Catalog>> LoadCatalog(absl::string_view yaml_text,
-                                                           absl::string_view source_name,
-                                                           const policy::Policy& policy);
+// `source_name:line` and the field path, or the limit above it is over.
+// CANCELLED when `cancel` is set while the YAML is read.
+absl::StatusOr<std::shared_ptr<const Catalog>> LoadCatalog(
+    absl::string_view yaml_text, absl::string_view source_name, const policy::Policy& policy,
+    const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace weightpath::server

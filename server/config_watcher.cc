@@ -1,37 +1,63 @@
 #include "server/config_watcher.h"
 
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "server/content_hash.h"
 #include "server/demo_catalog.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
 
-absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(const ConfigSources& sources) {
+absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(const ConfigSources& sources,
+                                                              const std::atomic<bool>* cancel) {
+  static_assert(kMaxConfigFileBytes == policy::kMaxPolicyBytes &&
+                    kMaxConfigFileBytes == kMaxCatalogBytes,
+                "a file the watcher reads must fit what its loader accepts");
   auto snapshot = std::make_shared<Snapshot>();
   if (sources.policy_path.empty()) {
     snapshot->policy = policy::DefaultPolicy();
   } else {
     ASSIGN_OR_RETURN(const std::string text,
-                     ReadWholeFile(sources.policy_path, kMaxConfigFileBytes));
-    ASSIGN_OR_RETURN(snapshot->policy, policy::LoadPolicy(text, sources.policy_path));
+                     ReadWholeFile(sources.policy_path, policy::kMaxPolicyBytes));
+    ASSIGN_OR_RETURN(snapshot->policy, policy::LoadPolicy(text, sources.policy_path, cancel));
   }
   // The catalog is validated against the policy it will be served with, so
   // a policy that adds a path and a catalog lacking it are refused together.
   if (sources.catalog_path.empty()) {
-    ASSIGN_OR_RETURN(snapshot->catalog,
-                     LoadCatalog(DemoCatalogYaml(), kDemoCatalogSourceName, *snapshot->policy));
+    ASSIGN_OR_RETURN(snapshot->catalog, LoadCatalog(DemoCatalogYaml(), kDemoCatalogSourceName,
+                                                    *snapshot->policy, cancel));
   } else {
     ASSIGN_OR_RETURN(const std::string text,
-                     ReadWholeFile(sources.catalog_path, kMaxConfigFileBytes));
+                     ReadWholeFile(sources.catalog_path, kMaxCatalogBytes));
     ASSIGN_OR_RETURN(snapshot->catalog,
-                     LoadCatalog(text, sources.catalog_path, *snapshot->policy));
+                     LoadCatalog(text, sources.catalog_path, *snapshot->policy, cancel));
   }
   return std::shared_ptr<const Snapshot>(std::move(snapshot));
 }
+
+namespace {
+
+// The loaders bound what a document may cost, so running out of memory here
+// means the limits were not enough for this machine; either way a reload
+// must never end the process, and the last good snapshot serves on.
+absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshotCatching(
+    const ConfigSources& sources, const std::atomic<bool>* cancel) {
+  try {
+    return LoadSnapshot(sources, cancel);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while loading the policy and catalog");
+  } catch (const std::exception& error) {
+    return absl::InternalError(
+        absl::StrCat("unexpected error while loading the policy and catalog: ", error.what()));
+  }
+}
+
+}  // namespace
 
 ConfigWatcher::ConfigWatcher(ConfigSources sources, SnapshotHolder* holder,
                              ServerMetrics* metrics, absl::Duration poll_interval)
@@ -50,7 +76,8 @@ absl::Status ConfigWatcher::LoadInitial() {
   if (!sources_.catalog_path.empty()) {
     catalog_fingerprint_ = TakeFingerprint(sources_.catalog_path);
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Snapshot> snapshot, LoadSnapshot(sources_));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Snapshot> snapshot,
+                   LoadSnapshotCatching(sources_, &cancel_));
   spdlog::info("loaded policy {} from {} and catalog {} from {}", snapshot->policy->version(),
                snapshot->policy->source_name(), snapshot->catalog->version(),
                snapshot->catalog->source_name());
@@ -91,8 +118,13 @@ ConfigWatcher::Result ConfigWatcher::ReloadNow() {
 }
 
 ConfigWatcher::Result ConfigWatcher::Reload() {
-  absl::StatusOr<std::shared_ptr<const Snapshot>> loaded = LoadSnapshot(sources_);
+  absl::StatusOr<std::shared_ptr<const Snapshot>> loaded =
+      LoadSnapshotCatching(sources_, &cancel_);
   if (!loaded.ok()) {
+    if (cancel_.load()) {
+      spdlog::info("reload abandoned: shutting down");
+      return Result::kCancelled;
+    }
     spdlog::error("reload refused, the last good policy keeps serving: {}",
                   loaded.status().ToString());
     if (metrics_ != nullptr) metrics_->RecordReload(false);
@@ -117,25 +149,50 @@ ConfigWatcher::Result ConfigWatcher::Reload() {
 }
 
 void ConfigWatcher::Start() {
-  if (poll_interval_ <= absl::ZeroDuration()) return;
-  if (sources_.policy_path.empty() && sources_.catalog_path.empty()) return;
-  poll_thread_ = std::thread([this] { PollLoop(); });
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ConfigWatcher::RequestReload() {
+  absl::MutexLock lock(&wake_mutex_);
+  reload_requested_ = true;
+}
+
+void ConfigWatcher::BeginStop() {
+  cancel_.store(true);
+  absl::MutexLock lock(&wake_mutex_);
+  stopping_ = true;
 }
 
 void ConfigWatcher::Stop() {
-  {
-    absl::MutexLock lock(&stop_mutex_);
-    stopping_ = true;
-  }
-  if (poll_thread_.joinable()) poll_thread_.join();
+  BeginStop();
+  if (thread_.joinable()) thread_.join();
 }
 
-void ConfigWatcher::PollLoop() {
-  absl::MutexLock lock(&stop_mutex_);
-  while (!stop_mutex_.AwaitWithTimeout(absl::Condition(&stopping_), poll_interval_)) {
-    stop_mutex_.Unlock();
-    CheckNow();
-    stop_mutex_.Lock();
+void ConfigWatcher::Run() {
+  NameThisThread("wp-reload");
+  const bool polls = poll_interval_ > absl::ZeroDuration() &&
+                     (!sources_.policy_path.empty() || !sources_.catalog_path.empty());
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(wake_mutex_) {
+    return stopping_ || reload_requested_;
+  };
+  for (;;) {
+    bool requested = false;
+    {
+      absl::MutexLock lock(&wake_mutex_);
+      if (polls) {
+        wake_mutex_.AwaitWithTimeout(absl::Condition(&woken), poll_interval_);
+      } else {
+        wake_mutex_.Await(absl::Condition(&woken));
+      }
+      if (stopping_) return;
+      requested = std::exchange(reload_requested_, false);
+    }
+    if (requested) {
+      ReloadNow();
+    } else {
+      CheckNow();
+    }
   }
 }
 

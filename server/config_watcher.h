@@ -4,6 +4,7 @@
 // and the last good one keeps serving.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,14 +24,19 @@ struct ConfigSources {
   std::string catalog_path;
 };
 
+// The most either file may hold (the policy's and the catalog's own limits
+// are the same 16 MiB, aliases expanded included).
 inline constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 
-// Reads and validates both documents into one snapshot.
-absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(const ConfigSources& sources);
+// Reads and validates both documents into one snapshot. `cancel`, when set
+// from another thread, makes a load in progress return CANCELLED promptly.
+absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(
+    const ConfigSources& sources, const std::atomic<bool>* cancel = nullptr);
 
 class ConfigWatcher {
  public:
-  enum class Result { kUnchanged, kReloaded, kRefused };
+  // kCancelled: the watcher was stopping, the reload was abandoned.
+  enum class Result { kUnchanged, kReloaded, kRefused, kCancelled };
 
   // `metrics` may be null (tests of the reload logic alone).
   ConfigWatcher(ConfigSources sources, SnapshotHolder* holder, ServerMetrics* metrics,
@@ -44,30 +50,45 @@ class ConfigWatcher {
   absl::Status LoadInitial();
   // Reloads when either file's fingerprint moved since the last attempt.
   Result CheckNow();
-  // Reloads regardless of fingerprints (SIGHUP).
+  // Reloads regardless of fingerprints, on the calling thread.
   Result ReloadNow();
 
-  // Polls CheckNow() every poll_interval on a thread of its own; a zero
-  // interval disables polling.
+  // Starts the watcher's thread: it polls CheckNow() every poll_interval (a
+  // zero interval disables polling) and runs requested reloads.
   void Start();
+  // SIGHUP: asks the watcher's thread for a ReloadNow() and returns at once,
+  // so the caller (the thread that also waits for SIGTERM) is never held by
+  // a reload. Requests made while one is pending are one reload.
+  void RequestReload();
+  // Abandons a reload in progress and tells the thread to end, without
+  // waiting: shutdown calls it first so the reload winds down while in-flight
+  // calls finish.
+  void BeginStop();
+  // BeginStop(), then waits for the thread. A reload in progress stops at
+  // its next cancellation point (milliseconds apart while YAML is read or
+  // totality is checked).
   void Stop();
 
  private:
   Result Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reload_mutex_);
-  void PollLoop();
+  void Run();
 
   const ConfigSources sources_;
   SnapshotHolder* const holder_;
   ServerMetrics* const metrics_;
   const absl::Duration poll_interval_;
 
+  // Read by the policy and catalog loaders while they run.
+  std::atomic<bool> cancel_{false};
+
   absl::Mutex reload_mutex_;
   FileFingerprint policy_fingerprint_ ABSL_GUARDED_BY(reload_mutex_);
   FileFingerprint catalog_fingerprint_ ABSL_GUARDED_BY(reload_mutex_);
 
-  absl::Mutex stop_mutex_;
-  bool stopping_ ABSL_GUARDED_BY(stop_mutex_) = false;
-  std::thread poll_thread_;
+  absl::Mutex wake_mutex_;
+  bool stopping_ ABSL_GUARDED_BY(wake_mutex_) = false;
+  bool reload_requested_ ABSL_GUARDED_BY(wake_mutex_) = false;
+  std::thread thread_;
 };
 
 }  // namespace weightpath::server

@@ -1,13 +1,14 @@
 #include "server/file_fingerprint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -36,30 +37,82 @@ FileFingerprint TakeFingerprint(const std::string& path) {
   return fingerprint;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
-  struct stat info;
-  if (stat(path.c_str(), &info) != 0) {
-    const int error = errno;
-    const std::string message = absl::StrCat(path, ": ", std::strerror(error));
-    if (error == ENOENT) return absl::NotFoundError(message);
-    if (error == EACCES) return absl::PermissionDeniedError(message);
-    return absl::UnavailableError(message);
+namespace {
+
+absl::Status OpenError(const std::string& path, int error) {
+  const std::string message = absl::StrCat(path, ": ", std::strerror(error));
+  if (error == ENOENT) return absl::NotFoundError(message);
+  if (error == EACCES) return absl::PermissionDeniedError(message);
+  return absl::UnavailableError(message);
+}
+
+absl::string_view FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) close(fd_);
   }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
+  // One descriptor for every check and for the read. Checking the path and
+  // then opening it again let it change in between: a symlink flipped from
+  // the real file to /dev/zero was read without end. O_NONBLOCK so that a
+  // FIFO put in the file's place is refused below instead of waiting for a
+  // writer; it changes nothing for a regular file.
+  Descriptor fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return OpenError(path, errno);
+  struct stat info;
+  if (fstat(fd.get(), &info) != 0) return OpenError(path, errno);
   if (!S_ISREG(info.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", FileTypeName(info.st_mode), ", not a regular file"));
   }
   if (static_cast<uint64_t>(info.st_size) > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", info.st_size,
                                                    " bytes; at most ", max_bytes,
                                                    " are accepted"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot be opened for reading"));
+  // The file may still grow while it is read (a writer appending), so the
+  // read itself stops one byte past the limit, which is then refused.
+  const size_t cap = max_bytes + 1;
+  std::string text;
+  text.resize(std::min(cap, static_cast<size_t>(info.st_size) + 1));
+  size_t filled = 0;
+  while (filled < cap) {
+    if (filled == text.size()) text.resize(std::min(cap, std::max<size_t>(4096, 2 * filled)));
+    const ssize_t got = read(fd.get(), text.data() + filled, text.size() - filled);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+    }
+    if (got == 0) break;
+    filled += static_cast<size_t>(got);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (filled > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": grew past ", max_bytes,
+                                                   " bytes while being read; at most ",
+                                                   max_bytes, " are accepted"));
+  }
+  text.resize(filled);
+  return text;
 }
 
 }  // namespace weightpath::server

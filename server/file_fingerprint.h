@@ -29,7 +29,11 @@ struct FileFingerprint {
 // false), so its disappearance and return are both changes.
 FileFingerprint TakeFingerprint(const std::string& path);
 
-// NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT (over `max_bytes`) naming the path.
+// The whole regular file at `path`, read through one descriptor that every
+// check is made on, and never more than `max_bytes` + 1 bytes of it, whatever
+// the path turns into while it is read. Errors name the path: NOT_FOUND,
+// PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file, naming what it
+// is; over `max_bytes`), UNAVAILABLE (any other open or read error).
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 
 }  // namespace weightpath::server

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "common/control_characters.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -22,6 +23,28 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+// %* in the text pattern: the message with control characters escaped. A
+// message quotes what devices and files send (device_id, profile.arch,
+// label keys, model, a YAML error); a newline among them would otherwise end
+// the line and let the rest pass for a line of the server's own.
+class TextMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const absl::string_view payload(msg.payload.data(), msg.payload.size());
+    if (!HasControlCharacters(payload)) {
+      dest.append(payload.data(), payload.data() + payload.size());
+      return;
+    }
+    std::string escaped;
+    AppendControlEscaped(payload, &escaped);
+    dest.append(escaped.data(), escaped.data() + escaped.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<TextMessageFlag>();
   }
 };
 
@@ -57,7 +80,9 @@ void ConfigureLogging(LogFormat format, absl::string_view level) {
         R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%*"})");
     logger->set_formatter(std::move(formatter));
   } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%f %L %v", spdlog::pattern_time_type::utc);
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<TextMessageFlag>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%f %L %*");
+    logger->set_formatter(std::move(formatter));
   }
   logger->set_level(spdlog::level::from_str(std::string(level)));
   logger->flush_on(spdlog::level::info);

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     if (sigwait(&signals, &signal_number) != 0) continue;
     if (signal_number == SIGHUP) {
       spdlog::info("SIGHUP: reloading policy and catalog");
-      (*server)->ReloadNow();
+      (*server)->RequestReload();
       continue;
     }
     spdlog::info("{}: shutting down, in-flight calls get {}",

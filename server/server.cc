@@ -176,11 +176,15 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   return server;
 }
 
-void WeightPathServer::ReloadNow() { watcher_->ReloadNow(); }
+void WeightPathServer::RequestReload() { watcher_->RequestReload(); }
 
 void WeightPathServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  // A reload in progress is abandoned first, so it winds down while the
+  // in-flight calls finish instead of after them, and can never hold the
+  // exit past the grace period.
+  if (watcher_ != nullptr) watcher_->BeginStop();
   if (grpc_server_ != nullptr) {
     // Load balancers and probes see NOT_SERVING first; Shutdown() itself
     // stops accepting calls and waits for the in-flight ones.

@@ -44,8 +44,9 @@ class WeightPathServer {
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
 
-  // SIGHUP: re-read both files now.
-  void ReloadNow();
+  // SIGHUP: the watcher's thread re-reads both files; returns at once, so
+  // the signal loop stays free to take SIGTERM during a slow reload.
+  void RequestReload();
   // Health turns NOT_SERVING, new calls are refused, in-flight calls get
   // until now + grace to finish; then everything stops.
   void Shutdown(absl::Duration grace);

@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/bounded_yaml.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/file_fingerprint.h"
 #include "spdlog/spdlog.h"
@@ -85,22 +87,25 @@ bool IsConfigurable(absl::string_view name) {
   return false;
 }
 
+// A server config is a flat map of flag values: a megabyte of text and ten
+// thousand nodes are far beyond any real one.
+constexpr size_t kMaxConfigBytes = 1024 * 1024;
+constexpr size_t kMaxConfigNodes = 10000;
+
 absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string>& on_command_line) {
-  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, 1024 * 1024));
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
-  }
+  ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, kMaxConfigBytes));
+  yaml::Limits limits;
+  limits.max_bytes = kMaxConfigBytes;
+  limits.max_nodes = kMaxConfigNodes;
+  ASSIGN_OR_RETURN(const YAML::Node root, yaml::LoadBounded(text, path, limits));
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": must be a mapping of flag names"));
   }
   for (const auto& entry : root) {
     const std::string name = entry.first.Scalar();
-    const std::string place = absl::StrCat(path, ":", entry.first.Mark().line + 1, ": ", name);
+    const std::string place =
+        absl::StrCat(path, ":", entry.first.Mark().line + 1, ": ", ControlEscaped(name));
     if (!IsConfigurable(name)) {
       return absl::InvalidArgumentError(absl::StrCat(place, ": unknown key (not a server flag)"));
     }
@@ -111,7 +116,7 @@ absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     std::string error;
     if (flag == nullptr || !flag->ParseFrom(entry.second.Scalar(), &error)) {
-      return absl::InvalidArgumentError(absl::StrCat(place, ": ", error));
+      return absl::InvalidArgumentError(absl::StrCat(place, ": ", ControlEscaped(error)));
     }
   }
   return absl::OkStatus();

@@ -1,5 +1,7 @@
 #include "agent/agent_config.h"
 
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/temp_dir.h"
@@ -132,6 +134,17 @@ TEST(AgentConfig, MalformedYamlNamesTheLine) {
   EXPECT_THAT(ParseAgentConfig("server: a:1\nlabels: [unclosed\n", "agent.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("agent.yaml:"), HasSubstr("not valid YAML"))));
+}
+
+TEST(AgentConfig, AliasesCountAgainstTheSizeLimit) {
+  // 64 KiB anchored once, repeated by 100 aliases: 6.4 MB once expanded.
+  std::string text = "server: a:1\ndevice_id: d\nmodel: &big " + std::string(64 * 1024, 'm') +
+                     "\nlabels:\n";
+  for (int i = 0; i < 100; ++i) text += "  l" + std::to_string(i) + ": *big\n";
+  EXPECT_THAT(ParseAgentConfig(text, "agent.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("agent.yaml:"),
+                             HasSubstr("bytes of text once aliases are expanded"))));
 }
 
 TEST(AgentConfig, DocumentMustBeAMap) {

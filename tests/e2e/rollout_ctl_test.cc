@@ -83,6 +83,13 @@ TEST(CtlRolloutYamlTest, BadValuesAndBadDocumentsAreInvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a YAML map")));
   EXPECT_THAT(ParseRolloutYaml("id: [unclosed\n", "r.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid YAML")));
+  // Aliases count as the text they repeat: 100 x 64 KiB is over the 1 MiB
+  // a rollout file may come to.
+  std::string bomb = "id: &big " + std::string(64 * 1024, 'r') + "\nlabels:\n";
+  for (int i = 0; i < 100; ++i) bomb += "  k" + std::to_string(i) + ": *big\n";
+  EXPECT_THAT(ParseRolloutYaml(bomb, "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("bytes of text once aliases are expanded")));
 }
 
 v1::Rollout InProgress() {

@@ -1,10 +1,11 @@
 // The reload logic in-process: CheckNow() is driven by the test, so no
-// polling thread and no sleeps.
+// polling thread and no sleeps (but for the one test of a requested reload).
 #include "server/config_watcher.h"
 
 #include <cstdio>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
@@ -131,6 +132,44 @@ TEST_F(ServerConfigWatcherTest, InitialLoadErrorNamesTheFile) {
   testing::WriteFileOrDie(policy_path_, "not: [valid\n");
   EXPECT_THAT(watcher_.LoadInitial(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(policy_path_)));
+}
+
+TEST_F(ServerConfigWatcherTest, AliasAmplifiedPolicyIsRefused) {
+  ASSERT_THAT(watcher_.LoadInitial(), IsOk());
+  const std::shared_ptr<const Snapshot> before = holder_.Share();
+  std::string bomb = "schema: 1\npaths:\n  - id: a\n    name: bf16\n    rationale: &big " +
+                     std::string(1 << 20, 'x') + "\n    notes:\n";
+  for (int i = 0; i < 4000; ++i) bomb += "      - *big\n";
+  bomb += "rules:\n  - {name: rest, path: a}\n";
+  Replace(policy_path_, bomb);
+  EXPECT_EQ(watcher_.CheckNow(), Result::kRefused);
+  EXPECT_EQ(holder_.Share(), before);
+  EXPECT_EQ(Metric("weightpath_policy_reloads_total{result=\"error\"}"), 1);
+}
+
+TEST_F(ServerConfigWatcherTest, RequestedReloadRunsOnTheWatchersThread) {
+  ASSERT_THAT(watcher_.LoadInitial(), IsOk());
+  // Polling is off (zero interval): only the request makes it reload.
+  watcher_.Start();
+  const std::string revised = PolicyText() + "\n# requested\n";
+  Replace(policy_path_, revised);
+  watcher_.RequestReload();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (PolicyVersion() != ShortContentVersion(revised) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(PolicyVersion(), ShortContentVersion(revised));
+  watcher_.Stop();
+}
+
+TEST_F(ServerConfigWatcherTest, AReloadAfterStopIsAbandonedAndNotCounted) {
+  ASSERT_THAT(watcher_.LoadInitial(), IsOk());
+  const std::shared_ptr<const Snapshot> before = holder_.Share();
+  watcher_.BeginStop();
+  Replace(policy_path_, PolicyText() + "\n# too late\n");
+  EXPECT_EQ(watcher_.ReloadNow(), Result::kCancelled);
+  EXPECT_EQ(holder_.Share(), before);
+  EXPECT_EQ(Metric("weightpath_policy_reloads_total{result=\"error\"}"), 0);
 }
 
 TEST(ServerSnapshotHolderTest, PublishedSnapshotIsSeenByTheNextRead) {

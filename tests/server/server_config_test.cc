@@ -78,6 +78,22 @@ TEST_F(ServerConfigTest, ConfigFileFaultsNameTheLine) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.yaml")));
 }
 
+TEST_F(ServerConfigTest, ConfigFileIsBoundedAndMustBeARegularFile) {
+  const std::string path = dir_.File("server.yaml");
+  // 64 KiB anchored once, repeated by 100 aliases: 6.4 MB once expanded.
+  std::string bomb = "listen: &big " + std::string(64 * 1024, 'x') + "\nunused:\n";
+  for (int i = 0; i < 100; ++i) bomb += "  - *big\n";
+  testing::WriteFileOrDie(path, bomb);
+  absl::SetFlag(&FLAGS_config, path);
+  EXPECT_THAT(ServerConfigFromFlags({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("more than 1048576 bytes of text once aliases are expanded")));
+  absl::SetFlag(&FLAGS_config, "/dev/zero");
+  EXPECT_THAT(ServerConfigFromFlags({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("/dev/zero: a character device, not a regular file")));
+}
+
 TEST_F(ServerConfigTest, FlagNamesOnCommandLineSeesEveryForm) {
   char arg0[] = "weightpath-server";
   char arg1[] = "--listen=0.0.0.0:1";
