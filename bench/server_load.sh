@@ -15,7 +15,8 @@
 #        second server, the B arm, with these environment variables, and drive
 #        it as "resolve_b" in every round next to "resolve" (A first in odd
 #        rounds, B first in even ones), for an A/B in one run on a machine
-#        whose speed drifts between runs.
+#        whose speed drifts between runs. SERVER_A_ENV does the same for the
+#        A server (to swap the arms, or to run both the same: a null A/B).
 #        KNOWN_ETAG=1: the request carries the etag of the decision it gets,
 #        as an agent re-resolving the decision it holds does; the server
 #        answers "unchanged", the floor sends those same bytes, and every
@@ -72,14 +73,15 @@ start_server() {
   local address_var=${name}_grpc
   [[ -n "${!address_var}" ]] || { cat "$work/$name.log" >&2; exit 1; }
 }
-start_server server
+# shellcheck disable=SC2086  # "A=1 B=2": one word per variable
+start_server server ${SERVER_A_ENV:-}
 grpc_addr=$server_grpc
 services="resolve floor health"
 if [[ -n "$arm_b_env" ]]; then
   # shellcheck disable=SC2086  # "A=1 B=2": one word per variable
   start_server server_b $arm_b_env
   services="resolve resolve_b floor health"
-  echo "A/B: resolve = server as built, resolve_b = the same binary with $arm_b_env" >&2
+  echo "A/B: resolve = the server with [${SERVER_A_ENV:-}], resolve_b = the same binary with [$arm_b_env]" >&2
 fi
 floor_args=()
 [[ ${KNOWN_ETAG:-0} == 1 ]] && floor_args=(--unchanged)

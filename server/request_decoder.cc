@@ -183,14 +183,17 @@ bool TakeRun(absl::string_view wire, size_t* pos, uint8_t tag, KeptRuns<Element>
 
 void RequestDecoder::Reset(v1::ResolveWeightPathRequest* request) {
   // Clear() would delete the profile sub-message and with it every flag
-  // string; detached, cleared and put back, it keeps them.
-  v1::HardwareProfile* profile = request->release_profile();
+  // string, so it is detached and kept cleared instead. It is not put back:
+  // a request that sends no profile must have none, whichever parser fills
+  // it next.
+  std::unique_ptr<v1::HardwareProfile> profile(request->release_profile());
   request->Clear();
-  if (profile == nullptr) profile = new v1::HardwareProfile();
+  if (profile == nullptr) return;
   flags_.Return(profile->mutable_cpu_flags());
   clusters_.Return(profile->mutable_clusters());
   profile->Clear();
-  request->set_allocated_profile(profile);
+  // A profile protobuf allocated on a declined request replaces none kept.
+  if (spare_profile_ == nullptr) spare_profile_ = std::move(profile);
 }
 
 bool RequestDecoder::SplitProfile(absl::string_view wire, v1::HardwareProfile* profile) {
@@ -220,24 +223,24 @@ bool RequestDecoder::SplitProfile(absl::string_view wire, v1::HardwareProfile* p
 bool RequestDecoder::Decode(absl::string_view wire, v1::ResolveWeightPathRequest* request) {
   request_rest_.clear();
   profile_rest_.clear();
-  v1::HardwareProfile* profile = request->mutable_profile();
-  bool profile_sent = false;
+  v1::HardwareProfile* profile = nullptr;  // attached when the first one arrives
   size_t pos = 0;
   Field field;
   while (pos < wire.size()) {
     if (!NextField(wire, &pos, &field)) return false;
     if (field.number == kRequestProfileField && field.wire_type == kLengthDelimited) {
-      profile_sent = true;
+      if (profile == nullptr) {
+        if (spare_profile_ == nullptr) spare_profile_ = std::make_unique<v1::HardwareProfile>();
+        profile = spare_profile_.release();
+        request->set_allocated_profile(profile);
+      }
       if (!SplitProfile(field.value, profile)) return false;
     } else {
       request_rest_.append(wire.data() + field.start, pos - field.start);
     }
   }
-  // The kept profile is only given up when none came, which no valid
-  // request does.
-  if (!profile_sent) request->clear_profile();
   return request->MergeFromString(request_rest_) &&
-         (!profile_sent || profile->MergeFromString(profile_rest_));
+         (profile == nullptr || profile->MergeFromString(profile_rest_));
 }
 
 }  // namespace weightpath::server

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -61,9 +62,11 @@ class RequestDecoder {
   RequestDecoder(const RequestDecoder&) = delete;
   RequestDecoder& operator=(const RequestDecoder&) = delete;
 
-  // Empties `request` for the next decode, keeping its profile and every
-  // string it holds allocated. Always call it before Decode, with the same
-  // request each time: lent runs go back to their entries here.
+  // Empties `request` for the next decode: afterwards it is exactly a fresh
+  // message (no profile attached), so protobuf can parse into it when the
+  // decoder declines. Its profile, with every string it holds allocated, is
+  // kept here for the next Decode. Always call it before Decode, with the
+  // same request each time: lent runs go back to their entries here.
   void Reset(v1::ResolveWeightPathRequest* request);
 
   // false: declined (request contents unspecified; Reset before reuse).
@@ -75,6 +78,10 @@ class RequestDecoder {
 
  private:
   bool SplitProfile(absl::string_view wire, v1::HardwareProfile* profile);
+
+  // The profile of an earlier request, cleared, for the next one that sends
+  // a profile; null while attached to a request.
+  std::unique_ptr<v1::HardwareProfile> spare_profile_;
 
   KeptRuns<std::string> flags_;
   KeptRuns<v1::CpuCluster> clusters_;

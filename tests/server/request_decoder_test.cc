@@ -11,6 +11,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "server/request_validation.h"
 #include "server/resolve_wire.h"
 #include "tests/server/example_requests.h"
 
@@ -52,6 +53,25 @@ void ExpectSameAsProtobuf(RequestDecoder& decoder, v1::ResolveWeightPathRequest&
   MessageDifferencer differencer;
   differencer.ReportDifferencesToString(&differences);
   EXPECT_TRUE(differencer.Compare(expected, reused)) << differences;
+}
+
+// The whole parse a resolve gets (the decoder, then protobuf whole when it
+// declines) against protobuf alone: the same verdict, the same message, and
+// a profile present exactly when protobuf has one ("profile is required"
+// reads presence).
+void ExpectParseResolveRequestSameAsProtobuf(ResolveScratch& scratch, const std::string& wire) {
+  grpc::Slice slice(wire);
+  grpc::ByteBuffer bytes(&slice, 1);
+  const absl::Status status = ParseResolveRequest(&bytes, &scratch);
+  v1::ResolveWeightPathRequest expected;
+  const bool protobuf_accepts = expected.ParseFromString(wire);
+  ASSERT_EQ(status.ok(), protobuf_accepts) << status;
+  if (!protobuf_accepts) return;
+  EXPECT_EQ(scratch.request.has_profile(), expected.has_profile());
+  std::string differences;
+  MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&differences);
+  EXPECT_TRUE(differencer.Compare(expected, scratch.request)) << differences;
 }
 
 TEST(RequestDecoderTest, EveryExampleProfileDecodesAsProtobufParsesIt) {
@@ -172,6 +192,7 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
   const std::vector<v1::ResolveWeightPathRequest> requests = ExampleRequests();
   RequestDecoder decoder;
   v1::ResolveWeightPathRequest reused;
+  ResolveScratch scratch;
   std::mt19937 random(11);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string wire = requests[trial % requests.size()].SerializeAsString();
@@ -190,6 +211,7 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
       if (wire.empty()) break;
     }
     ExpectSameAsProtobuf(decoder, reused, wire);
+    ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
     if (::testing::Test::HasFailure()) {
       ADD_FAILURE() << "trial " << trial;
       return;
@@ -234,6 +256,34 @@ TEST(ParseResolveRequestTest, RefusesGarbageAndKeepsProfilePresenceExact) {
   ASSERT_TRUE(ParseResolveRequest(&no_profile_bytes, &scratch).ok());
   EXPECT_FALSE(scratch.request.has_profile());
   EXPECT_EQ(scratch.request.device_id(), "d2");
+}
+
+TEST(ParseResolveRequestTest, DeclinedRequestsAreExactlyProtobufsProfileIncluded) {
+  // A field the decoder leaves to protobuf (an unknown group, field 15),
+  // after a request with a profile so a kept one could be left attached.
+  const std::string odd_field("\x7b\x7c", 2);
+  v1::ResolveWeightPathRequest no_profile;
+  no_profile.set_device_id("d3");
+  const std::string no_profile_wire = no_profile.SerializeAsString() + odd_field;
+  const std::string with_profile_wire = MostFlags().SerializeAsString() + odd_field;
+
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  bool accepted = true;
+  ExpectSameAsProtobuf(decoder, reused, no_profile_wire, &accepted);
+  ASSERT_FALSE(accepted) << "the case below must exercise the fallback";
+
+  ResolveScratch scratch;
+  for (const std::string& wire :
+       {MostFlags().SerializeAsString(), no_profile_wire, with_profile_wire, no_profile_wire,
+        MostFlags().SerializeAsString(), no_profile.SerializeAsString()}) {
+    ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+  }
+  ExpectParseResolveRequestSameAsProtobuf(scratch, no_profile_wire);
+  EXPECT_FALSE(scratch.request.has_profile());
+  EXPECT_EQ(scratch.request.device_id(), "d3");
+  EXPECT_EQ(ValidateResolveRequest(scratch.request),
+            absl::InvalidArgumentError("profile is required"));
 }
 
 }  // namespace
