@@ -55,17 +55,33 @@ absl::StatusOr<AdminIdentity> ParseAdminIdentity(absl::string_view text) {
 }
 
 std::vector<std::string> OrganizationalUnits(absl::string_view subject) {
+  // RFC 4514: a backslash escapes the next character, which is then part of
+  // the value (a separator, or a leading or trailing space). Only unescaped
+  // whitespace around an attribute is dropped, so "OU=operators\\ " (a
+  // trailing escaped space) is the unit "operators ", not "operators".
   std::vector<std::string> units;
   std::string attribute;
+  size_t keep_from = std::string::npos;  // first escaped byte, never trimmed
+  size_t keep_to = 0;                    // one past the last escaped byte
   auto finish = [&] {
-    absl::string_view trimmed = absl::StripAsciiWhitespace(attribute);
-    if (absl::StartsWithIgnoreCase(trimmed, "OU=")) units.emplace_back(trimmed.substr(3));
+    size_t begin = 0;
+    size_t end = attribute.size();
+    while (begin < end && begin < keep_from && absl::ascii_isspace(attribute[begin])) ++begin;
+    while (end > begin && end > keep_to && absl::ascii_isspace(attribute[end - 1])) --end;
+    const absl::string_view trimmed(attribute.data() + begin, end - begin);
+    if (trimmed.size() >= 3 && absl::StartsWithIgnoreCase(trimmed, "OU=") && begin + 3 <= keep_from) {
+      units.emplace_back(trimmed.substr(3));
+    }
     attribute.clear();
+    keep_from = std::string::npos;
+    keep_to = 0;
   };
   for (size_t i = 0; i < subject.size(); ++i) {
     const char c = subject[i];
     if (c == '\\' && i + 1 < subject.size()) {
-      attribute.push_back(subject[++i]);  // an escaped separator is part of the value
+      if (keep_from == std::string::npos) keep_from = attribute.size();
+      attribute.push_back(subject[++i]);
+      keep_to = attribute.size();
     } else if (c == ',' || c == '+') {
       finish();
     } else {

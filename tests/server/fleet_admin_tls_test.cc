@@ -20,6 +20,8 @@ class FleetAdminTlsTest : public ::testing::Test {
     ca_ = ca->release();
     ASSERT_TRUE(ca_->IssueClient("device", "/CN=amx-1/OU=devices").ok());
     ASSERT_TRUE(ca_->IssueClient("operator", "/CN=alice/OU=weightpath-operators").ok());
+    // One trailing space: printed as "OU=weightpath-operators\\ " in the subject.
+    ASSERT_TRUE(ca_->IssueClient("lookalike", "/CN=mallory/OU=weightpath-operators ").ok());
   }
   static void TearDownTestSuite() {
     delete ca_;
@@ -60,6 +62,14 @@ TEST_F(FleetAdminTlsTest, DeviceCertificateIsRefusedOperatorCertificateIsServed)
   const grpc::Status served =
       AdminStubAs("operator")->FleetSummary(as_operator.get(), v1::FleetSummaryRequest(), &summary);
   EXPECT_TRUE(served.ok()) << served.error_message();
+}
+
+TEST_F(FleetAdminTlsTest, AnOuThatDiffersOnlyByAnEscapedSpaceIsRefused) {
+  v1::FleetSummaryResponse summary;
+  auto context = ContextWithDeadline();
+  const grpc::Status refused =
+      AdminStubAs("lookalike")->FleetSummary(context.get(), v1::FleetSummaryRequest(), &summary);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
 }
 
 TEST_F(FleetAdminTlsTest, ADeviceReportsOnlyForItself) {
