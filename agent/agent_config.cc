@@ -1,16 +1,13 @@
 #include "agent/agent_config.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/local_file.h"
 #include "common/bounded_yaml.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
@@ -119,14 +116,14 @@ absl::Status ParseLabels(const ConfigReader& reader, const YAML::Node& node,
 absl::StatusOr<std::string> ReadMachineId(absl::string_view root) {
   const std::string path = absl::StrCat(root, root.empty() || root.back() != '/' ? "/" : "",
                                         "etc/machine-id");
-  std::ifstream in(path);
-  if (!in) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device_id: not set in the config and ", path, " is unreadable: ", std::strerror(errno)));
+  // 32 hex digits and a newline; the limit only keeps a wrong file cheap.
+  constexpr size_t kMaxMachineIdBytes = 4096;
+  absl::StatusOr<std::string> contents = ReadLocalFile(path, "machine id", kMaxMachineIdBytes);
+  if (!contents.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device_id: not set in the config: ", contents.status().message()));
   }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  std::string id(absl::StripAsciiWhitespace(contents.str()));
+  std::string id(absl::StripAsciiWhitespace(*contents));
   if (id.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("device_id: not set in the config and ", path, " is empty"));
@@ -213,14 +210,14 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
 }
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, absl::string_view root) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("config file ", path, " is unreadable: ", std::strerror(errno)));
+  // Bounded and type-checked: a config path naming a FIFO or /dev/zero is
+  // an error naming it, not a hang or an abort at boot.
+  absl::StatusOr<std::string> contents = ReadLocalFile(path, "config file");
+  if (!contents.ok()) {
+    if (absl::IsInvalidArgument(contents.status())) return contents.status();
+    return absl::NotFoundError(contents.status().message());
   }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return ParseAgentConfig(contents.str(), path, root);
+  return ParseAgentConfig(*contents, path, root);
 }
 
 }  // namespace weightpath::agent

@@ -57,7 +57,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
                                              absl::string_view source_name,
                                              absl::string_view root = "/");
 
-// Reads and parses `path`; NOT_FOUND when the file cannot be read.
+// Reads and parses `path`; NOT_FOUND when the file cannot be read,
+// INVALID_ARGUMENT when it is not a regular file of at most 1 MiB
+// (kMaxLocalInputBytes), both naming the path.
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, absl::string_view root = "/");
 
 }  // namespace weightpath::agent

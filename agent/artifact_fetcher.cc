@@ -1,5 +1,7 @@
 #include "agent/artifact_fetcher.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +12,11 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "agent/atomic_file.h"
 #include "agent/curl_library.h"
@@ -72,11 +77,6 @@ void RemoveCachedQuietly(const std::string& path) {
   RemoveQuietly(StampPathFor(path));
 }
 
-SystemClock* WallClock() {
-  static SystemClock* const clock = new SystemClock();
-  return clock;
-}
-
 struct TransferOutcome {
   CURLcode code = CURLE_OK;
   long http_status = 0;
@@ -100,7 +100,8 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
   char error_buffer[CURL_ERROR_SIZE] = {0};
   CURL* handle = curl.get();
   api.easy_setopt(handle, CURLOPT_URL, artifact.uri().c_str());
-  api.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https,file");
+  // file:// never reaches libcurl (see CopyLocalSource); nor may a redirect.
+  api.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
   api.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   api.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
   api.easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
@@ -169,6 +170,152 @@ absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& 
   }
 }
 
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+absl::string_view FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The local path a file:// URI names, as libcurl would read it: an empty or
+// "localhost" authority, the path up to any query or fragment, %XX decoded.
+absl::StatusOr<std::string> LocalPathOf(const std::string& uri) {
+  absl::string_view rest = uri;
+  absl::ConsumePrefix(&rest, "file://");
+  if (!absl::StartsWith(rest, "/") && !absl::ConsumePrefix(&rest, "localhost")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact.uri: '", uri, "' names another host; file:// must be local"));
+  }
+  rest = rest.substr(0, rest.find_first_of("?#"));
+  if (!absl::StartsWith(rest, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact.uri: '", uri, "' has no absolute path"));
+  }
+  std::string path;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] != '%') {
+      path += rest[i];
+      continue;
+    }
+    int byte = 0;
+    // Two hex digits must follow; %00 would cut the path short.
+    if (i + 2 >= rest.size() || !absl::ascii_isxdigit(static_cast<unsigned char>(rest[i + 1])) ||
+        !absl::ascii_isxdigit(static_cast<unsigned char>(rest[i + 2])) ||
+        !absl::SimpleHexAtoi(rest.substr(i + 1, 2), &byte) || byte == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("artifact.uri: '", uri, "' has a malformed %-escape at byte ", i));
+    }
+    path += static_cast<char>(byte);
+    i += 2;
+  }
+  return path;
+}
+
+// Appends to `partial_path` from byte `offset` what the local file behind a
+// file:// URI holds, until `deadline`.
+//
+// Not left to libcurl: its file:// reader opens the path with a blocking
+// open() and reads without any timeout, so a FIFO (or a terminal, or a
+// device) named by the catalog would keep the boot waiting past its budget,
+// for ever if no writer comes. Here the source is opened once without
+// blocking, must be a regular file by fstat of that descriptor (so a path
+// swapped after a check cannot slip through), and the clock is looked at
+// between chunks.
+absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& partial_path,
+                             uint64_t offset, Clock& clock, MonotonicTime deadline,
+                             TransferOutcome* outcome, uint64_t* resumed_from) {
+  ASSIGN_OR_RETURN(const std::string source_path, LocalPathOf(artifact.uri()));
+  Descriptor source(::open(source_path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (source.get() < 0) {
+    return absl::NotFoundError(absl::StrCat("artifact.uri: cannot read ", artifact.uri(), ": ",
+                                            std::strerror(errno)));
+  }
+  struct stat info;
+  if (::fstat(source.get(), &info) != 0) {
+    return absl::NotFoundError(absl::StrCat("artifact.uri: cannot stat ", artifact.uri(), ": ",
+                                            std::strerror(errno)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact.uri: ", artifact.uri(), " is ",
+                                                   FileTypeName(info.st_mode),
+                                                   ", not a regular file"));
+  }
+  // A partial file longer than the source cannot be continued: start over.
+  if (offset > static_cast<uint64_t>(info.st_size)) offset = 0;
+  *resumed_from = offset;
+  Descriptor partial(::open(partial_path.c_str(),
+                            O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                                (offset > 0 ? O_APPEND : O_TRUNC),
+                            0644));
+  if (partial.get() < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open ", partial_path, " for writing: ", std::strerror(errno)));
+  }
+  constexpr size_t kChunkBytes = 1 << 20;
+  std::vector<char> buffer(kChunkBytes);
+  uint64_t position = offset;
+  for (;;) {
+    if (clock.MonotonicNow() >= deadline) {
+      outcome->code = CURLE_OPERATION_TIMEDOUT;
+      break;
+    }
+    const ssize_t got = ::pread(source.get(), buffer.data(), buffer.size(),
+                                static_cast<off_t>(position));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      outcome->code = CURLE_READ_ERROR;
+      outcome->error_text = absl::StrCat("cannot read ", source_path, ": ", std::strerror(errno));
+      break;
+    }
+    if (got == 0) break;
+    if (position + static_cast<uint64_t>(got) > artifact.size_bytes()) {
+      outcome->oversized = true;  // the source holds more than the artifact
+      outcome->code = CURLE_WRITE_ERROR;
+      break;
+    }
+    for (size_t written = 0; written < static_cast<size_t>(got);) {
+      const ssize_t put = ::write(partial.get(), buffer.data() + written,
+                                  static_cast<size_t>(got) - written);
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        return absl::InternalError(
+            absl::StrCat("cannot write ", partial_path, ": ", std::strerror(errno)));
+      }
+      written += static_cast<size_t>(put);
+    }
+    position += static_cast<uint64_t>(got);
+    outcome->received += static_cast<uint64_t>(got);
+  }
+  // As for a network transfer: every byte received stays for a resume.
+  if (::fsync(partial.get()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// A partial download must be a file the agent wrote; anything else in its
+// place (a FIFO would block the open for writing) is removed.
+void RemoveIfNotARegularFile(const std::string& path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) RemoveQuietly(path);
+}
+
 // Checks a complete download against the catalog entry; installs it or
 // deletes it.
 absl::Status VerifyAndInstall(const v1::Artifact& artifact, const std::string& partial_path,
@@ -219,7 +366,7 @@ absl::Status ValidateArtifact(const v1::Artifact& artifact) {
 }
 
 ArtifactFetcher::ArtifactFetcher(std::string cache_dir)
-    : ArtifactFetcher(std::move(cache_dir), WallClock(), kDefaultReverifyAfter) {}
+    : ArtifactFetcher(std::move(cache_dir), SystemClockInstance(), kDefaultReverifyAfter) {}
 
 ArtifactFetcher::ArtifactFetcher(std::string cache_dir, Clock* clock,
                                  absl::Duration reverify_after)
@@ -302,6 +449,8 @@ void ArtifactFetcher::StampIfUnchanged(const std::string& path, const std::strin
 
 absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
                                                    absl::Duration time_limit) {
+  // Monotonic, from the start of the call: checking the cache counts too.
+  const MonotonicTime deadline = clock_->MonotonicNow() + time_limit;
   RETURN_IF_ERROR(ValidateArtifact(artifact));
   std::error_code error;
   fs::create_directories(cache_dir_, error);
@@ -321,12 +470,13 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
       cached.status().code() != absl::StatusCode::kDataLoss) {
     return cached.status();
   }
-  if (time_limit <= absl::ZeroDuration()) {
+  if (clock_->MonotonicNow() >= deadline) {
     return absl::DeadlineExceededError(
         absl::StrCat("no time left in the budget to download ", artifact.uri()));
   }
 
   const std::string partial_path = result.path + ".partial";
+  RemoveIfNotARegularFile(partial_path);
   uint64_t offset = FileSizeOrZero(partial_path);
   if (offset >= artifact.size_bytes()) {
     // Complete but never renamed (a crash between the two), or garbage:
@@ -338,11 +488,23 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     RemoveQuietly(partial_path);
     offset = 0;
   }
-  ASSIGN_OR_RETURN(const CurlApi* curl, LoadCurl());
   result.downloaded = true;
   result.resumed_from = offset;
-  const absl::Time transfer_start = absl::Now();
-  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, partial_path, offset, time_limit));
+  if (absl::StartsWith(artifact.uri(), "file://")) {
+    TransferOutcome outcome;
+    RETURN_IF_ERROR(CopyLocalSource(artifact, partial_path, offset, *clock_, deadline, &outcome,
+                                    &result.resumed_from));
+    result.bytes_transferred = outcome.received;
+    if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path);
+    RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+    return result;
+  }
+  ASSIGN_OR_RETURN(const CurlApi* curl, LoadCurl());
+  // libcurl enforces the limit itself (CURLOPT_TIMEOUT_MS, on its own
+  // monotonic clock) over the whole transfer: resolving, connecting, and a
+  // server that sends nothing or trickles.
+  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, partial_path, offset,
+                                                     deadline - clock_->MonotonicNow()));
   const bool range_refused =
       outcome.code == CURLE_RANGE_ERROR ||
       (outcome.code == CURLE_HTTP_RETURNED_ERROR && outcome.http_status == 416);
@@ -351,7 +513,11 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     // shorter than the partial file (416): either way the partial file
     // cannot be continued, and the only safe choice is the whole file again.
     result.resumed_from = 0;
-    const absl::Duration time_left = time_limit - (absl::Now() - transfer_start);
+    const absl::Duration time_left = deadline - clock_->MonotonicNow();
+    if (time_left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no time left in the budget to download ", artifact.uri(), " again from the start"));
+    }
     ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, partial_path, 0, time_left));
   }
   result.bytes_transferred = outcome.received;

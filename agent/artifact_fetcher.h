@@ -42,15 +42,20 @@ inline constexpr absl::Duration kDefaultReverifyAfter = absl::Hours(7 * 24);
 
 class ArtifactFetcher {
  public:
-  // The wall clock, stamps trusted for kDefaultReverifyAfter.
+  // The system clock, stamps trusted for kDefaultReverifyAfter.
   explicit ArtifactFetcher(std::string cache_dir);
-  // `clock` dates stamps and judges their age; `reverify_after` must be
+  // `clock`: its monotonic reading bounds downloads; its wall reading dates
+  // stamps and judges their age (a stamp dated after "now", as after the
+  // wall clock went back, is treated as expired). `reverify_after` must be
   // positive (zero or less: every check hashes the whole file).
   ArtifactFetcher(std::string cache_dir, Clock* clock, absl::Duration reverify_after);
 
   // The verified artifact, downloaded (http://, https://, file://) only when
-  // the cache does not already hold it. Errors:
-  //   INVALID_ARGUMENT  artifact.uri / artifact.sha256 / artifact.size_bytes malformed
+  // the cache does not already hold it, all within `time_limit` from the
+  // call (monotonic time). A file:// source must be a regular file. Errors:
+  //   INVALID_ARGUMENT  artifact.uri / artifact.sha256 / artifact.size_bytes
+  //                     malformed, or a file:// source that is not a regular
+  //                     file (a FIFO, a device, a directory)
   //   DEADLINE_EXCEEDED `time_limit` ran out (the partial file is kept)
   //   UNAVAILABLE       the transfer broke off (the partial file is kept)
   //   NOT_FOUND         the source does not have it (HTTP 404, missing file)

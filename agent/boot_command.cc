@@ -76,10 +76,10 @@ int RunBootCommand(int argc, char** argv) {
   BootDependencies dependencies;
   device.Bind(dependencies);
   dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
-                                   absl::Time deadline)
+                                   absl::Duration timeout)
       -> absl::StatusOr<v1::ResolveWeightPathResponse> {
     if (!client.ok()) return client.status();
-    return (*client)->Resolve(request, deadline);
+    return (*client)->Resolve(request, timeout);
   };
 
   absl::StatusOr<BootOutcome> outcome = RunBootFlow(*config, dependencies);

@@ -1,14 +1,20 @@
 #include "agent/boot_flow.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "agent/atomic_file.h"
+#include "agent/engine_input.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/offline_decision.h"
 #include "agent/resolve_client.h"
 #include "agent/retry_policy.h"
+#include "agent/sha256_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
@@ -28,7 +34,7 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 BootDependencies& dependencies,
                                                 const v1::HardwareProfile& profile,
                                                 const v1::ResolveWeightPathResponse* held,
-                                                absl::Time resolve_end, absl::Time budget_end,
+                                                MonotonicTime resolve_end, MonotonicTime budget_end,
                                                 ArtifactFetcher& fetcher) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version, held);
@@ -37,9 +43,9 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
   RetryTrace trace;
   const absl::Status resolved = CallWithRetries(
       options, resolve_end, *dependencies.clock, *dependencies.random,
-      [&](absl::Time call_deadline) -> absl::Status {
+      [&](absl::Duration call_timeout) -> absl::Status {
         absl::StatusOr<v1::ResolveWeightPathResponse> response =
-            dependencies.resolve(request, call_deadline);
+            dependencies.resolve(request, call_timeout);
         if (!response.ok()) {
           spdlog::info("boot: resolve attempt failed: {}", response.status().ToString());
           return response.status();
@@ -58,11 +64,16 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                unchanged ? "kept" : "chose", record.response.weight_path().name(),
                record.response.model(), trace.attempts);
 
+  // Before anything is downloaded or written: a decision the engine's unit
+  // cannot be given safely is no decision at all.
+  if (absl::Status usable = ValidateForEngine(record); !usable.ok()) {
+    return WithContext(usable, "server response");
+  }
   if (absl::Status valid = ValidateArtifact(record.response.artifact()); !valid.ok()) {
     return WithContext(valid, "server response");
   }
-  absl::StatusOr<FetchResult> fetched =
-      fetcher.Fetch(record.response.artifact(), budget_end - dependencies.clock->Now());
+  absl::StatusOr<FetchResult> fetched = fetcher.Fetch(
+      record.response.artifact(), budget_end - dependencies.clock->MonotonicNow());
   if (!fetched.ok()) return WithContext(fetched.status(), "artifact");
   if (fetched->downloaded) {
     spdlog::info("boot: downloaded {} bytes of {} (resumed from byte {})",
@@ -106,6 +117,40 @@ void RememberLastGood(const DecisionRecord& record, const std::string& state_dir
   }
 }
 
+bool IsStampName(absl::string_view name) {
+  absl::string_view digest = name;
+  return absl::ConsumeSuffix(&digest, ".verified") && IsSha256Hex(std::string(digest));
+}
+
+// A crash between creating a temporary file and renaming it leaves the
+// temporary file behind for good (nothing else ever names it), so each boot
+// clears those of the files it is about to write.
+void RemoveStaleTemporaries(const AgentConfig& config) {
+  namespace fs = std::filesystem;
+  auto directory_of = [](const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
+    return parent.empty() ? std::string(".") : parent.string();
+  };
+  auto only = [](std::string name) {
+    return [name = std::move(name)](absl::string_view target) { return target == name; };
+  };
+  struct Target {
+    std::string directory;
+    std::function<bool(absl::string_view)> is_target;
+  };
+  const Target targets[] = {
+      {directory_of(config.decision_file), only(fs::path(config.decision_file).filename().string())},
+      {directory_of(config.env_file), only(fs::path(config.env_file).filename().string())},
+      {config.state_dir, only(fs::path(LastGoodPath(config.state_dir)).filename().string())},
+      {config.cache_dir, IsStampName},
+  };
+  for (const Target& target : targets) {
+    for (const std::string& removed : RemoveStaleTemporaryFiles(target.directory, target.is_target)) {
+      spdlog::info("boot: removed {}, left by an interrupted write", removed);
+    }
+  }
+}
+
 }  // namespace
 
 int ExitCodeFor(DecisionSource source) {
@@ -122,11 +167,14 @@ int ExitCodeFor(DecisionSource source) {
 
 absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                                         BootDependencies& dependencies) {
-  const absl::Time budget_end = dependencies.clock->Now() + config.budget;
+  // The budget is monotonic time: a date stepped by NTP in the middle of
+  // the boot neither spends it at once nor stretches it.
+  const MonotonicTime budget_end = dependencies.clock->MonotonicNow() + config.budget;
   // A server that is down must not take the whole budget: the offline
   // fallback may still need to fetch the artifact of the last good path.
-  const absl::Time resolve_end = budget_end - config.budget * kFallbackShareOfBudget;
+  const MonotonicTime resolve_end = budget_end - config.budget * kFallbackShareOfBudget;
   ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
+  RemoveStaleTemporaries(config);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
   absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
@@ -179,8 +227,8 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       last_good->response.weight_path().name() == record.response.weight_path().name()) {
     // The catalog entry for this path is known from the last server
     // decision, and the artifact host may answer while the server does not.
-    absl::StatusOr<FetchResult> fetched =
-        fetcher.Fetch(last_good->response.artifact(), budget_end - dependencies.clock->Now());
+    absl::StatusOr<FetchResult> fetched = fetcher.Fetch(
+        last_good->response.artifact(), budget_end - dependencies.clock->MonotonicNow());
     if (fetched.ok()) {
       *record.response.mutable_artifact() = last_good->response.artifact();
       record.response.set_model(last_good->response.model());

@@ -51,8 +51,9 @@ struct BootDependencies {
   Clock* clock = nullptr;
   RandomSource* random = nullptr;
   std::function<absl::StatusOr<v1::HardwareProfile>()> probe;
+  // One ResolveWeightPath call, which may take `timeout` from when it starts.
   std::function<absl::StatusOr<v1::ResolveWeightPathResponse>(
-      const v1::ResolveWeightPathRequest& request, absl::Time deadline)>
+      const v1::ResolveWeightPathRequest& request, absl::Duration timeout)>
       resolve;
   std::string agent_version;
 };

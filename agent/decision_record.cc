@@ -1,13 +1,11 @@
 #include "agent/decision_record.h"
 
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <system_error>
+#include <cstddef>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "agent/engine_input.h"
+#include "agent/local_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -110,26 +108,16 @@ absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
 absl::StatusOr<DecisionRecord> ReadDecisionFile(const std::string& path) {
   // A decision is a few KiB; anything that is not a plain file of sane size
   // (a FIFO, /dev/zero behind a symlink) is refused before it is read.
-  constexpr uintmax_t kMaxDecisionFileBytes = 4 << 20;
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  constexpr size_t kMaxDecisionFileBytes = 4 << 20;
+  ASSIGN_OR_RETURN(std::string contents, ReadLocalFile(path, "decision", kMaxDecisionFileBytes));
+  ASSIGN_OR_RETURN(DecisionRecord record, DecisionFromJson(contents, path));
+  // A file is only as trustworthy as the directory it sits in: one that the
+  // agent would never have handed over (edited, or written by an older agent
+  // that did not check) is not a decision to repeat.
+  if (absl::Status usable = ValidateForEngine(record); !usable.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", usable.message()));
   }
-  if (!std::filesystem::is_regular_file(status)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  const uintmax_t size = std::filesystem::file_size(path, error);
-  if (error || size > kMaxDecisionFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": larger than ", kMaxDecisionFileBytes, " bytes"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string contents(static_cast<size_t>(size), '\0');
-  in.read(contents.data(), static_cast<std::streamsize>(contents.size()));
-  contents.resize(static_cast<size_t>(in.gcount()));
-  return DecisionFromJson(contents, path);
+  return record;
 }
 
 }  // namespace weightpath::agent

@@ -33,8 +33,11 @@ absl::StatusOr<std::string> DecisionToJson(const DecisionRecord& record);
 absl::StatusOr<DecisionRecord> DecisionFromJson(absl::string_view json,
                                                 absl::string_view source_name);
 
-// DecisionFromJson of the file at `path`; NOT_FOUND naming it when it
-// cannot be read.
+// DecisionFromJson of the file at `path`, which must also pass
+// ValidateForEngine (engine_input.h). NOT_FOUND naming it when there is no
+// such file; PERMISSION_DENIED / UNAVAILABLE when it cannot be read;
+// INVALID_ARGUMENT when it is not a regular file of at most 4 MiB, not a
+// decision, or one that cannot be handed to the engine.
 absl::StatusOr<DecisionRecord> ReadDecisionFile(const std::string& path);
 
 }  // namespace weightpath::agent

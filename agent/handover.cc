@@ -1,15 +1,14 @@
 #include "agent/handover.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "agent/atomic_file.h"
+#include "agent/engine_input.h"
+#include "agent/local_file.h"
 #include "agent/shell_quote.h"
 #include "common/status_macros.h"
 #include "google/protobuf/struct.pb.h"
@@ -64,20 +63,11 @@ void AppendKwarg(const std::string& key, const google::protobuf::Value& value,
 
 // Most boots and run passes confirm the decision already handed over; an
 // identical file is left alone (no two fsyncs, no flash wear, no mtime
-// change for a unit that watches it). Only a regular file of exactly the
-// new size is read, so a hostile path costs at most that many bytes.
+// change for a unit that watches it). The current file is read the bounded
+// way, so a hostile path costs at most one byte more than the new contents.
 absl::Status ReplaceIfDifferent(const std::string& path, absl::string_view contents) {
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::symlink_status(path, error);
-  if (!error && std::filesystem::is_regular_file(status) &&
-      std::filesystem::file_size(path, error) == contents.size() && !error) {
-    std::ifstream in(path, std::ios::binary);
-    std::string current(contents.size(), '\0');
-    if (in.read(current.data(), static_cast<std::streamsize>(current.size())) &&
-        current == contents) {
-      return absl::OkStatus();
-    }
-  }
+  const absl::StatusOr<std::string> current = ReadLocalFile(path, "hand-over", contents.size());
+  if (current.ok() && *current == contents) return absl::OkStatus();
   return WriteFileAtomically(path, contents);
 }
 
@@ -108,7 +98,7 @@ std::string EnvFileContents(const DecisionRecord& record) {
       "# Written by weightpath-agent boot. Source it from sh, or name it in the engine unit's\n"
       "# EnvironmentFile=; WEIGHTPATH_ENGINE_ARGS is quoted for `eval`.\n";
   auto line = [&contents](absl::string_view name, absl::string_view value) {
-    absl::StrAppend(&contents, name, "=", value.empty() ? "''" : ShellQuote(value), "\n");
+    absl::StrAppend(&contents, name, "=", EnvFileQuote(value), "\n");
   };
   line("WEIGHTPATH_SOURCE", DecisionSourceName(record.source));
   line("WEIGHTPATH_PATH", response.weight_path().name());
@@ -121,6 +111,9 @@ std::string EnvFileContents(const DecisionRecord& record) {
 
 absl::Status WriteHandover(const DecisionRecord& record, const std::string& decision_file,
                            const std::string& env_file) {
+  // Callers refuse such a decision on receipt; this is the last line before
+  // the engine's shell reads the files.
+  RETURN_IF_ERROR(ValidateForEngine(record));
   ASSIGN_OR_RETURN(std::string json, DecisionToJson(record));
   RETURN_IF_ERROR(ReplaceIfDifferent(env_file, EnvFileContents(record)));
   // The JSON's key order is not stable from one write to the next (it goes

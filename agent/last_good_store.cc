@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/atomic_file.h"
+#include "agent/engine_input.h"
 #include "common/status_macros.h"
 
 namespace weightpath::agent {
@@ -13,6 +14,9 @@ std::string LastGoodPath(const std::string& state_dir) {
 }
 
 absl::Status SaveLastGood(const DecisionRecord& record, const std::string& state_dir) {
+  // A later boot repeats this decision without asking anyone: it must be
+  // one the engine can be given.
+  RETURN_IF_ERROR(ValidateForEngine(record));
   ASSIGN_OR_RETURN(std::string json, DecisionToJson(record));
   return WriteFileAtomically(LastGoodPath(state_dir), json);
 }

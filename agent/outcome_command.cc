@@ -129,10 +129,12 @@ int RunOutcomeCommand(int argc, char** argv) {
                  std::string(client.status().message()).c_str());
     return kExitNothingUsable;
   }
-  const absl::Time now = absl::Now();
-  const v1::ReportOutcomeRequest request = BuildOutcomeReport(*config, *arguments, *decision, now);
+  // observed_at is a timestamp for the server (wall time); the call's own
+  // limit is a timeout, immune to the date being stepped meanwhile.
+  const v1::ReportOutcomeRequest request =
+      BuildOutcomeReport(*config, *arguments, *decision, absl::Now());
   absl::StatusOr<v1::ReportOutcomeResponse> response =
-      (*client)->Report(request, now + config->call_timeout);
+      (*client)->Report(request, config->call_timeout);
   if (!response.ok()) {
     std::fprintf(stderr, "weightpath-agent outcome: %s\n",
                  std::string(response.status().message()).c_str());

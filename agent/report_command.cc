@@ -1,17 +1,14 @@
 #include "agent/report_command.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
 #include "agent/clock.h"
 #include "agent/command_options.h"
+#include "agent/local_file.h"
 #include "agent/measurement_report.h"
 #include "agent/random_source.h"
 #include "agent/retry_policy.h"
@@ -26,17 +23,6 @@ namespace {
 constexpr int kExitRecorded = 0;
 constexpr int kExitNotRecorded = 1;
 constexpr int kExitBadInput = 2;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
 
 }  // namespace
 
@@ -81,7 +67,10 @@ int RunReportCommand(int argc, char** argv) {
     std::fprintf(stderr, "weightpath-agent report: config: %s\n", config.status().ToString().c_str());
     return kExitBadInput;
   }
-  absl::StatusOr<std::string> json = ReadFile(*file, "--file");
+  // An engine harness names the file; it may name /dev/zero or a FIFO by
+  // mistake. Bounded and type-checked, so that is an error, not a hang or
+  // an abort.
+  absl::StatusOr<std::string> json = ReadLocalFile(*file, "--file");
   absl::StatusOr<v1::ReportMeasurementRequest> request =
       json.ok() ? ParseMeasurementReport(*json, *file, config->device_id)
                 : absl::StatusOr<v1::ReportMeasurementRequest>(json.status());
@@ -103,10 +92,10 @@ int RunReportCommand(int argc, char** argv) {
   v1::ReportMeasurementResponse response;
   RetryTrace trace;
   const absl::Status status = CallWithRetries(
-      retry, clock.Now() + config->budget, clock, random,
-      [&](absl::Time deadline) {
+      retry, clock.MonotonicNow() + config->budget, clock, random,
+      [&](absl::Duration timeout) {
         grpc::ClientContext context;
-        context.set_deadline(absl::ToChronoTime(deadline));
+        SetCallTimeout(context, timeout);
         const grpc::Status result = stub->ReportMeasurement(&context, *request, &response);
         return absl::Status(static_cast<absl::StatusCode>(result.error_code()),
                             result.error_message());

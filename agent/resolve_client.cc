@@ -2,7 +2,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "agent/server_channel.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -16,9 +15,9 @@ absl::StatusOr<std::unique_ptr<ResolveClient>> ResolveClient::Create(
 }
 
 absl::StatusOr<v1::ResolveWeightPathResponse> ResolveClient::Resolve(
-    const v1::ResolveWeightPathRequest& request, absl::Time deadline) {
+    const v1::ResolveWeightPathRequest& request, absl::Duration timeout) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
+  SetCallTimeout(context, timeout);
   v1::ResolveWeightPathResponse response;
   const grpc::Status status = stub_->ResolveWeightPath(&context, request, &response);
   if (!status.ok()) {

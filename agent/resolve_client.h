@@ -22,9 +22,10 @@ class ResolveClient {
                                                                const std::optional<TlsFiles>& tls);
 
   // The gRPC status code carries over unchanged, so the retry policy can
-  // tell an unreachable server from a rejected request.
+  // tell an unreachable server from a rejected request. The call may take
+  // `timeout` from the moment it starts.
   absl::StatusOr<v1::ResolveWeightPathResponse> Resolve(
-      const v1::ResolveWeightPathRequest& request, absl::Time deadline);
+      const v1::ResolveWeightPathRequest& request, absl::Duration timeout);
 
  private:
   explicit ResolveClient(std::unique_ptr<v1::WeightPath::Stub> stub) : stub_(std::move(stub)) {}

@@ -30,26 +30,26 @@ absl::Duration BackoffCeiling(const RetryOptions& options, int attempt) {
   return std::min(options.max_delay, options.base_delay * (int64_t{1} << doublings));
 }
 
-absl::Status CallWithRetries(const RetryOptions& options, absl::Time budget_end, Clock& clock,
+absl::Status CallWithRetries(const RetryOptions& options, MonotonicTime budget_end, Clock& clock,
                              RandomSource& random,
-                             const std::function<absl::Status(absl::Time call_deadline)>& call,
+                             const std::function<absl::Status(absl::Duration call_timeout)>& call,
                              RetryTrace* trace) {
   RetryTrace local_trace;
   RetryTrace& record = trace != nullptr ? *trace : local_trace;
   absl::Status last_error = absl::DeadlineExceededError("the budget was spent before any call");
   for (int attempt = 0;; ++attempt) {
-    const absl::Time now = clock.Now();
+    const MonotonicTime now = clock.MonotonicNow();
     if (now >= budget_end) return BudgetExhausted(record.attempts, last_error);
-    const absl::Time call_deadline = std::min(now + options.call_timeout, budget_end);
+    const absl::Duration call_timeout = std::min(options.call_timeout, budget_end - now);
     ++record.attempts;
-    last_error = call(call_deadline);
+    last_error = call(call_timeout);
     if (last_error.ok() || !IsRetryable(last_error.code())) return last_error;
 
     const double ceiling_seconds = absl::ToDoubleSeconds(BackoffCeiling(options, attempt));
     const absl::Duration wait = absl::Seconds(random.Uniform(0.0, ceiling_seconds));
     // A wait that ends past the budget could only be followed by a call with
     // no time left to answer, so give up now and leave the time to fallback.
-    if (clock.Now() + wait >= budget_end) return BudgetExhausted(record.attempts, last_error);
+    if (clock.MonotonicNow() + wait >= budget_end) return BudgetExhausted(record.attempts, last_error);
     record.waits.push_back(wait);
     clock.SleepFor(wait);
   }

@@ -37,13 +37,16 @@ struct RetryTrace {
   std::vector<absl::Duration> waits;
 };
 
-// Calls `call` with a deadline of min(now + call_timeout, budget_end) until it
-// succeeds, fails with a non-retryable code (returned as is), or the next
-// wait would end past `budget_end` (DEADLINE_EXCEEDED naming the attempts and
-// the last error).
-absl::Status CallWithRetries(const RetryOptions& options, absl::Time budget_end, Clock& clock,
+// Calls `call` with a timeout of min(call_timeout, what is left until
+// `budget_end`) until it succeeds, fails with a non-retryable code (returned
+// as is), or the next wait would end past `budget_end` (DEADLINE_EXCEEDED
+// naming the attempts and the last error). All of it is measured on the
+// clock's monotonic reading. The call gets a timeout rather than a point in
+// time so that it can turn it into whatever deadline its transport needs at
+// the moment it starts (see SetCallTimeout in server_channel.h).
+absl::Status CallWithRetries(const RetryOptions& options, MonotonicTime budget_end, Clock& clock,
                              RandomSource& random,
-                             const std::function<absl::Status(absl::Time call_deadline)>& call,
+                             const std::function<absl::Status(absl::Duration call_timeout)>& call,
                              RetryTrace* trace = nullptr);
 
 }  // namespace weightpath::agent

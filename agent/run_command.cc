@@ -87,12 +87,12 @@ int RunRunCommand(int argc, char** argv) {
   RunDependencies dependencies;
   device.Bind(dependencies);
   dependencies.resolve = [&resolver](const v1::ResolveWeightPathRequest& request,
-                                     absl::Time deadline) {
-    return (*resolver)->Resolve(request, deadline);
+                                     absl::Duration timeout) {
+    return (*resolver)->Resolve(request, timeout);
   };
   dependencies.report = [&reporter](const v1::ReportOutcomeRequest& request,
-                                    absl::Time deadline) -> absl::Status {
-    return (*reporter)->Report(request, deadline).status();
+                                    absl::Duration timeout) -> absl::Status {
+    return (*reporter)->Report(request, timeout).status();
   };
   dependencies.run_command = RunShellCommand;
 
@@ -100,7 +100,8 @@ int RunRunCommand(int argc, char** argv) {
   if (options->Has("--once")) {
     const PassResult result = loop.RunOnce();
     const bool failed = result == PassResult::kRolledBack || result == PassResult::kFetchFailed ||
-                        result == PassResult::kResolveFailed || !loop.unsent_reports().empty();
+                        result == PassResult::kResolveFailed ||
+                        result == PassResult::kRefusedDecision || !loop.unsent_reports().empty();
     return failed ? kExitNothingUsable : 0;
   }
   loop.Run([] { return true; });

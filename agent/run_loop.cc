@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/artifact_fetcher.h"
+#include "agent/engine_input.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/resolve_client.h"
@@ -41,8 +42,7 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
 void RunLoop::FlushReports() {
   std::vector<v1::ReportOutcomeRequest> still_unsent;
   for (const v1::ReportOutcomeRequest& request : unsent_) {
-    const absl::Status sent =
-        dependencies_.report(request, dependencies_.clock->Now() + config_.call_timeout);
+    const absl::Status sent = dependencies_.report(request, config_.call_timeout);
     if (sent.ok()) continue;
     // A rejected report would be rejected again; only a transport failure
     // is worth keeping for the next pass.
@@ -76,7 +76,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response) {
   next.response = response;
   next.source = DecisionSource::kServer;
   if (response.has_artifact() && !response.artifact().uri().empty()) {
-    ArtifactFetcher fetcher(config_.cache_dir);
+    ArtifactFetcher fetcher(config_.cache_dir, dependencies_.clock, kDefaultReverifyAfter);
     absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
     if (!fetched.ok()) {
       spdlog::warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
@@ -136,7 +136,7 @@ PassResult RunLoop::RunOnce() {
                                                                            : nullptr;
   absl::StatusOr<v1::ResolveWeightPathResponse> answer =
       dependencies_.resolve(ResolveRequest(config_, *profile, dependencies_.agent_version, held),
-                            dependencies_.clock->Now() + config_.call_timeout);
+                            config_.call_timeout);
   if (!answer.ok()) {
     spdlog::warn("run: resolve failed, keeping the current decision: {}",
                  answer.status().ToString());
@@ -156,6 +156,13 @@ PassResult RunLoop::RunOnce() {
     return PassResult::kUnchanged;
   }
   const absl::StatusOr<v1::ResolveWeightPathResponse>& response = answer;
+  // Checked before the build is compared, fetched or written: even a new
+  // attribution of the running build rewrites the hand-over files.
+  if (absl::Status usable = ValidateForEngine(DecisionRecord{*response, "", DecisionSource::kServer});
+      !usable.ok()) {
+    spdlog::error("run: server decision refused, keeping the current one: {}", usable.ToString());
+    return PassResult::kRefusedDecision;
+  }
 
   const std::string build = BuildKey(*response);
   if (current_.has_value() && BuildKey(current_->response) == build) {

@@ -31,7 +31,9 @@ namespace weightpath::agent {
 // the server and the commands: boot's (clock, randomness, probe, resolve),
 // plus reporting outcomes and running the configured commands.
 struct RunDependencies : BootDependencies {
-  std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Time deadline)> report;
+  // One ReportOutcome call, which may take `timeout` from when it starts.
+  std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Duration timeout)>
+      report;
   // Runs a configured shell command; `what` is its config key.
   std::function<absl::Status(const std::string& command, const std::string& what)> run_command;
 };
@@ -52,11 +54,14 @@ enum class PassResult {
   kSkippedRejected,  // the server still offers a build that failed here
   kResolveFailed,    // no answer from the server; nothing changed
   kFetchFailed,      // the new artifact could not be fetched or verified
+  kRefusedDecision,  // the answer cannot be handed to the engine safely
+                     // (see engine_input.h); nothing changed
 };
 
 class RunLoop {
  public:
-  // `current` is the decision the engine runs now (from decision_file), if any.
+  // `current` is the decision the engine runs now (from decision_file), if
+  // any; it must have passed ValidateForEngine (ReadDecisionFile checks).
   RunLoop(const AgentConfig& config, RunDependencies& dependencies,
           std::optional<DecisionRecord> current);
 

@@ -26,9 +26,9 @@ absl::StatusOr<std::unique_ptr<ReportClient>> ReportClient::Create(
 }
 
 absl::StatusOr<v1::ReportOutcomeResponse> ReportClient::Report(
-    const v1::ReportOutcomeRequest& request, absl::Time deadline) {
+    const v1::ReportOutcomeRequest& request, absl::Duration timeout) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
+  SetCallTimeout(context, timeout);
   v1::ReportOutcomeResponse response;
   const grpc::Status status = stub_->ReportOutcome(&context, request, &response);
   if (!status.ok()) {

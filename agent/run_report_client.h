@@ -21,8 +21,9 @@ class ReportClient {
 
   // The gRPC status code carries over, so a caller can keep an unsent report
   // (UNAVAILABLE) apart from a rejected one (INVALID_ARGUMENT).
+  // The call may take `timeout` from the moment it starts.
   absl::StatusOr<v1::ReportOutcomeResponse> Report(const v1::ReportOutcomeRequest& request,
-                                                   absl::Time deadline);
+                                                   absl::Duration timeout);
 
  private:
   explicit ReportClient(std::unique_ptr<v1::WeightPath::Stub> stub) : stub_(std::move(stub)) {}
@@ -30,7 +31,8 @@ class ReportClient {
 };
 
 // The report of `outcome` about the build `about` names (path, artifact,
-// policy version, rollout attribution), observed at `observed_at` and keyed
+// policy version, rollout attribution), observed at `observed_at` (wall
+// time: a timestamp the server stores, not an interval) and keyed
 // with OutcomeIdempotencyKey. Task counts are the caller's to add: they are
 // not part of the key.
 v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,

@@ -1,30 +1,25 @@
 #include "agent/server_channel.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "agent/local_file.h"
 #include "common/status_macros.h"
+#include "grpc/support/time.h"
 #include "grpcpp/grpcpp.h"
 
 namespace weightpath::agent {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view field) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(field, ": cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  if (contents.str().empty()) {
+  absl::StatusOr<std::string> contents = ReadLocalFile(path, field);
+  if (!contents.ok()) return absl::FailedPreconditionError(contents.status().message());
+  if (contents->empty()) {
     return absl::FailedPreconditionError(absl::StrCat(field, ": ", path, " is empty"));
   }
-  return contents.str();
+  return contents;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
@@ -51,6 +46,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenServerChannel(
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(server, credentials, arguments);
+}
+
+void SetCallTimeout(grpc::ClientContext& context, absl::Duration timeout) {
+  const int64_t millis = std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
+  context.set_deadline(
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(millis, GPR_TIMESPAN)));
 }
 
 }  // namespace weightpath::agent

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 
 namespace weightpath::agent {
 
@@ -17,5 +19,12 @@ namespace weightpath::agent {
 // unreadable or empty.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenServerChannel(
     const std::string& server, const std::optional<TlsFiles>& tls);
+
+// Gives the call `timeout` from now, measured on the monotonic clock. A
+// deadline given as wall-clock time (system_clock) is taken against the wall
+// clock, so NTP stepping the date between computing it and the call would
+// end the call at once or let it hang for months; gRPC takes a
+// GPR_CLOCK_MONOTONIC deadline as it is.
+void SetCallTimeout(grpc::ClientContext& context, absl::Duration timeout);
 
 }  // namespace weightpath::agent

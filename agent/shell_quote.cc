@@ -33,4 +33,15 @@ std::string ShellQuote(absl::string_view text) {
   return quoted;
 }
 
+std::string EnvFileQuote(absl::string_view text) {
+  if (text.find('\'') == absl::string_view::npos) return ShellQuote(text);
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '\\' || c == '"' || c == '$' || c == '`') quoted += '\\';
+    quoted += c;
+  }
+  quoted += "\"";
+  return quoted;
+}
+
 }  // namespace weightpath::agent

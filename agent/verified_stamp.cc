@@ -4,9 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/atomic_file.h"
+#include "agent/local_file.h"
 #include "agent/sha256_file.h"
 
 namespace weightpath::agent {
@@ -106,15 +105,18 @@ absl::StatusOr<VerifiedStamp> ParseStamp(const std::string& text) {
 }
 
 absl::StatusOr<VerifiedStamp> ReadStamp(const std::string& stamp_path) {
-  std::ifstream in(stamp_path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no stamp at ", stamp_path));
-    return absl::InternalError(
-        absl::StrCat("cannot read ", stamp_path, ": ", std::strerror(errno)));
+  // A stamp is a few hundred bytes; anything else in its place (too large,
+  // not a regular file) is as untrustworthy as a garbled one.
+  constexpr size_t kMaxStampBytes = 4096;
+  absl::StatusOr<std::string> text = ReadLocalFile(stamp_path, "stamp", kMaxStampBytes);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError(absl::StrCat("no stamp at ", stamp_path));
+    }
+    if (absl::IsInvalidArgument(text.status())) return absl::DataLossError(text.status().message());
+    return absl::InternalError(text.status().message());
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<VerifiedStamp> stamp = ParseStamp(text.str());
+  absl::StatusOr<VerifiedStamp> stamp = ParseStamp(*text);
   if (!stamp.ok()) {
     return absl::Status(stamp.status().code(),
                         absl::StrCat(stamp_path, ": ", stamp.status().message()));

@@ -78,8 +78,9 @@ ProbeEnvironment TreeProbeEnvironment(const Filesystem& filesystem);
 // probe: each is one line in probe_notes. Errors: INVALID_ARGUMENT when
 // `filesystem` is missing; NOT_FOUND when the root does not exist; for a
 // profile file, NOT_FOUND / PERMISSION_DENIED when it cannot be read and
-// INVALID_ARGUMENT when it is not a HardwareProfile JSON, both naming the
-// variable and the path.
+// INVALID_ARGUMENT when it is not a regular file of at most 1 MiB (a FIFO
+// or /dev/zero is refused without blocking or reading it) or not a
+// HardwareProfile JSON, all naming the variable and the path.
 absl::StatusOr<v1::HardwareProfile> ProbeHardware(const ProbeEnvironment& environment);
 
 }  // namespace weightpath::probe

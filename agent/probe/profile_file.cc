@@ -1,10 +1,6 @@
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "agent/local_file.h"
 #include "agent/probe/probe_steps.h"
 #include "policy/profile_json.h"
 
@@ -12,18 +8,15 @@ namespace weightpath::probe {
 
 absl::StatusOr<v1::HardwareProfile> LoadProfileFile(const std::string& variable,
                                                     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error_number = errno;
-    const std::string message =
-        absl::StrCat(variable, "=", path, ": cannot read the profile file: ",
-                     std::strerror(error_number));
-    if (error_number == EACCES) return absl::PermissionDeniedError(message);
-    return absl::NotFoundError(message);
+  // The variable may name anything (a FIFO, /dev/zero): read it the bounded
+  // way, and keep the documented codes (NOT_FOUND / PERMISSION_DENIED when
+  // unreadable, INVALID_ARGUMENT when it is not a profile).
+  absl::StatusOr<std::string> text = agent::ReadLocalFile(path, variable);
+  if (!text.ok()) {
+    if (absl::IsUnavailable(text.status())) return absl::NotFoundError(text.status().message());
+    return text.status();
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto profile = policy::ParseProfileJson(text.str(), absl::StrCat(variable, "=", path));
+  auto profile = policy::ParseProfileJson(*text, absl::StrCat(variable, "=", path));
   if (!profile.ok()) return profile.status();
   profile->set_source(absl::StrCat("file:", path));
   return profile;

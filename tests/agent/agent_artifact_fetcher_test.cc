@@ -1,12 +1,17 @@
 #include "agent/artifact_fetcher.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
 #include "tests/agent/artifact_files.h"
+#include "tests/agent/fake_clock.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/testing/status_matchers.h"
@@ -236,6 +241,117 @@ TEST_F(AgentArtifactFetcher, NoTimeLeftIsDeadlineExceededBeforeAnyRequest) {
   EXPECT_THAT(fetcher.Fetch(Served("z.bin", 14), absl::ZeroDuration()),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("no time left")));
   EXPECT_THAT(server_->RequestLog(), SizeIs(0));
+}
+
+// A FIFO behind file:// used to keep the agent waiting in libcurl's
+// blocking open() long past its budget. It is refused at once, and no
+// partial file is left for it.
+TEST_F(AgentArtifactFetcher, FileUriNamingAFifoIsRefusedAtOnce) {
+  TempDir local;
+  ASSERT_EQ(::mkfifo(local.Sub("artifact.fifo").c_str(), 0600), 0);
+  v1::Artifact artifact = Served("fifo.bin", 20);
+  artifact.set_uri("file://" + local.Sub("artifact.fifo"));
+  ArtifactFetcher fetcher(cache_.path());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("artifact.uri"), HasSubstr("is a FIFO, not a regular file"))));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_FALSE(fs::exists(Partial(artifact)));
+}
+
+TEST_F(AgentArtifactFetcher, FileUriNamingADeviceOrADirectoryIsRefused) {
+  v1::Artifact artifact = Served("dev.bin", 21);
+  ArtifactFetcher fetcher(cache_.path());
+  artifact.set_uri("file:///dev/zero");
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a character device")));
+  artifact.set_uri("file://" + served_.path());
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a directory")));
+}
+
+// The forms libcurl accepted keep working: a localhost authority, %-escapes.
+TEST_F(AgentArtifactFetcher, FileUriWithLocalhostAndEscapesIsRead) {
+  TempDir local;
+  const std::string path = local.Sub("with space.bin");
+  const v1::Artifact written =
+      WriteArtifact(path, ArtifactBytes(kArtifactBytes, 22), "file://" + path);
+  v1::Artifact artifact = written;
+  artifact.set_uri("file://localhost" + absl::StrReplaceAll(path, {{" ", "%20"}}));
+  ArtifactFetcher fetcher(cache_.path());
+  absl::StatusOr<FetchResult> result = fetcher.Fetch(artifact, kTimeLimit);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(ReadTextFile(result->path), ArtifactBytes(kArtifactBytes, 22));
+
+  artifact.set_uri("file://mirror.example" + path);
+  EXPECT_THAT(ArtifactFetcher(work_.path()).Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names another host")));
+  artifact.set_uri("file://" + path + "%0");
+  EXPECT_THAT(ArtifactFetcher(work_.path()).Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("malformed %-escape")));
+}
+
+TEST_F(AgentArtifactFetcher, FileUriLargerThanTheArtifactIsRejected) {
+  TempDir local;
+  const std::string path = local.Sub("long.bin");
+  v1::Artifact artifact = WriteArtifact(path, ArtifactBytes(kArtifactBytes, 23), "file://" + path);
+  WriteTextFile(path, ArtifactBytes(kArtifactBytes * 2, 23));
+  ArtifactFetcher fetcher(cache_.path());
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("larger than artifact.size_bytes")));
+  EXPECT_FALSE(fs::exists(Partial(artifact)));
+}
+
+// The limit holds inside a local copy too: measured on the monotonic
+// clock between chunks, the copy stops with its bytes kept and resumes.
+TEST_F(AgentArtifactFetcher, FileUriCopyStopsAtTheTimeLimitAndResumes) {
+  TempDir local;
+  const std::string path = local.Sub("big.bin");
+  const size_t size = 5 << 20;  // five chunks
+  const v1::Artifact artifact = WriteArtifact(path, ArtifactBytes(size, 24), "file://" + path);
+  testing::FakeClock clock;
+  clock.TickOnEveryReading(absl::Seconds(1));
+  ArtifactFetcher fetcher(cache_.path(), &clock, kDefaultReverifyAfter);
+  EXPECT_THAT(fetcher.Fetch(artifact, absl::Seconds(4)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       AllOf(HasSubstr("ran out of time"), HasSubstr("kept for resume"))));
+  const uint64_t kept = fs::file_size(Partial(artifact));
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, size);
+  clock.TickOnEveryReading(absl::ZeroDuration());
+  absl::StatusOr<FetchResult> resumed = fetcher.Fetch(artifact, absl::Seconds(4));
+  ASSERT_THAT(resumed, IsOk());
+  EXPECT_EQ(resumed->resumed_from, kept);
+  EXPECT_EQ(ReadTextFile(resumed->path), ArtifactBytes(size, 24));
+}
+
+// A mirror that sends part of the body and then nothing: libcurl's own
+// timeout ends the transfer at the limit, and the bytes stay for a resume.
+TEST_F(AgentArtifactFetcher, StalledHttpTransferEndsAtTheTimeLimit) {
+  v1::Artifact artifact = Served("stall.bin", 25);
+  artifact.set_uri(artifact.uri() + "?stall_after=100000");
+  ArtifactFetcher fetcher(cache_.path());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(fetcher.Fetch(artifact, absl::Milliseconds(1500)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("100000 of 300000")));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(1400));
+  EXPECT_LT(took, absl::Seconds(4));
+  EXPECT_EQ(fs::file_size(Partial(artifact)), 100000u);
+}
+
+// The partial file is the agent's own; a FIFO in its place (which a write
+// open would block on) is removed and the download starts afresh.
+TEST_F(AgentArtifactFetcher, PartialFileThatIsNotARegularFileIsReplaced) {
+  const v1::Artifact artifact = Served("partial.bin", 26);
+  fs::create_directories(cache_.path());
+  ASSERT_EQ(::mkfifo(Partial(artifact).c_str(), 0600), 0);
+  ArtifactFetcher fetcher(cache_.path());
+  absl::StatusOr<FetchResult> result = fetcher.Fetch(artifact, kTimeLimit);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->resumed_from, 0u);
+  EXPECT_EQ(ReadTextFile(result->path), ArtifactBytes(kArtifactBytes, 26));
 }
 
 }  // namespace

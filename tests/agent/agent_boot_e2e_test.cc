@@ -1,7 +1,9 @@
 // `weightpath-agent boot` as a device runs it: the real agent binary, the
 // real weightpath-server and a real HTTP server, all on loopback.
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
+#include "tests/agent/engine_unit.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
@@ -471,6 +474,189 @@ TEST_F(AgentBootEndToEnd, HelpListsTheExitCodes) {
       RunProcess({WEIGHTPATH_AGENT_BINARY, "boot"}, {}, absl::Seconds(30));
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("--config FILE is required"));
+}
+
+// The budget of the hostile-input boots below (the figure of the report:
+// a FIFO kept a 6 s boot running past 60 s).
+constexpr char kSixSecondBudget[] = "budget: 6\ncall_timeout: 2\n";
+
+// A catalog whose entry for this device's path is a FIFO: libcurl used to
+// block in its open() for as long as no writer came.
+TEST_F(AgentBootEndToEnd, FifoAsTheArtifactFallsBackWithinTheBudget) {
+  const std::string fifo = work_.Sub("artifact.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  WriteCatalog(work_.Sub("catalog-fifo.yaml"), {{expected_path_, "file://" + fifo}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-fifo.yaml")), "", kSixSecondBudget);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
+  EXPECT_LT(boot.wall_time, absl::Seconds(6) + kProcessSlack);
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("artifact.uri"), HasSubstr("is a FIFO, not a regular file")));
+  EXPECT_EQ(Decision().source, DecisionSource::kOffline);
+  EXPECT_FALSE(fs::exists(device("state/last_good_decision.json")));
+}
+
+TEST_F(AgentBootEndToEnd, FifoAsANewArtifactKeepsTheLastGoodDecision) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  StopServer();
+  // A new build of the same path whose catalog entry names a FIFO.
+  const std::string fifo = work_.Sub("artifact.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const v1::Artifact previous = artifacts_.at(expected_path_);
+  artifacts_[expected_path_].set_sha256(std::string(64, 'b'));
+  WriteCatalog(work_.Sub("catalog-fifo.yaml"), {{expected_path_, "file://" + fifo}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-fifo.yaml")), "", kSixSecondBudget);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_LT(boot.wall_time, absl::Seconds(6) + kProcessSlack);
+  EXPECT_THAT(boot.err, HasSubstr("is a FIFO"));
+  EXPECT_EQ(Decision().response.artifact().sha256(), previous.sha256());
+}
+
+// An artifact host that accepts the connection and never answers: the
+// download ends with the budget, and the boot with it.
+TEST_F(AgentBootEndToEnd, ArtifactHostThatNeverAnswersIsCutOffAtTheBudget) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string silent_uri = absl::StrCat("http://127.0.0.1:", ntohs(address.sin_port), "/a.bin");
+  WriteCatalog(work_.Sub("catalog-hang.yaml"), {{expected_path_, silent_uri}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-hang.yaml")), "", kSixSecondBudget);
+  const ProcessResult boot = Boot();
+  ::close(listener);
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
+  EXPECT_GE(boot.wall_time, absl::Seconds(4)) << "the download had the rest of the budget";
+  EXPECT_LT(boot.wall_time, absl::Seconds(6) + kProcessSlack);
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("ran out of time")));
+}
+
+// Local input files that are not small regular files: each is an error
+// naming the file, at once, instead of a hang (FIFO) or an abort with
+// bad_alloc (/dev/zero).
+TEST_F(AgentBootEndToEnd, ReportRefusesInputFilesThatAreNotSmallRegularFiles) {
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()));
+  const std::string fifo = work_.Sub("measurement.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  WriteTextFile(work_.Sub("huge.json"), std::string((1 << 20) + 1, ' '));
+  const std::pair<std::string, std::string> inputs[] = {
+      {"/dev/zero", "a character device"},
+      {fifo, "a FIFO"},
+      {work_.Sub("huge.json"), "larger than the limit of 1048576 bytes"},
+      {work_.path(), "a directory"}};
+  for (const auto& [file, complaint] : inputs) {
+    SCOPED_TRACE(file);
+    const ProcessResult report =
+        RunProcess({WEIGHTPATH_AGENT_BINARY, "report", "--file", file, "--config",
+                    device("agent.yaml")},
+                   {}, absl::Seconds(20));
+    EXPECT_EQ(report.exit_code, 2) << report.err;
+    EXPECT_THAT(report.err, AllOf(HasSubstr("--file"), HasSubstr(file), HasSubstr(complaint)));
+    EXPECT_LT(report.wall_time, absl::Seconds(10));
+  }
+}
+
+TEST_F(AgentBootEndToEnd, BootRefusesAConfigOrProfileThatIsNotASmallRegularFile) {
+  const std::string fifo = work_.Sub("input.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& config : {fifo, std::string("/dev/zero")}) {
+    const ProcessResult boot = RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--config", config},
+                                          {{"WEIGHTPATH_HW_PROFILE", profile_path()}},
+                                          absl::Seconds(20));
+    EXPECT_EQ(boot.exit_code, 1) << boot.err;
+    EXPECT_THAT(boot.err, AllOf(HasSubstr("config"), HasSubstr(config)));
+    EXPECT_LT(boot.wall_time, absl::Seconds(10));
+  }
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
+  for (const std::string& profile : {fifo, std::string("/dev/zero")}) {
+    const ProcessResult boot =
+        RunProcess({WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")},
+                   {{"WEIGHTPATH_HW_PROFILE", profile}}, absl::Seconds(20));
+    EXPECT_EQ(boot.exit_code, 1) << boot.err;
+    EXPECT_THAT(boot.err, AllOf(HasSubstr("WEIGHTPATH_HW_PROFILE"), HasSubstr(profile),
+                                HasSubstr("not a regular file")));
+    EXPECT_LT(boot.wall_time, absl::Seconds(10));
+  }
+}
+
+// What a crash between creating a temporary file and its rename leaves
+// behind is removed by the next boot: only names of the agent's own
+// pattern, never a symlink (nor what it points to).
+TEST_F(AgentBootEndToEnd, BootRemovesStaleTemporaryFilesOfItsOwnNaming) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const std::vector<std::string> stale = {device("run/.decision.json.tmp.Qw3rTy"),
+                                          device("run/.engine.env.tmp.a1B2c3"),
+                                          device("state/.last_good_decision.json.tmp.zZ9yY8")};
+  const std::vector<std::string> kept = {device("run/.decision.json.tmp.short"),
+                                         device("run/.unrelated.tmp.ABCDEF"),
+                                         device("state/notes.txt")};
+  const std::string outside = work_.Sub("operator-file.txt");
+  const std::string link = device("run/.engine.env.tmp.LnK123");
+  WriteTextFile(outside, "keep me");
+  for (const std::string& path : stale) WriteTextFile(path, "half-written");
+  for (const std::string& path : kept) WriteTextFile(path, "not the agent's");
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+  const struct timespec an_hour_ago[2] = {absl::ToTimespec(absl::Now() - absl::Hours(1)),
+                                          absl::ToTimespec(absl::Now() - absl::Hours(1))};
+  for (const std::string& path : stale) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), an_hour_ago, 0), 0);
+  }
+  for (const std::string& path : kept) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), an_hour_ago, 0), 0);
+  }
+  ASSERT_EQ(::utimensat(AT_FDCWD, link.c_str(), an_hour_ago, AT_SYMLINK_NOFOLLOW), 0);
+
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  for (const std::string& path : stale) {
+    EXPECT_FALSE(fs::exists(path)) << path;
+    EXPECT_THAT(boot.err, HasSubstr("removed " + path));
+  }
+  for (const std::string& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(ReadTextFile(outside), "keep me");
+}
+
+// A last good decision edited on the device to carry a key the engine
+// unit's shell would run: the agent refuses to repeat it, hands over the
+// offline decision, and the unit, run as shipped, runs nothing.
+TEST_F(AgentBootEndToEnd, PoisonedLastGoodDecisionIsRefusedAndTheUnitRunsNothing) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  StopServer();
+  const std::string marker = work_.Sub("pwned");
+  const std::string key = absl::StrCat("max_model_len $(touch ", marker, ");x `touch ", marker, "`");
+  std::string saved = ReadTextFile(device("state/last_good_decision.json"));
+  const std::string kwargs_entry = "\"engine_kwargs\": {";
+  ASSERT_NE(saved.find(kwargs_entry), std::string::npos) << saved;
+  saved.insert(saved.find(kwargs_entry) + kwargs_entry.size(),
+               absl::StrCat("\"", absl::StrReplaceAll(key, {{"\"", "\\\""}}), "\": 1, "));
+  WriteTextFile(device("state/last_good_decision.json"), saved);
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
+
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 4) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("last good decision unreadable"),
+                              HasSubstr("engine_kwargs: key"), HasSubstr("touch")));
+  EXPECT_EQ(Decision().source, DecisionSource::kOffline);
+  EXPECT_THAT(ReadTextFile(device("run/engine.env")), Not(HasSubstr("touch")));
+  const std::string engine = testing::WriteFakeEngine(work_.path());
+  const testing::EngineLaunch from_sh = testing::LaunchWithShell(device("run/engine.env"), engine);
+  EXPECT_EQ(from_sh.exit_code, 0) << from_sh.err;
+  EXPECT_FALSE(fs::exists(marker));
+  absl::StatusOr<std::map<std::string, std::string>> systemd =
+      testing::ReadLikeSystemd(device("run/engine.env"));
+  if (absl::IsUnimplemented(systemd.status())) GTEST_SKIP() << systemd.status();
+  ASSERT_THAT(systemd, IsOk());
+  const testing::EngineLaunch from_systemd = testing::LaunchWithEnvironment(*systemd, engine);
+  EXPECT_EQ(from_systemd.exit_code, 0) << from_systemd.err;
+  EXPECT_EQ(from_systemd.argv, from_sh.argv);
+  EXPECT_FALSE(fs::exists(marker));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "agent/agent_config.h"
 
+#include <sys/stat.h>
+
 #include <string>
 
 #include "gmock/gmock.h"
@@ -186,6 +188,21 @@ TEST(AgentConfig, LoadUsesThePathInErrors) {
   EXPECT_THAT(LoadAgentConfig(dir.Sub("agent.yaml")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr(dir.Sub("agent.yaml:3")), HasSubstr("state_dir"))));
+}
+
+// A config path naming a FIFO used to hang the boot in open(); /dev/zero
+// used to abort it with bad_alloc. Both are errors naming the path.
+TEST(AgentConfig, LoadRefusesWhatIsNotASmallRegularFile) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.Sub("agent.yaml").c_str(), 0600), 0);
+  EXPECT_THAT(LoadAgentConfig(dir.Sub("agent.yaml")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(dir.Sub("agent.yaml")), HasSubstr("a FIFO"))));
+  EXPECT_THAT(LoadAgentConfig("/dev/zero"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a character device")));
+  WriteTextFile(dir.Sub("big.yaml"), "server: x:1\n# " + std::string(2 << 20, 'x') + "\n");
+  EXPECT_THAT(LoadAgentConfig(dir.Sub("big.yaml")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("larger than the limit")));
 }
 
 }  // namespace

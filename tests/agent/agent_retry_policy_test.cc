@@ -1,8 +1,11 @@
 #include "agent/retry_policy.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "agent/server_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/fake_clock.h"
@@ -43,8 +46,8 @@ TEST(AgentRetryPolicy, WaitsAtTheTopOfTheJitterRangeAreTheCeilings) {
   int calls = 0;
   const absl::Status status = CallWithRetries(
       Options(absl::Seconds(1), absl::Milliseconds(100), absl::Milliseconds(500)),
-      clock.Now() + absl::Minutes(1), clock, random,
-      [&](absl::Time) {
+      clock.MonotonicNow() + absl::Minutes(1), clock, random,
+      [&](absl::Duration) {
         return ++calls < 6 ? absl::UnavailableError("connection refused") : absl::OkStatus();
       });
   EXPECT_THAT(status, IsOk());
@@ -62,8 +65,8 @@ TEST(AgentRetryPolicy, SeededJitterStaysWithinFullJitterBoundsAndRepeats) {
     SeededRandomSource random(seed);
     int calls = 0;
     RetryTrace trace;
-    EXPECT_THAT(CallWithRetries(options, clock.Now() + absl::Hours(1), clock, random,
-                                [&](absl::Time) {
+    EXPECT_THAT(CallWithRetries(options, clock.MonotonicNow() + absl::Hours(1), clock, random,
+                                [&](absl::Duration) {
                                   return ++calls < 12 ? absl::UnavailableError("down")
                                                       : absl::OkStatus();
                                 },
@@ -90,8 +93,8 @@ TEST(AgentRetryPolicy, RetriesEachRetryableCode) {
     TopOfRange random;
     int calls = 0;
     EXPECT_THAT(CallWithRetries(Options(absl::Seconds(1), absl::Milliseconds(10), absl::Seconds(1)),
-                                clock.Now() + absl::Minutes(1), clock, random,
-                                [&](absl::Time) {
+                                clock.MonotonicNow() + absl::Minutes(1), clock, random,
+                                [&](absl::Duration) {
                                   return ++calls < 3 ? absl::Status(code, "transient")
                                                      : absl::OkStatus();
                                 }),
@@ -110,8 +113,8 @@ TEST(AgentRetryPolicy, NonRetryableCodeReturnsAtOnceWithoutWaiting) {
     TopOfRange random;
     int calls = 0;
     EXPECT_THAT(CallWithRetries(Options(absl::Seconds(1), absl::Milliseconds(10), absl::Seconds(1)),
-                                clock.Now() + absl::Minutes(1), clock, random,
-                                [&](absl::Time) {
+                                clock.MonotonicNow() + absl::Minutes(1), clock, random,
+                                [&](absl::Duration) {
                                   ++calls;
                                   return absl::Status(code, "model \"x\" is not in the catalog");
                                 }),
@@ -124,18 +127,18 @@ TEST(AgentRetryPolicy, NonRetryableCodeReturnsAtOnceWithoutWaiting) {
 TEST(AgentRetryPolicy, BudgetStopsRetriesAndEveryCallDeadlineStaysInsideIt) {
   FakeClock clock;
   TopOfRange random;
-  const absl::Time start = clock.Now();
-  const absl::Time budget_end = start + absl::Seconds(10);
-  std::vector<absl::Time> call_starts;
-  std::vector<absl::Time> deadlines;
+  const MonotonicTime start = clock.MonotonicNow();
+  const MonotonicTime budget_end = start + absl::Seconds(10);
+  std::vector<MonotonicTime> call_starts;
+  std::vector<absl::Duration> timeouts;
   RetryTrace trace;
   const absl::Status status = CallWithRetries(
       Options(absl::Seconds(2), absl::Milliseconds(500), absl::Seconds(4)), budget_end, clock,
       random,
-      [&](absl::Time deadline) {
-        call_starts.push_back(clock.Now());
-        deadlines.push_back(deadline);
-        clock.Advance(deadline - clock.Now());  // a server that never answers
+      [&](absl::Duration timeout) {
+        call_starts.push_back(clock.MonotonicNow());
+        timeouts.push_back(timeout);
+        clock.Advance(timeout);  // a server that never answers
         return absl::DeadlineExceededError("deadline exceeded");
       },
       &trace);
@@ -146,25 +149,56 @@ TEST(AgentRetryPolicy, BudgetStopsRetriesAndEveryCallDeadlineStaysInsideIt) {
   EXPECT_THAT(call_starts,
               ElementsAre(start, start + absl::Milliseconds(2500),
                           start + absl::Milliseconds(5500), start + absl::Milliseconds(9500)));
-  EXPECT_THAT(deadlines,
-              ElementsAre(start + absl::Seconds(2), start + absl::Milliseconds(4500),
-                          start + absl::Milliseconds(7500), budget_end));
+  EXPECT_THAT(timeouts, ElementsAre(absl::Seconds(2), absl::Seconds(2), absl::Seconds(2),
+                                    absl::Milliseconds(500)));
   EXPECT_THAT(trace.waits, ElementsAre(absl::Milliseconds(500), absl::Seconds(1), absl::Seconds(2)));
-  EXPECT_EQ(clock.Now(), budget_end);
+  EXPECT_EQ(clock.MonotonicNow(), budget_end);
 }
 
-TEST(AgentRetryPolicy, CallDeadlineIsClippedToWhatIsLeftOfTheBudget) {
+TEST(AgentRetryPolicy, CallTimeoutIsClippedToWhatIsLeftOfTheBudget) {
   FakeClock clock;
   TopOfRange random;
-  const absl::Time budget_end = clock.Now() + absl::Seconds(3);
-  absl::Time first_deadline;
+  const MonotonicTime budget_end = clock.MonotonicNow() + absl::Seconds(3);
+  absl::Duration first_timeout = absl::ZeroDuration();
   (void)CallWithRetries(Options(absl::Seconds(5), absl::Milliseconds(100), absl::Seconds(1)),
-                        budget_end, clock, random, [&](absl::Time deadline) {
-                          if (first_deadline == absl::Time()) first_deadline = deadline;
-                          clock.Advance(deadline - clock.Now());
+                        budget_end, clock, random, [&](absl::Duration timeout) {
+                          if (first_timeout == absl::ZeroDuration()) first_timeout = timeout;
+                          clock.Advance(timeout);
                           return absl::DeadlineExceededError("no answer");
                         });
-  EXPECT_EQ(first_deadline, budget_end);
+  EXPECT_EQ(first_timeout, absl::Seconds(3));
+}
+
+// NTP stepping the date of a board without a real-time clock, forwards and
+// back by a year, between and during calls: the schedule is that of a clock
+// that never moved.
+TEST(AgentRetryPolicy, WallClockStepsChangeNothing) {
+  auto run = [](bool step_the_wall_clock) {
+    FakeClock clock;
+    TopOfRange random;
+    std::vector<absl::Duration> timeouts;
+    int calls = 0;
+    RetryTrace trace;
+    const absl::Status status = CallWithRetries(
+        Options(absl::Seconds(2), absl::Milliseconds(500), absl::Seconds(4)),
+        clock.MonotonicNow() + absl::Seconds(10), clock, random,
+        [&](absl::Duration timeout) {
+          timeouts.push_back(timeout);
+          if (step_the_wall_clock) {
+            clock.StepWallClock(++calls % 2 == 1 ? absl::Hours(24 * 365) : -absl::Hours(24 * 365));
+          }
+          clock.Advance(timeout / 2);
+          return absl::UnavailableError("connection refused");
+        },
+        &trace);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+    return std::make_pair(timeouts, trace.waits);
+  };
+  const auto steady = run(false);
+  const auto stepped = run(true);
+  EXPECT_EQ(stepped.first, steady.first);
+  EXPECT_EQ(stepped.second, steady.second);
+  EXPECT_GE(steady.first.size(), 3u);
 }
 
 TEST(AgentRetryPolicy, SpentBudgetMakesNoCall) {
@@ -172,13 +206,25 @@ TEST(AgentRetryPolicy, SpentBudgetMakesNoCall) {
   TopOfRange random;
   int calls = 0;
   EXPECT_THAT(CallWithRetries(Options(absl::Seconds(1), absl::Milliseconds(100), absl::Seconds(1)),
-                              clock.Now(), clock, random,
-                              [&](absl::Time) {
+                              clock.MonotonicNow(), clock, random,
+                              [&](absl::Duration) {
                                 ++calls;
                                 return absl::OkStatus();
                               }),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("0 attempt(s)")));
   EXPECT_EQ(calls, 0);
+}
+
+// gRPC gets the call's timeout as a monotonic deadline: the context reports
+// it (in wall time) as now + timeout, and a wall-clock step after this point
+// could not move it.
+TEST(AgentRetryPolicy, CallTimeoutBecomesADeadlineThatEndsThatFarFromNow) {
+  grpc::ClientContext context;
+  const absl::Time before = absl::Now();
+  SetCallTimeout(context, absl::Seconds(7));
+  const absl::Time deadline = absl::FromChrono(context.deadline());
+  EXPECT_GE(deadline, before + absl::Seconds(7) - absl::Milliseconds(50));
+  EXPECT_LE(deadline, absl::Now() + absl::Seconds(7) + absl::Milliseconds(50));
 }
 
 }  // namespace

@@ -10,12 +10,15 @@ feature the resume tests exercise, so this serves files itself.
 Prints "PORT <n>" once it listens on 127.0.0.1:<n> (a port the kernel picked).
 A query of ?cut_after=N makes the server announce the full length, send only
 N bytes of the body, and close the connection: an interrupted download.
+A query of ?stall_after=N sends N bytes of the body and then nothing, with
+the connection open: a mirror that hangs mid-transfer.
 """
 import argparse
 import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -67,6 +70,9 @@ class RangeHandler(BaseHTTPRequestHandler):
             status = 206
         length = end - start + 1
         cut_after = int(query["cut_after"][0]) if "cut_after" in query else None
+        stall_after = int(query["stall_after"][0]) if "stall_after" in query else None
+        if stall_after is not None:
+            cut_after = stall_after
 
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
@@ -90,6 +96,9 @@ class RangeHandler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 sent += len(chunk)
         self.wfile.flush()
+        if stall_after is not None and sent < length:
+            time.sleep(3600)  # the thread is a daemon: the server's exit ends it
+            return
         if cut_after is not None and sent < length:
             self.close_connection = True
             self.connection.shutdown(2)

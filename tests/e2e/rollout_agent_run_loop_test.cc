@@ -86,7 +86,7 @@ class RunLoopTest : public ::testing::Test {
       profile.set_arch("x86_64");
       return absl::StatusOr<v1::HardwareProfile>(profile);
     };
-    dependencies_.resolve = [this](const v1::ResolveWeightPathRequest& request, absl::Time)
+    dependencies_.resolve = [this](const v1::ResolveWeightPathRequest& request, absl::Duration)
         -> absl::StatusOr<v1::ResolveWeightPathResponse> {
       requests_.push_back(request);
       if (answers_.empty()) return absl::UnavailableError("server down");
@@ -94,7 +94,7 @@ class RunLoopTest : public ::testing::Test {
       if (answers_.size() > 1) answers_.pop_front();
       return answer;
     };
-    dependencies_.report = [this](const v1::ReportOutcomeRequest& request, absl::Time) {
+    dependencies_.report = [this](const v1::ReportOutcomeRequest& request, absl::Duration) {
       if (!report_status_.ok()) return report_status_;
       reports_.push_back(request);
       return absl::OkStatus();
@@ -316,6 +316,35 @@ TEST_F(RunLoopTest, AVerifiedArtifactIsHandedToTheEngine) {
   EXPECT_THAT(ReadTextFile(config_.env_file), HasSubstr(response.artifact().sha256()));
   EXPECT_EQ(reports_.at(0).artifact_sha256(), response.artifact().sha256());
   EXPECT_EQ(reports_.at(0).rollout_id(), "");
+}
+
+// A server answer the engine's unit cannot be given safely (a key its
+// shell would run) is refused whole: the running decision stays, nothing is
+// fetched, written, applied or saved.
+TEST_F(RunLoopTest, ADecisionTheEngineUnitCannotTakeSafelyIsRefusedAndTheCurrentOneKept) {
+  WriteScript(dir_.Sub("apply.sh"), absl::StrCat("echo ran >> ", dir_.Sub("applied.log"), "\n"));
+  v1::ResolveWeightPathResponse response = Decision("w4a16-tinygemm", "agentic-fidelity", 300);
+  const std::string marker = dir_.Sub("pwned");
+  (*response.mutable_engine_kwargs()->mutable_fields())[absl::StrCat("x $(touch ", marker, ")")]
+      .set_number_value(1);
+  *response.mutable_artifact() = testing::WriteArtifact(
+      dir_.Sub("served/model.bin"), testing::ArtifactBytes(4096, 3),
+      absl::StrCat("file://", dir_.Sub("served/model.bin")));
+  answers_.push_back(response);
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRefusedDecision);
+
+  EXPECT_EQ(loop.current()->response.weight_path().name(), "w4a8-amx");
+  EXPECT_FALSE(std::filesystem::exists(config_.env_file));
+  EXPECT_FALSE(std::filesystem::exists(config_.decision_file));
+  EXPECT_FALSE(std::filesystem::exists(config_.state_dir)) << "saved as last good";
+  EXPECT_FALSE(std::filesystem::exists(
+      absl::StrCat(config_.cache_dir, "/", response.artifact().sha256())))
+      << "fetched";
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("applied.log")));
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_TRUE(reports_.empty());
 }
 
 TEST(RunShellCommandTest, NamesTheConfigKeyAndTheExitStatus) {

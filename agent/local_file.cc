@@ -1,0 +1,93 @@
+#include "agent/local_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace weightpath::agent {
+namespace {
+
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+absl::string_view FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_view what,
+                                          size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading returns at once instead of
+  // waiting for a writer; O_NOCTTY: a terminal never becomes ours. Neither
+  // changes how a regular file is read.
+  Descriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (file.get() < 0) {
+    const int error = errno;
+    const std::string message =
+        absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(error));
+    if (error == ENOENT || error == ENOTDIR) return absl::NotFoundError(message);
+    if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
+    return absl::UnavailableError(message);
+  }
+  struct stat info;
+  if (::fstat(file.get(), &info) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": cannot stat ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", path, " is ", FileTypeName(info.st_mode), ", not a regular file"));
+  }
+  const std::string too_large =
+      absl::StrCat(what, ": ", path, " is larger than the limit of ", max_bytes, " bytes");
+  if (static_cast<uint64_t>(info.st_size) > max_bytes) return absl::InvalidArgumentError(too_large);
+  // The size from fstat only sizes the buffer: the file may grow while it is
+  // read, so the read itself stops one byte past the limit.
+  std::string contents;
+  contents.resize(std::min(max_bytes, static_cast<size_t>(info.st_size)) + 1);
+  size_t have = 0;
+  for (;;) {
+    if (have == contents.size()) {
+      if (have > max_bytes) return absl::InvalidArgumentError(too_large);
+      contents.resize(std::min(max_bytes + 1, contents.size() * 2));
+    }
+    const ssize_t got = ::read(file.get(), contents.data() + have, contents.size() - have);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(
+          absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
+    }
+    if (got == 0) break;
+    have += static_cast<size_t>(got);
+  }
+  if (have > max_bytes) return absl::InvalidArgumentError(too_large);
+  contents.resize(have);
+  return contents;
+}
+
+}  // namespace weightpath::agent
