@@ -141,6 +141,12 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
   builder.SetOption(ReflectionV1ServerOption());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  // gRPC inflates a compressed message before the size limit applies, so a
+  // 61 KB gzip of 60 MB of zeros would cost the memory and CPU of the whole
+  // 60 MB. Every message here is small: compressed requests are refused
+  // (UNIMPLEMENTED, naming the algorithm) and answers go out uncompressed.
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || grpc_port == 0) {
     return absl::UnavailableError(absl::StrCat(

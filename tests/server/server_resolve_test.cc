@@ -250,6 +250,28 @@ TEST_F(ServerResolveTest, OversizedMessageIsRefusedAndTheServerKeepsAnswering) {
   EXPECT_EQ(response.weight_path().name(), "w4a8-amx");
 }
 
+// The attack: a 61 KB gzip of 60 MB of zeros. The server must refuse the
+// compressed message instead of inflating it, and keep answering.
+TEST_F(ServerResolveTest, ACompressedRequestIsRefusedWithoutBeingInflated) {
+  v1::ResolveWeightPathRequest bomb = AmxRequest();
+  bomb.mutable_profile()->set_cpu_model(std::string(60 * 1024 * 1024, '\0'));
+  for (grpc_compression_algorithm algorithm : {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxSendMessageSize(-1);
+    auto stub = v1::WeightPath::NewStub(grpc::CreateCustomChannel(
+        server_->grpc_address(), grpc::InsecureChannelCredentials(), arguments));
+    auto context = ContextWithDeadline(30);
+    context->set_compression_algorithm(algorithm);
+    v1::ResolveWeightPathResponse response;
+    const grpc::Status refused = stub->ResolveWeightPath(context.get(), bomb, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNIMPLEMENTED) << refused.error_message();
+    EXPECT_THAT(refused.error_message(), HasSubstr("disabled"));
+  }
+  v1::ResolveWeightPathResponse response;
+  const grpc::Status after = CallResolve(*stub_, AmxRequest(), &response);
+  EXPECT_TRUE(after.ok()) << after.error_message();
+}
+
 // ReportMeasurement is served now (tests/server/fleet_server_test.cc); an
 // empty one is refused before it reaches the store.
 TEST_F(ServerResolveTest, AnEmptyReportIsRefusedNamingTheMissingField) {
