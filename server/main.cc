@@ -7,6 +7,8 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "server/logging.h"
@@ -18,6 +20,14 @@ int main(int argc, char** argv) {
   using weightpath::server::WeightPathServer;
   const std::set<std::string> on_command_line =
       weightpath::server::FlagNamesOnCommandLine(argc, argv);
+  // abseil lists under --help only flags defined in a file named after the
+  // program; the server's flags live in server/, so name that instead.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "server/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "Serves ResolveWeightPath over gRPC. With no flags: bundled policy, demo catalog, "
       "127.0.0.1:50051 and metrics on 127.0.0.1:9464.");

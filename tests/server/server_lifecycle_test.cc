@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
+#include "tests/support/subprocess.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
@@ -145,6 +146,17 @@ TEST(ServerLifecycleTest, JsonLogFormatWritesOneObjectPerLine) {
   EXPECT_GE(lines, 3);
   EXPECT_THAT(exit.log, HasSubstr("\"level\":\"warning\""));
   EXPECT_THAT(exit.log, HasSubstr("device_id has a character outside"));
+}
+
+TEST(ServerHelpTest, HelpListsTheServersFlags) {
+  const ::weightpath::testing::ProcessResult help =
+      ::weightpath::testing::RunProcess({WEIGHTPATH_SERVER_BINARY, "--help"});
+  const std::string text = help.out + help.err;
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("No flags matched")));
+  for (const char* flag : {"--listen", "--metrics_listen", "--policy", "--catalog", "--store",
+                           "--admin_token_file", "--tls_cert", "--shutdown_grace"}) {
+    EXPECT_THAT(text, ::testing::HasSubstr(flag));
+  }
 }
 
 }  // namespace
