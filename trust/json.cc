@@ -384,8 +384,16 @@ class Parser {
         continue;
       }
       if (c != '\\') {
-        out.push_back(static_cast<char>(c));
-        ++position_;
+        // A run of plain ASCII goes in with one append: most of a metadata
+        // file is hex digests and paths.
+        size_t end = position_ + 1;
+        while (end < text_.size()) {
+          const unsigned char next = static_cast<unsigned char>(text_[end]);
+          if (next == '"' || next == '\\' || next < 0x20 || next >= 0x80) break;
+          ++end;
+        }
+        out.append(text_.data() + position_, end - position_);
+        position_ = end;
         continue;
       }
       ++position_;
@@ -449,10 +457,15 @@ class Parser {
 
 void AppendCanonicalString(const std::string& value, std::string& out) {
   out.push_back('"');
-  for (char c : value) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
+  size_t start = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == '"' || value[i] == '\\') {
+      out.append(value, start, i - start);
+      out.push_back('\\');
+      start = i;
+    }
   }
+  out.append(value, start, std::string::npos);
   out.push_back('"');
 }
 

@@ -1,5 +1,6 @@
 #include "trust/metadata.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -41,7 +42,7 @@ class Fields {
     if (object_ == nullptr) return nullptr;
     auto it = object_->find(key);
     if (it == object_->end()) return nullptr;
-    used_.insert(it->first);
+    used_.push_back(it->first);
     return &it->second;
   }
 
@@ -78,7 +79,7 @@ class Fields {
     Json::Object rest;
     if (object_ == nullptr) return rest;
     for (const auto& [key, value] : *object_) {
-      if (used_.count(key) == 0) rest.emplace(key, value);
+      if (std::find(used_.begin(), used_.end(), key) == used_.end()) rest.emplace(key, value);
     }
     return rest;
   }
@@ -90,7 +91,9 @@ class Fields {
   absl::string_view label_;
   std::string path_;
   const Json::Object* object_ = nullptr;
-  std::set<std::string, std::less<>> used_;
+  // Keys of *object_ already read; an object has a handful of fields, and
+  // one of these per target makes a set's allocations show in profiles.
+  std::vector<absl::string_view> used_;
 };
 
 void MergeUnrecognized(const Json::Object& unrecognized, Json& into) {
