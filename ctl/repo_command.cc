@@ -898,6 +898,7 @@ absl::Status RunTimestamp(const ParsedArguments& args, absl::Time now, CommandIo
   // 3. A new snapshot when the targets changed, its keys changed, or asked.
   std::string snapshot_bytes = published.snapshot.bytes;
   int64_t snapshot_version = published.snapshot.metadata.signed_part.version;
+  absl::Time snapshot_expiry = published.snapshot.metadata.signed_part.expires;
   const bool snapshot_stale = !verified_by("snapshot", published.snapshot.metadata.canonical_signed,
                                            published.snapshot.metadata.signatures);
   if (targets_changed || snapshot_stale || !snapshot_keys.empty()) {
@@ -916,6 +917,7 @@ absl::Status RunTimestamp(const ParsedArguments& args, absl::Time now, CommandIo
     RETURN_IF_ERROR(trust::CheckPublishable("snapshot", snapshot, snapshot_version, now));
     ASSIGN_OR_RETURN(snapshot_bytes, trust::SignMetadata(trust::SignedToJson(snapshot), chosen));
     snapshot_version = snapshot.version;
+    snapshot_expiry = snapshot.expires;
     for (const std::string& name : NamesFor(*root, "snapshot", snapshot_version)) {
       files[name] = snapshot_bytes;
     }
@@ -937,6 +939,27 @@ absl::Status RunTimestamp(const ParsedArguments& args, absl::Time now, CommandIo
                                         timestamp_expires, chosen));
   summary.push_back(absl::StrCat("timestamp v", probe.version, " (expires ",
                                  trust::FormatExpires(timestamp_expires), ")"));
+
+  // What will expire first: a device refuses the whole repository once any
+  // role has, however fresh the timestamp.
+  const absl::Time targets_expiry = targets_changed
+                                        ? staged_targets->metadata.signed_part.expires
+                                        : published.targets.metadata.signed_part.expires;
+  const std::pair<std::string, absl::Time> expiries[] = {
+      {absl::StrCat("root v", root->version), root->expires},
+      {absl::StrCat("targets v", targets_version), targets_expiry},
+      {absl::StrCat("snapshot v", snapshot_version), snapshot_expiry}};
+  for (const auto& [what, expiry] : expiries) {
+    if (expiry < timestamp_expires) {
+      notes.push_back(absl::StrCat(what, " expires at ", trust::FormatExpires(expiry),
+                                   ", before this timestamp: devices refuse the repository from "
+                                   "then on unless it is re-signed (repo sign --expires, or "
+                                   "--snapshot-key here)"));
+    } else if (expiry < now + absl::Hours(24 * 14)) {
+      notes.push_back(absl::StrCat(what, " expires at ", trust::FormatExpires(expiry),
+                                   ", within two weeks"));
+    }
+  }
 
   // 5. Nothing is written that a device would refuse: a device holding the
   // first root, and one holding what was published until now, both accept
