@@ -1,25 +1,28 @@
 #include "store/measurement_validation.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/report_limits.h"
 
 namespace weightpath::store {
 namespace {
 
-constexpr size_t kMaxIdLength = 256;
 // 0001-01-01 .. 9999-12-31, as google.protobuf.Timestamp allows.
 constexpr int64_t kMinTimestampSeconds = -62135596800;
 constexpr int64_t kMaxTimestampSeconds = 253402300799;
 
+absl::Status Bounded(absl::string_view field, const std::string& value, size_t limit) {
+  if (value.size() <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", value.size(), " bytes; at most ", limit));
+}
+
 absl::Status RequireId(absl::string_view field, const std::string& value) {
   if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
-  if (value.size() > kMaxIdLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " is ", value.size(), " bytes; at most ", kMaxIdLength));
-  }
-  return absl::OkStatus();
+  return Bounded(field, value, kMaxReportStringBytes);
 }
 
 absl::Status RequireFigure(absl::string_view field, double value, double min, bool min_inclusive,
@@ -56,6 +59,8 @@ absl::Status ValidateMeasurement(const v1::ReportMeasurementRequest& request) {
   WP_CHECK(RequireId("idempotency_key", request.idempotency_key()));
   WP_CHECK(RequireId("device_id", request.device_id()));
   WP_CHECK(RequireId("path", request.path()));
+  WP_CHECK(Bounded("model", request.model(), kMaxReportStringBytes));
+  WP_CHECK(Bounded("engine_version", request.engine_version(), kMaxReportStringBytes));
   WP_CHECK(RequireFigure("decode_tok_s", request.decode_tok_s(), 0, false, 1e6));
   WP_CHECK(RequireFigure("prefill_tok_s", request.prefill_tok_s(), 0, true, 1e7));
   WP_CHECK(RequireFigure("gemm_ms_per_step", request.gemm_ms_per_step(), 0, true, 1e6));
@@ -83,8 +88,16 @@ absl::Status ValidateOutcome(const v1::ReportOutcomeRequest& request) {
   if (request.outcome() == v1::OUTCOME_UNSPECIFIED || !v1::Outcome_IsValid(request.outcome())) {
     return absl::InvalidArgumentError("outcome must be one of the Outcome values, not unspecified");
   }
-  const bool has_tasks =
-      request.tasks_completed() + request.tasks_undone() + request.tasks_failed() > 0;
+  WP_CHECK(Bounded("path", request.path(), kMaxReportStringBytes));
+  WP_CHECK(Bounded("artifact_sha256", request.artifact_sha256(), kMaxReportStringBytes));
+  WP_CHECK(Bounded("policy_version", request.policy_version(), kMaxReportStringBytes));
+  WP_CHECK(Bounded("rollout_id", request.rollout_id(), kMaxReportStringBytes));
+  WP_CHECK(Bounded("detail", request.detail(), kMaxOutcomeDetailBytes));
+  // In 64 bits: three uint32 counts summed in 32 wrap (4294967295 + 1 = 0),
+  // which let task counts through on an outcome that is not OUTCOME_TASKS.
+  const uint64_t tasks = uint64_t{request.tasks_completed()} + request.tasks_undone() +
+                         request.tasks_failed();
+  const bool has_tasks = tasks > 0;
   if (has_tasks && request.outcome() != v1::OUTCOME_TASKS) {
     return absl::InvalidArgumentError(
         "tasks_completed/tasks_undone/tasks_failed are only allowed with outcome OUTCOME_TASKS");

@@ -17,6 +17,9 @@ struct Migration {
   const char* description;
   // {id} {blob} {key} {without_rowid} are filled per dialect.
   const char* sql;
+  // When the two dialects need different statements (SQLite cannot drop a
+  // constraint, so it rebuilds the table): PostgreSQL runs this instead.
+  const char* postgres_sql = nullptr;
 };
 
 // Append only: a released migration never changes, a new one gets the next
@@ -114,6 +117,82 @@ DROP INDEX devices_class_id;
 -- In devices it is now when the stored record was written.
 ALTER TABLE devices RENAME COLUMN last_seen_us TO recorded_us;
 )sql"},
+      {5, "idempotency keys unique per device", R"sql(
+-- A key identifies a report among its own device's: with keys unique over
+-- the whole fleet, a device sending another device's key turned that
+-- device's real report into a "duplicate" that was never stored. Every
+-- existing row is kept; keys unique before are unique per device too.
+CREATE TABLE measurements_v5 (
+  id {id},
+  idempotency_key TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  hardware_class TEXT NOT NULL,
+  cpu_model TEXT NOT NULL,
+  model TEXT NOT NULL,
+  path TEXT NOT NULL,
+  engine_version TEXT NOT NULL,
+  decode_tok_s DOUBLE PRECISION NOT NULL,
+  prefill_tok_s DOUBLE PRECISION NOT NULL,
+  gemm_ms_per_step DOUBLE PRECISION NOT NULL,
+  step_ms DOUBLE PRECISION NOT NULL,
+  threads BIGINT NOT NULL,
+  fidelity_exact_matches BIGINT NOT NULL,
+  fidelity_prompts BIGINT NOT NULL,
+  measured_at_us BIGINT NOT NULL,
+  received_at_us BIGINT NOT NULL,
+  regression BIGINT NOT NULL,
+  regression_reason TEXT NOT NULL,
+  UNIQUE (device_id, idempotency_key)
+);
+INSERT INTO measurements_v5 (id, idempotency_key, device_id, hardware_class, cpu_model, model,
+    path, engine_version, decode_tok_s, prefill_tok_s, gemm_ms_per_step, step_ms, threads,
+    fidelity_exact_matches, fidelity_prompts, measured_at_us, received_at_us, regression,
+    regression_reason)
+  SELECT id, idempotency_key, device_id, hardware_class, cpu_model, model, path, engine_version,
+    decode_tok_s, prefill_tok_s, gemm_ms_per_step, step_ms, threads, fidelity_exact_matches,
+    fidelity_prompts, measured_at_us, received_at_us, regression, regression_reason
+  FROM measurements;
+DROP TABLE measurements;
+-- RENAME carries the AUTOINCREMENT counter (sqlite_sequence) along.
+ALTER TABLE measurements_v5 RENAME TO measurements;
+CREATE INDEX measurements_measured_at ON measurements (measured_at_us);
+CREATE TABLE outcomes_v5 (
+  id {id},
+  idempotency_key TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  rollout_id TEXT NOT NULL,
+  outcome BIGINT NOT NULL,
+  path TEXT NOT NULL,
+  artifact_sha256 TEXT NOT NULL,
+  policy_version TEXT NOT NULL,
+  tasks_completed BIGINT NOT NULL,
+  tasks_undone BIGINT NOT NULL,
+  tasks_failed BIGINT NOT NULL,
+  detail TEXT NOT NULL,
+  observed_at_us BIGINT NOT NULL,
+  received_at_us BIGINT NOT NULL,
+  UNIQUE (device_id, idempotency_key)
+);
+INSERT INTO outcomes_v5 (id, idempotency_key, device_id, rollout_id, outcome, path,
+    artifact_sha256, policy_version, tasks_completed, tasks_undone, tasks_failed, detail,
+    observed_at_us, received_at_us)
+  SELECT id, idempotency_key, device_id, rollout_id, outcome, path, artifact_sha256,
+    policy_version, tasks_completed, tasks_undone, tasks_failed, detail, observed_at_us,
+    received_at_us
+  FROM outcomes;
+DROP TABLE outcomes;
+ALTER TABLE outcomes_v5 RENAME TO outcomes;
+CREATE INDEX outcomes_rollout_device ON outcomes (rollout_id, device_id);
+)sql",
+       R"sql(
+-- As for SQLite above; PostgreSQL swaps the constraint in place (the
+-- names are PostgreSQL's own for version 2's and 3's column constraints).
+ALTER TABLE measurements DROP CONSTRAINT measurements_idempotency_key_key;
+ALTER TABLE measurements ADD CONSTRAINT measurements_device_key
+  UNIQUE (device_id, idempotency_key);
+ALTER TABLE outcomes DROP CONSTRAINT outcomes_idempotency_key_key;
+ALTER TABLE outcomes ADD CONSTRAINT outcomes_device_key UNIQUE (device_id, idempotency_key);
+)sql"},
   };
   return migrations;
 }
@@ -162,7 +241,10 @@ absl::StatusOr<int> ApplyMigrations(SqlDatabase& database, int target_version) {
   }
   for (const Migration& migration : Migrations()) {
     if (migration.version <= current || migration.version > target_version) continue;
-    RETURN_IF_ERROR(session->ExecScript(ForDialect(migration.sql, database.dialect())));
+    const char* sql = database.dialect() == SqlDialect::kPostgres && migration.postgres_sql != nullptr
+                          ? migration.postgres_sql
+                          : migration.sql;
+    RETURN_IF_ERROR(session->ExecScript(ForDialect(sql, database.dialect())));
     RETURN_IF_ERROR(session
                         ->Query("INSERT INTO schema_version (version, applied_at_us, description) "
                                 "VALUES ($1, $2, $3)",

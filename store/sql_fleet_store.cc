@@ -205,7 +205,7 @@ class SqlFleetStore : public FleetStore {
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
     ASSIGN_OR_RETURN(std::optional<RecordMeasurementResult> earlier,
-                     FindMeasurement(*session, request.idempotency_key()));
+                     FindMeasurement(*session, request.device_id(), request.idempotency_key()));
     if (earlier.has_value()) {
       RETURN_IF_ERROR(session->Commit());
       return *earlier;
@@ -246,7 +246,7 @@ class SqlFleetStore : public FleetStore {
             "step_ms, threads, fidelity_exact_matches, fidelity_prompts, measured_at_us, "
             "received_at_us, regression, regression_reason) VALUES ($1, $2, $3, $4, $5, $6, $7, "
             "$8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
-            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            "ON CONFLICT (device_id, idempotency_key) DO NOTHING RETURNING id",
             {m.idempotency_key, m.device_id, m.hardware_class, m.cpu_model, m.model, m.path,
              m.engine_version, m.decode_tok_s, m.prefill_tok_s, m.gemm_ms_per_step, m.step_ms,
              int64_t{m.threads}, int64_t{m.fidelity_exact_matches}, int64_t{m.fidelity_prompts},
@@ -254,7 +254,8 @@ class SqlFleetStore : public FleetStore {
              verdict.reason}));
     if (inserted.empty()) {
       // Another replica committed the same key between our check and insert.
-      ASSIGN_OR_RETURN(earlier, FindMeasurement(*session, request.idempotency_key()));
+      ASSIGN_OR_RETURN(earlier,
+                       FindMeasurement(*session, request.device_id(), request.idempotency_key()));
       RETURN_IF_ERROR(session->Commit());
       if (!earlier.has_value()) {
         return absl::AbortedError(absl::StrCat("idempotency_key \"", request.idempotency_key(),
@@ -365,7 +366,7 @@ class SqlFleetStore : public FleetStore {
             "INSERT INTO outcomes (idempotency_key, device_id, rollout_id, outcome, path, "
             "artifact_sha256, policy_version, tasks_completed, tasks_undone, tasks_failed, detail, "
             "observed_at_us, received_at_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-            "$11, $12, $13) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            "$11, $12, $13) ON CONFLICT (device_id, idempotency_key) DO NOTHING RETURNING id",
             {request.idempotency_key(), request.device_id(), request.rollout_id(),
              int64_t{request.outcome()}, request.path(), request.artifact_sha256(),
              request.policy_version(), int64_t{request.tasks_completed()},
@@ -421,12 +422,14 @@ class SqlFleetStore : public FleetStore {
   }
 
  private:
-  absl::StatusOr<std::optional<RecordMeasurementResult>> FindMeasurement(SqlSession& session,
-                                                                         const std::string& key) {
+  // Keys are the device's own (schema 5): another device's use of the same
+  // key is a different report.
+  absl::StatusOr<std::optional<RecordMeasurementResult>> FindMeasurement(
+      SqlSession& session, const std::string& device_id, const std::string& key) {
     ASSIGN_OR_RETURN(SqlRows rows,
                      session.Query("SELECT id, regression, regression_reason FROM measurements "
-                                   "WHERE idempotency_key = $1",
-                                   {key}));
+                                   "WHERE device_id = $1 AND idempotency_key = $2",
+                                   {device_id, key}));
     if (rows.empty()) return std::optional<RecordMeasurementResult>();
     RecordMeasurementResult result;
     result.measurement_id = CellText(rows[0][0]);

@@ -113,8 +113,9 @@ class FleetStore {
   // --- Measurements --------------------------------------------------------
   // Validates (ValidateMeasurement), requires the device to be registered,
   // stamps the row with the device's hardware class and CPU model, and commits
-  // durably before returning. A repeated idempotency_key stores nothing and
-  // returns the first result with duplicate = true. measured_at defaults to
+  // durably before returning. A repeated idempotency_key of the same device
+  // stores nothing and returns the first result with duplicate = true; keys
+  // are per device, so another device's key is no duplicate. measured_at defaults to
   // received_at.
   virtual absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
       const v1::ReportMeasurementRequest& request, absl::Time received_at,
@@ -139,8 +140,8 @@ class FleetStore {
   virtual absl::StatusOr<std::vector<StoredRollout>> ListRollouts() = 0;
 
   // --- Outcomes ------------------------------------------------------------
-  // Validates (ValidateOutcome); returns true when the key was seen before
-  // (nothing stored). observed_at defaults to received_at.
+  // Validates (ValidateOutcome); returns true when the device sent this key
+  // before (nothing stored); keys are per device, like measurements'. observed_at defaults to received_at.
   virtual absl::StatusOr<bool> RecordOutcome(const v1::ReportOutcomeRequest& request,
                                              absl::Time received_at) = 0;
   // One entry per (rollout, device); rollout_id "" means every rollout.

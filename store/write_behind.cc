@@ -8,6 +8,38 @@
 
 namespace weightpath::store {
 
+namespace {
+
+size_t BucketOf(uint64_t hash) { return hash & (RecentDeviceFilter::kBuckets - 1); }
+// Never 0, which marks an empty way.
+uint32_t FingerprintOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1; }
+
+}  // namespace
+
+RecentDeviceFilter::RecentDeviceFilter()
+    : buckets_(std::make_unique<Bucket[]>(kBuckets)), next_way_(std::make_unique<uint8_t[]>(kBuckets)) {}
+
+void RecentDeviceFilter::Remember(uint64_t hash) {
+  const size_t bucket = BucketOf(hash);
+  const uint32_t fingerprint = FingerprintOf(hash);
+  std::array<uint32_t, kWays>& ways = buckets_[bucket].fingerprints;
+  // A device resolving again keeps one way, not a way per resolve.
+  for (uint32_t way : ways) {
+    if (way == fingerprint) return;
+  }
+  uint8_t& next = next_way_[bucket];
+  ways[next] = fingerprint;
+  next = static_cast<uint8_t>((next + 1) % kWays);
+}
+
+bool RecentDeviceFilter::MaybeContains(uint64_t hash) const {
+  const uint32_t fingerprint = FingerprintOf(hash);
+  for (uint32_t way : buckets_[BucketOf(hash)].fingerprints) {
+    if (way == fingerprint) return true;
+  }
+  return false;
+}
+
 DeviceWriteBehind::DeviceWriteBehind(Sink sink, WriteBehindOptions options)
     : sink_(std::move(sink)), options_(options) {
   if (options_.start_flusher) flusher_ = std::thread([this] { FlusherLoop(); });
@@ -17,12 +49,14 @@ DeviceWriteBehind::~DeviceWriteBehind() { Shutdown(); }
 
 bool DeviceWriteBehind::TryEnqueue(EncodedDevice record) {
   bool wake_flusher = false;
+  const uint64_t hash = StableHash64(record.device_id);  // outside the lock
   {
     std::lock_guard lock(queue_mutex_);
     if (stopping_ || queue_.size() >= options_.capacity) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
+    recent_.Remember(hash);
     queue_.push_back(std::move(record));
     wake_flusher = queue_.size() >= options_.max_batch;
   }
@@ -74,6 +108,34 @@ size_t DeviceWriteBehind::FlushOnce() {
   return taken.size();
 }
 
+absl::StatusOr<bool> DeviceWriteBehind::WriteThrough(std::string_view device_id) {
+  const uint64_t hash = StableHash64(device_id);
+  {
+    std::lock_guard lock(queue_mutex_);
+    if (!recent_.MaybeContains(hash)) return false;
+  }
+  // Once this is held, a batch that was being written has been written (or
+  // failed), and no record can move between the queue and the store.
+  std::lock_guard flush_lock(flush_mutex_);
+  std::vector<EncodedDevice> newest;
+  {
+    // Newest first: a device reporting right after its resolve is near the
+    // back. The copy is the record the next batch would write anyway, so
+    // writing it twice only moves last_seen to the same value.
+    std::lock_guard lock(queue_mutex_);
+    for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+      if (it->device_id == device_id) {
+        newest.push_back(*it);
+        break;
+      }
+    }
+  }
+  if (newest.empty()) return true;  // written by the batch we waited for, if anything
+  if (absl::Status status = sink_(newest); !status.ok()) return status;
+  written_through_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void DeviceWriteBehind::FlusherLoop() {
   NameThisThread("wp-registry");
   std::unique_lock lock(queue_mutex_);
@@ -107,6 +169,7 @@ WriteBehindCounters DeviceWriteBehind::counters() const {
   out.flushed = flushed_.load();
   out.failed_batches = failed_batches_.load();
   out.failed_records = failed_records_.load();
+  out.written_through = written_through_.load();
   return out;
 }
 

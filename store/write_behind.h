@@ -4,16 +4,20 @@
 // dropped and counted rather than making a device wait on the disk.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "store/encoded_device.h"
 
@@ -39,6 +43,31 @@ struct WriteBehindCounters {
   uint64_t flushed = 0;         // records the sink accepted
   uint64_t failed_batches = 0;  // sink errors; those records are lost (soft state)
   uint64_t failed_records = 0;
+  uint64_t written_through = 0;  // records written ahead of their batch by WriteThrough
+};
+
+// Which devices were queued lately: a fingerprint filter of kBuckets x
+// kWays devices, each bucket first in first out, so a device stays in it
+// until kWays later devices hashed to its bucket (about 6 s at 40,000
+// distinct devices a second, far longer than a record waits to be written).
+// False positives (two devices with one fingerprint in one bucket) are
+// about 1 in 2^27. Not thread-safe: DeviceWriteBehind holds its queue's lock.
+class RecentDeviceFilter {
+ public:
+  static constexpr size_t kBuckets = 16384;
+  static constexpr size_t kWays = 16;  // 16 x 4 bytes: one cache line per bucket
+
+  RecentDeviceFilter();
+  // `hash`: StableHash64 of the device id.
+  void Remember(uint64_t hash);
+  bool MaybeContains(uint64_t hash) const;
+
+ private:
+  struct alignas(64) Bucket {
+    std::array<uint32_t, kWays> fingerprints{};  // 0: empty
+  };
+  const std::unique_ptr<Bucket[]> buckets_;
+  const std::unique_ptr<uint8_t[]> next_way_;  // per bucket: the way to overwrite next
 };
 
 class DeviceWriteBehind {
@@ -58,6 +87,17 @@ class DeviceWriteBehind {
   // Writes one batch (up to max_batch records, the oldest first) in the
   // calling thread; returns how many queued records it took.
   size_t FlushOnce();
+
+  // For a report that found no registered device: if `device_id` was
+  // enqueued lately (its resolve answered, its record not yet written),
+  // writes its newest queued record now, in the calling thread, after any
+  // batch being written; true then (look in the store again). false at once
+  // when the device was not enqueued lately, so a report from a device that
+  // never resolved costs no queue scan. An error is the sink's.
+  //
+  // "Lately" is RecentDeviceFilter's; a false positive only costs a scan of
+  // the queue.
+  absl::StatusOr<bool> WriteThrough(std::string_view device_id);
 
   // Stops accepting, writes everything still queued, stops the flusher.
   void Shutdown();
@@ -79,12 +119,15 @@ class DeviceWriteBehind {
   std::mutex flush_mutex_;  // one batch at a time, in queue order
   std::thread flusher_;
 
+  RecentDeviceFilter recent_;  // under queue_mutex_
+
   std::atomic<uint64_t> enqueued_{0};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> coalesced_{0};
   std::atomic<uint64_t> flushed_{0};
   std::atomic<uint64_t> failed_batches_{0};
   std::atomic<uint64_t> failed_records_{0};
+  std::atomic<uint64_t> written_through_{0};
 };
 
 }  // namespace weightpath::store

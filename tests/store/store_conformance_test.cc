@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -636,6 +637,134 @@ TEST_P(StoreConformance, OutcomesAreIdempotentAndFoldPerDevice) {
   EXPECT_THAT(*store_->LatestOutcomes(""), SizeIs(3));
   EXPECT_THAT(store_->RecordOutcome(Outcome("o7", "a", v1::OUTCOME_UNSPECIFIED, kT0), kT0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outcome")));
+}
+
+TEST_P(StoreConformance, TaskCountsSumPast32Bits) {
+  v1::ReportOutcomeRequest tasks = Outcome("t1", "a", v1::OUTCOME_TASKS, kT0);
+  tasks.set_tasks_completed(4294967295u);
+  tasks.set_tasks_undone(4294967295u);
+  ASSERT_THAT(store_->RecordOutcome(tasks, kT0), IsOk());
+  tasks.set_idempotency_key("t2");
+  ASSERT_THAT(store_->RecordOutcome(tasks, kT0), IsOk());
+  auto outcomes = store_->LatestOutcomes("r");
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_THAT(*outcomes, SizeIs(1));
+  EXPECT_EQ((*outcomes)[0].tasks_completed, 2 * uint64_t{4294967295u});
+  EXPECT_EQ((*outcomes)[0].tasks_undone, 2 * uint64_t{4294967295u});
+}
+
+// --- Idempotency keys are each device's own -----------------------------------
+
+TEST_P(StoreConformance, AnotherDevicesMeasurementKeyIsNoDuplicate) {
+  Register("victim");
+  Register("attacker");
+  // The attacker sends first, with the key the victim will use.
+  auto stolen = store_->RecordMeasurement(Measurement("k1", "attacker", "w4a8-amx", 1.0, kT0), kT0);
+  ASSERT_THAT(stolen, IsOk());
+  auto real = store_->RecordMeasurement(Measurement("k1", "victim", "w4a8-amx", 85.0, kT0), kT0);
+  ASSERT_THAT(real, IsOk());
+  EXPECT_FALSE(real->duplicate);
+  EXPECT_NE(real->measurement_id, stolen->measurement_id);
+  // The victim's own retry is still recognised.
+  auto retried = store_->RecordMeasurement(Measurement("k1", "victim", "w4a8-amx", 85.0, kT0), kT0);
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_TRUE(retried->duplicate);
+  EXPECT_EQ(retried->measurement_id, real->measurement_id);
+  auto rows = store_->ListMeasurements(absl::InfinitePast());
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_THAT(*rows, SizeIs(2));
+  std::set<std::pair<std::string, double>> stored;
+  for (const StoredMeasurement& m : *rows) stored.emplace(m.device_id, m.decode_tok_s);
+  EXPECT_EQ(stored, (std::set<std::pair<std::string, double>>{{"attacker", 1.0}, {"victim", 85.0}}));
+}
+
+TEST_P(StoreConformance, AnotherDevicesOutcomeKeyIsNoDuplicate) {
+  ASSERT_THAT(store_->RecordOutcome(Outcome("o1", "attacker", v1::OUTCOME_BOOT_FAILED, kT0), kT0),
+              IsOkAndHolds(false));
+  EXPECT_THAT(store_->RecordOutcome(Outcome("o1", "victim", v1::OUTCOME_ENGINE_STARTED, kT0), kT0),
+              IsOkAndHolds(false));
+  EXPECT_THAT(store_->RecordOutcome(Outcome("o1", "victim", v1::OUTCOME_ENGINE_STARTED, kT0), kT0),
+              IsOkAndHolds(true));
+  auto outcomes = store_->LatestOutcomes("r");
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_THAT(*outcomes, SizeIs(2));
+  EXPECT_EQ((*outcomes)[1].device_id, "victim");
+  EXPECT_EQ((*outcomes)[1].latest_outcome, v1::OUTCOME_ENGINE_STARTED);
+}
+
+TEST_P(StoreConformance, ReportsStoredBySchemaVersion4KeepTheirKeysPerDevice) {
+  absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+  ASSERT_THAT(url, IsOk());
+  {
+    auto database = OpenSqlDatabase(*url);
+    ASSERT_THAT(database, IsOk());
+    ASSERT_THAT(ApplyMigrations(**database, 4), IsOkAndHolds(4));
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    // A row as version 4 wrote it, numbered 7 as if earlier rows had been.
+    const std::string explicit_id =
+        GetParam() == Backend::kPostgres ? "OVERRIDING SYSTEM VALUE " : "";
+    ASSERT_THAT((*session)
+                    ->Query(absl::StrCat(
+                                "INSERT INTO measurements (id, idempotency_key, device_id, "
+                                "hardware_class, cpu_model, model, path, engine_version, "
+                                "decode_tok_s, prefill_tok_s, gemm_ms_per_step, step_ms, threads, "
+                                "fidelity_exact_matches, fidelity_prompts, measured_at_us, "
+                                "received_at_us, regression, regression_reason) ",
+                                explicit_id,
+                                "VALUES (7, 'k1', 'dev-a', 'x86_cpu', 'cpu', 'm', 'w4a8-amx', "
+                                "'e', 80, 0, 0, 0, 24, 1, 12, $1, $1, 0, '')"),
+                            {ToMicros(kT0)})
+                    .status(),
+                IsOk());
+    if (GetParam() == Backend::kPostgres) {
+      // Where the identity would stand had it numbered the row itself.
+      ASSERT_THAT((*session)
+                      ->Query("SELECT setval(pg_get_serial_sequence('measurements', 'id'), 7)")
+                      .status(),
+                  IsOk());
+    }
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO outcomes (idempotency_key, device_id, rollout_id, "
+                            "outcome, path, artifact_sha256, policy_version, tasks_completed, "
+                            "tasks_undone, tasks_failed, detail, observed_at_us, received_at_us) "
+                            "VALUES ('o1', 'dev-a', 'r', $1, 'p', '', '', 0, 0, 0, 'kept', $2, $2)",
+                            {int64_t{v1::OUTCOME_ENGINE_STARTED}, ToMicros(kT0)})
+                    .status(),
+                IsOk());
+  }
+  auto upgraded = OpenFleetStore(*url);
+  ASSERT_THAT(upgraded, IsOk());
+  EXPECT_EQ((*upgraded)->schema_version(), LatestSchemaVersion());
+  ASSERT_THAT((*upgraded)->UpsertDevices({MakeDevice("dev-a", "x86_cpu", "w4a8-amx", "cpu", kT0),
+                                          MakeDevice("dev-b", "x86_cpu", "w4a8-amx", "cpu", kT0)}),
+              IsOk());
+
+  // The carried-over rows: still there, still their device's duplicates.
+  auto rows = (*upgraded)->ListMeasurements(absl::InfinitePast());
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_THAT(*rows, SizeIs(1));
+  EXPECT_EQ((*rows)[0].measurement_id, "7");
+  auto again = (*upgraded)->RecordMeasurement(Measurement("k1", "dev-a", "w4a8-amx", 80, kT0), kT0);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->measurement_id, "7");
+  // The same key from another device is a new report, numbered after the
+  // carried-over rows.
+  auto other = (*upgraded)->RecordMeasurement(Measurement("k1", "dev-b", "w4a8-amx", 81, kT0), kT0);
+  ASSERT_THAT(other, IsOk());
+  EXPECT_FALSE(other->duplicate);
+  int64_t other_id = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(other->measurement_id, &other_id)) << other->measurement_id;
+  EXPECT_GT(other_id, 7);
+  EXPECT_THAT((*upgraded)->RecordOutcome(Outcome("o1", "dev-a", v1::OUTCOME_ENGINE_STARTED, kT0), kT0),
+              IsOkAndHolds(true));
+  EXPECT_THAT((*upgraded)->RecordOutcome(Outcome("o1", "dev-b", v1::OUTCOME_ENGINE_STARTED, kT0), kT0),
+              IsOkAndHolds(false));
+  auto outcomes = (*upgraded)->LatestOutcomes("r");
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_THAT(*outcomes, SizeIs(2));
+  EXPECT_EQ((*outcomes)[0].latest_detail, "kept");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance,

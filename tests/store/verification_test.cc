@@ -268,6 +268,9 @@ TEST(StoreValidation, EachBadFieldIsNamed) {
       {[](auto& r) { r.set_fidelity_exact_matches(13); }, "fidelity_exact_matches"},
       {[](auto& r) { r.set_fidelity_prompts(20000); r.set_fidelity_exact_matches(0); }, "fidelity_prompts"},
       {[](auto& r) { r.mutable_measured_at()->set_nanos(-1); }, "measured_at"},
+      {[](auto& r) { r.set_model(std::string(257, 'm')); }, "model is 257 bytes"},
+      {[](auto& r) { r.set_engine_version(std::string(60000, 'e')); }, "engine_version is 60000 bytes"},
+      {[](auto& r) { r.set_path(std::string(257, 'p')); }, "path is 257 bytes"},
   };
   for (const Case& c : cases) {
     v1::ReportMeasurementRequest request = ValidRequest();
@@ -291,6 +294,57 @@ TEST(StoreValidation, OutcomeNeedsKeyDeviceAndAKnownOutcome) {
   EXPECT_THAT(ValidateOutcome(request), IsOk());
   request.clear_device_id();
   EXPECT_THAT(ValidateOutcome(request), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_id")));
+}
+
+TEST(StoreValidation, EveryStoredOutcomeStringIsBoundedAndNamed) {
+  v1::ReportOutcomeRequest valid;
+  valid.set_idempotency_key("k");
+  valid.set_device_id("d");
+  valid.set_outcome(v1::OUTCOME_ENGINE_START_FAILED);
+  valid.set_path(std::string(256, 'p'));
+  valid.set_rollout_id(std::string(256, 'r'));
+  valid.set_artifact_sha256(std::string(256, 'a'));
+  valid.set_policy_version(std::string(256, 'v'));
+  valid.set_detail(std::string(1024, 'x'));
+  EXPECT_THAT(ValidateOutcome(valid), IsOk());
+  struct Case {
+    std::function<void(v1::ReportOutcomeRequest&)> spoil;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& r) { r.set_path(std::string(257, 'p')); }, "path is 257 bytes; at most 256"},
+      {[](auto& r) { r.set_rollout_id(std::string(60000, 'r')); }, "rollout_id is 60000 bytes"},
+      {[](auto& r) { r.set_artifact_sha256(std::string(257, 'a')); }, "artifact_sha256 is 257"},
+      {[](auto& r) { r.set_policy_version(std::string(257, 'v')); }, "policy_version is 257"},
+      {[](auto& r) { r.set_detail(std::string(1025, 'x')); }, "detail is 1025 bytes; at most 1024"},
+      {[](auto& r) { r.set_idempotency_key(std::string(257, 'k')); }, "idempotency_key is 257"},
+  };
+  for (const Case& c : cases) {
+    v1::ReportOutcomeRequest request = valid;
+    c.spoil(request);
+    EXPECT_THAT(ValidateOutcome(request),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
+  }
+}
+
+TEST(StoreValidation, TaskCountsThatWrapIn32BitsStillCountAsTasks) {
+  // 4294967295 + 1 is 0 in uint32: it used to pass as "no task counts".
+  v1::ReportOutcomeRequest request;
+  request.set_idempotency_key("k");
+  request.set_device_id("d");
+  request.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+  request.set_tasks_completed(4294967295u);
+  request.set_tasks_undone(1);
+  EXPECT_THAT(ValidateOutcome(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("only allowed with outcome OUTCOME_TASKS")));
+  request.set_tasks_undone(0);
+  request.set_tasks_failed(1);
+  request.set_tasks_completed(4294967295u);
+  EXPECT_THAT(ValidateOutcome(request), StatusIs(absl::StatusCode::kInvalidArgument));
+  request.set_outcome(v1::OUTCOME_TASKS);
+  request.set_tasks_undone(4294967295u);
+  request.set_tasks_failed(4294967295u);
+  EXPECT_THAT(ValidateOutcome(request), IsOk());
 }
 
 }  // namespace

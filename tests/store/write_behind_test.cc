@@ -18,6 +18,7 @@ namespace weightpath::store {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::SizeIs;
 
 EncodedDevice Record(const std::string& id, const std::string& path) {
   EncodedDevice device;
@@ -133,6 +134,60 @@ TEST(StoreWriteBehind, FlusherThreadDrainsOnShutdown) {
   EXPECT_EQ(written, 1000u);
   EXPECT_EQ(queue.counters().flushed, 1000u);
   EXPECT_EQ(queue.pending(), 0u);
+}
+
+TEST(StoreWriteBehind, WriteThroughWritesTheNewestQueuedRecordOfThatDeviceOnly) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
+  queue.TryEnqueue(Record("a", "old"));
+  queue.TryEnqueue(Record("b", "p"));
+  queue.TryEnqueue(Record("a", "new"));
+  EXPECT_THAT(queue.WriteThrough("a"), ::weightpath::testing::IsOkAndHolds(true));
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:new")));
+  EXPECT_EQ(queue.counters().written_through, 1u);
+  // The queue is left as it was: the next batch writes it all (again for a,
+  // which the store takes as the same sighting).
+  EXPECT_EQ(queue.pending(), 3u);
+  // A device never enqueued costs no scan and writes nothing.
+  EXPECT_THAT(queue.WriteThrough("never-resolved"), ::weightpath::testing::IsOkAndHolds(false));
+  EXPECT_THAT(sink.batches, SizeIs(1));
+}
+
+TEST(StoreWriteBehind, WriteThroughAfterItsBatchWasWrittenFindsNothingLeftToWrite) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
+  queue.TryEnqueue(Record("a", "p"));
+  queue.FlushOnce();
+  // Still recent, no longer queued: the store has it, look there again.
+  EXPECT_THAT(queue.WriteThrough("a"), ::weightpath::testing::IsOkAndHolds(true));
+  EXPECT_THAT(sink.batches, SizeIs(1));
+  EXPECT_EQ(queue.counters().written_through, 0u);
+}
+
+TEST(StoreWriteBehind, WriteThroughReturnsTheSinksError) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
+  queue.TryEnqueue(Record("a", "p"));
+  sink.next_status = absl::UnavailableError("store down");
+  EXPECT_THAT(queue.WriteThrough("a"),
+              ::weightpath::testing::StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(StoreWriteBehind, RecentDevicesOutlastAFlushPeriodOfManyOthers) {
+  // 50,000 other devices after "first" (a full default queue) still leave it
+  // recognised: its bucket sees ~3 of them, far from 16.
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100000, 100000));
+  queue.TryEnqueue(Record("first", "p"));
+  for (int i = 0; i < 50000; ++i) queue.TryEnqueue(Record(absl::StrCat("device-", i), "p"));
+  EXPECT_THAT(queue.WriteThrough("first"), ::weightpath::testing::IsOkAndHolds(true));
+  EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("first:p")));
+  int unknown_found = 0;
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<bool> found = queue.WriteThrough(absl::StrCat("stranger-", i));
+    if (found.ok() && *found) ++unknown_found;
+  }
+  EXPECT_LE(unknown_found, 1) << "fingerprint false positives";
 }
 
 TEST(StoreWriteBehind, FlushesIntoARealRegistryKeepingEachDevicesNewestRecord) {
