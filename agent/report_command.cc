@@ -97,8 +97,7 @@ int RunReportCommand(int argc, char** argv) {
         grpc::ClientContext context;
         SetCallTimeout(context, timeout);
         const grpc::Status result = stub->ReportMeasurement(&context, *request, &response);
-        return absl::Status(static_cast<absl::StatusCode>(result.error_code()),
-                            result.error_message());
+        return CallStatus("ReportMeasurement", result, context);
       },
       &trace);
   if (!status.ok()) {

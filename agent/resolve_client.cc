@@ -20,10 +20,7 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveClient::Resolve(
   SetCallTimeout(context, timeout);
   v1::ResolveWeightPathResponse response;
   const grpc::Status status = stub_->ResolveWeightPath(&context, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat("ResolveWeightPath: ", status.error_message()));
-  }
+  if (!status.ok()) return CallStatus("ResolveWeightPath", status, context);
   return response;
 }
 

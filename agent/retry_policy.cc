@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry_pushback.h"
 
 namespace weightpath::agent {
 namespace {
@@ -45,8 +47,18 @@ absl::Status CallWithRetries(const RetryOptions& options, MonotonicTime budget_e
     last_error = call(call_timeout);
     if (last_error.ok() || !IsRetryable(last_error.code())) return last_error;
 
-    const double ceiling_seconds = absl::ToDoubleSeconds(BackoffCeiling(options, attempt));
-    const absl::Duration wait = absl::Seconds(random.Uniform(0.0, ceiling_seconds));
+    absl::Duration wait;
+    if (const std::optional<absl::Duration> pushback = RetryPushback(last_error)) {
+      // The server said when to come back (it is shedding load): its word
+      // replaces our backoff. It spreads the waits it hands out itself, and
+      // coming back earlier would only be refused again.
+      if (*pushback == absl::InfiniteDuration()) return last_error;  // "do not retry"
+      wait = *pushback;
+      ++record.pushbacks;
+    } else {
+      const double ceiling_seconds = absl::ToDoubleSeconds(BackoffCeiling(options, attempt));
+      wait = absl::Seconds(random.Uniform(0.0, ceiling_seconds));
+    }
     // A wait that ends past the budget could only be followed by a call with
     // no time left to answer, so give up now and leave the time to fallback.
     if (clock.MonotonicNow() + wait >= budget_end) return BudgetExhausted(record.attempts, last_error);

@@ -35,13 +35,17 @@ absl::Duration BackoffCeiling(const RetryOptions& options, int attempt);
 struct RetryTrace {
   int attempts = 0;
   std::vector<absl::Duration> waits;
+  int pushbacks = 0;  // waits the server chose (grpc-retry-pushback-ms)
 };
 
 // Calls `call` with a timeout of min(call_timeout, what is left until
 // `budget_end`) until it succeeds, fails with a non-retryable code (returned
 // as is), or the next wait would end past `budget_end` (DEADLINE_EXCEEDED
-// naming the attempts and the last error). All of it is measured on the
-// clock's monotonic reading. The call gets a timeout rather than a point in
+// naming the attempts and the last error). A failure carrying the server's
+// retry pushback (common/retry_pushback.h: the grpc-retry-pushback-ms
+// trailer, which the agent's clients read) waits exactly that long instead
+// of the backoff, and one saying "do not retry" is returned as is. All of it
+// is measured on the clock's monotonic reading. The call gets a timeout rather than a point in
 // time so that it can turn it into whatever deadline its transport needs at
 // the moment it starts (see SetCallTimeout in server_channel.h).
 absl::Status CallWithRetries(const RetryOptions& options, MonotonicTime budget_end, Clock& clock,

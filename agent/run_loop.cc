@@ -1,12 +1,18 @@
 #include "agent/run_loop.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "agent/artifact_fetcher.h"
 #include "agent/engine_input.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/resolve_client.h"
+#include "agent/retry_policy.h"
 #include "agent/run_report_client.h"
+#include "common/retry_pushback.h"
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
 
@@ -41,17 +47,22 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
 
 void RunLoop::FlushReports() {
   std::vector<v1::ReportOutcomeRequest> still_unsent;
-  for (const v1::ReportOutcomeRequest& request : unsent_) {
+  for (size_t i = 0; i < unsent_.size(); ++i) {
+    const v1::ReportOutcomeRequest& request = unsent_[i];
     const absl::Status sent = dependencies_.report(request, config_.call_timeout);
     if (sent.ok()) continue;
     // A rejected report would be rejected again; only a transport failure
-    // is worth keeping for the next pass.
-    if (sent.code() == absl::StatusCode::kUnavailable ||
-        sent.code() == absl::StatusCode::kDeadlineExceeded) {
-      still_unsent.push_back(request);
-    }
+    // or a server shedding load is worth keeping for the next pass.
+    if (IsRetryable(sent.code())) still_unsent.push_back(request);
     spdlog::warn("run: report {} not accepted: {}", v1::Outcome_Name(request.outcome()),
                  sent.ToString());
+    if (RetryPushback(sent).has_value()) {
+      // The server asked for time: the rest wait for the next pass too
+      // (minutes away, well past any pushback it sends).
+      still_unsent.insert(still_unsent.end(), unsent_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                          unsent_.end());
+      break;
+    }
   }
   unsent_ = std::move(still_unsent);
 }
@@ -140,6 +151,11 @@ PassResult RunLoop::RunOnce() {
   if (!answer.ok()) {
     spdlog::warn("run: resolve failed, keeping the current decision: {}",
                  answer.status().ToString());
+    // A server shedding load said when to come back; never sooner.
+    if (const std::optional<absl::Duration> pushback = RetryPushback(answer.status());
+        pushback.has_value() && *pushback != absl::InfiniteDuration()) {
+      next_wait_ = std::max(next_wait_, *pushback);
+    }
     return PassResult::kResolveFailed;
   }
   if (answer->resolve_interval_seconds() > 0) {

@@ -3,11 +3,22 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/server_channel.h"
+#include "common/report_limits.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace weightpath::agent {
 namespace {
+
+// The server refuses a longer detail; an error message that long loses only
+// its tail. Cut at a character boundary: a string field that is not UTF-8
+// would make the whole message unreadable to the server.
+std::string FittedDetail(const std::string& detail) {
+  if (detail.size() <= kMaxOutcomeDetailBytes) return detail;
+  size_t end = kMaxOutcomeDetailBytes;
+  while (end > 0 && (static_cast<unsigned char>(detail[end]) & 0xC0) == 0x80) --end;
+  return detail.substr(0, end);
+}
 
 google::protobuf::Timestamp ToTimestamp(absl::Time time) {
   google::protobuf::Timestamp timestamp;
@@ -31,10 +42,7 @@ absl::StatusOr<v1::ReportOutcomeResponse> ReportClient::Report(
   SetCallTimeout(context, timeout);
   v1::ReportOutcomeResponse response;
   const grpc::Status status = stub_->ReportOutcome(&context, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat("ReportOutcome: ", status.error_message()));
-  }
+  if (!status.ok()) return CallStatus("ReportOutcome", status, context);
   return response;
 }
 
@@ -48,7 +56,7 @@ v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome
   request.set_artifact_sha256(about.artifact().sha256());
   request.set_policy_version(about.policy_version());
   request.set_rollout_id(about.rollout().rollout_id());
-  request.set_detail(detail);
+  request.set_detail(FittedDetail(detail));
   *request.mutable_observed_at() = ToTimestamp(observed_at);
   request.set_idempotency_key(OutcomeIdempotencyKey(request));
   return request;

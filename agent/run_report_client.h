@@ -33,7 +33,8 @@ class ReportClient {
 // The report of `outcome` about the build `about` names (path, artifact,
 // policy version, rollout attribution), observed at `observed_at` (wall
 // time: a timestamp the server stores, not an interval) and keyed
-// with OutcomeIdempotencyKey. Task counts are the caller's to add: they are
+// with OutcomeIdempotencyKey. `detail` is cut to the server's 1024 bytes
+// (common/report_limits.h) at a UTF-8 character boundary. Task counts are the caller's to add: they are
 // not part of the key.
 v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
                                        const v1::ResolveWeightPathResponse& about,

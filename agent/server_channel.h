@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "grpcpp/channel.h"
@@ -26,5 +27,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenServerChannel(
 // end the call at once or let it hang for months; gRPC takes a
 // GPR_CLOCK_MONOTONIC deadline as it is.
 void SetCallTimeout(grpc::ClientContext& context, absl::Duration timeout);
+
+// A finished call's outcome for the agent's code: the gRPC code unchanged,
+// the message prefixed with `method`, and the server's
+// grpc-retry-pushback-ms trailer, when it sent one, as a retry pushback
+// (common/retry_pushback.h) that CallWithRetries honours.
+absl::Status CallStatus(absl::string_view method, const grpc::Status& status,
+                        const grpc::ClientContext& context);
 
 }  // namespace weightpath::agent

@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
@@ -90,6 +91,13 @@ void FleetState::ApplyVerification(std::string_view path, std::string_view hardw
   *spec->mutable_verification() = found->second.verification;
 }
 
+bool PolicyNamesPath(const policy::Policy& policy, std::string_view path) {
+  for (const policy::PathDefinition& definition : policy.paths()) {
+    if (definition.name == path) return true;
+  }
+  return false;
+}
+
 std::vector<store::PathExpectation> FleetState::CurrentExpectations() const {
   std::shared_ptr<const Snapshot> snapshot = snapshots_->Share();
   return store::ExpectationsFromPolicy(*snapshot->policy);
@@ -112,6 +120,17 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
   };
   absl::StatusOr<store::RecordMeasurementResult> result =
       store_->RecordMeasurement(request, absl::Now(), check);
+  if (result.status().code() == absl::StatusCode::kNotFound) {
+    // The registry is written behind the resolve (up to a flush period
+    // later): a device that reports right after resolving is still in the
+    // queue. Its record goes to the store now and the report is taken.
+    absl::StatusOr<bool> written = write_behind_.WriteThrough(request.device_id());
+    if (!written.ok()) {
+      result = written.status();
+    } else if (*written) {
+      result = store_->RecordMeasurement(request, absl::Now(), check);
+    }
+  }
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
     return result.status();
@@ -123,7 +142,12 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
   response.set_regression(result->regression.regression);
   response.set_regression_reason(result->regression.reason);
   if (!result->duplicate && judged) {
-    metrics_->RecordMeasurement(hardware_class, request.path(), result->regression.regression);
+    // The path is the device's word, and a label value must come from a
+    // bounded set: one the policy names, else "other" (a device still on a
+    // build an edited policy dropped). The row above keeps the real name.
+    const bool named = PolicyNamesPath(*snapshots_->Share()->policy, request.path());
+    metrics_->RecordMeasurement(hardware_class, named ? request.path() : kOtherPathLabel,
+                                result->regression.regression);
     {
       std::lock_guard lock(refresher_mutex_);
       refresh_requested_ = true;
@@ -193,6 +217,14 @@ void FleetState::RefreshNow() {
     seen_counted_at_us_.store(store::ToMicros(now));
   }
 
+  // Measurements name any path a device sent. Only the policy's paths can be
+  // handed out, so only they need evidence in memory, and only they may
+  // become weightpath_path_verified labels.
+  const std::shared_ptr<const policy::Policy> policy = snapshots_->Share()->policy;
+  absl::flat_hash_set<std::string_view> policy_paths;
+  for (const policy::PathDefinition& definition : policy->paths()) {
+    policy_paths.insert(definition.name);
+  }
   auto next = std::make_shared<Evidence>();
   std::map<std::pair<std::string, std::string>, bool> path_verified;
   for (const store::PathExpectation& expectation : expectations) {
@@ -201,6 +233,7 @@ void FleetState::RefreshNow() {
     verified = verified || expectation.policy_verified;
   }
   for (const v1::VerificationCell& cell : *matrix) {
+    if (!policy_paths.contains(cell.path())) continue;
     store::DeviceVerification verification;
     verification.verified = cell.verified();
     verification.verification = cell.verification();

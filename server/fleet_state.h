@@ -93,8 +93,9 @@ class FleetState {
   }
 
   // Validates, stores durably, judges regressions. INVALID_ARGUMENT naming
-  // the field, NOT_FOUND for an unknown device, UNAVAILABLE when the store
-  // is down.
+  // the field, NOT_FOUND for a device that never resolved (one whose record
+  // still waits in the write-behind queue is written first and accepted),
+  // UNAVAILABLE when the store is down.
   absl::StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
       const v1::ReportMeasurementRequest& request);
 
@@ -141,6 +142,13 @@ class FleetState {
   bool shut_down_ = false;
   std::thread refresher_;
 };
+
+// The weightpath_measurements_total path label of a measurement whose path
+// the current policy does not name.
+inline constexpr char kOtherPathLabel[] = "other";
+
+// Whether some path definition of `policy` has this name.
+bool PolicyNamesPath(const policy::Policy& policy, std::string_view path);
 
 // "path\0class\0normalised cpu" as Evidence keys it.
 std::string EvidenceKey(std::string_view path, std::string_view hardware_class,

@@ -67,6 +67,19 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                          .Help("1 when the path is verified on the hardware class (by the "
                                "policy or fleet evidence for some CPU model), else 0")
                          .Register(*registry_)) {
+  prometheus::Family<prometheus::Counter>& shed =
+      prometheus::BuildCounter()
+          .Name("weightpath_device_calls_shed_total")
+          .Help("Device calls refused RESOURCE_EXHAUSTED by --device_rate_limit (limit "
+                "\"device_rate\") or --max_inflight_device_calls (\"inflight\")")
+          .Register(*registry_);
+  const char* const methods[] = {"ResolveWeightPath", "ReportMeasurement", "ReportOutcome"};
+  const char* const limits[] = {"device_rate", "inflight"};
+  for (int method = 0; method < 3; ++method) {
+    for (int limit = 0; limit < 2; ++limit) {
+      shed_[method][limit] = &shed.Add({{"method", methods[method]}, {"limit", limits[limit]}});
+    }
+  }
   prometheus::BuildGauge()
       .Name("weightpath_build_info")
       .Help("Always 1; labelled with the server's version")
@@ -145,6 +158,11 @@ void ServerMetrics::SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& count
 void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified) {
   absl::MutexLock lock(&fleet_mutex_);
   ReplaceGaugeSeries(verified, path_verified_, path_verified_series_);
+}
+
+void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {
+  if (reason == ShedReason::kNone) return;
+  shed_[static_cast<int>(method)][reason == ShedReason::kDeviceRate ? 0 : 1]->Increment();
 }
 
 }  // namespace weightpath::server

@@ -19,11 +19,15 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/device_call_limits.h"
 #include "server/resolve_stats.h"
 #include "server/resolver.h"
 #include "store/write_behind.h"
 
 namespace weightpath::server {
+
+// The device RPCs, as weightpath_device_calls_shed_total labels them.
+enum class DeviceCallMethod { kResolve, kReportMeasurement, kReportOutcome };
 
 class ServerMetrics {
  public:
@@ -54,6 +58,9 @@ class ServerMetrics {
   void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
 
+  // A device call refused by an overload guard (server/device_call_limits.h).
+  void RecordShed(DeviceCallMethod method, ShedReason reason);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   // Not in the registry: the exposer collects it next to it.
@@ -72,6 +79,8 @@ class ServerMetrics {
   prometheus::Gauge& store_up_;
   prometheus::Family<prometheus::Gauge>& devices_seen_;
   prometheus::Family<prometheus::Gauge>& path_verified_;
+  // [method][0: device rate, 1: in flight], all made at start.
+  prometheus::Counter* shed_[3][2] = {};
 
   absl::Mutex fleet_mutex_;
   store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);

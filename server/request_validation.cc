@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "policy/hardware_class.h"
+#include "store/measurement_validation.h"
 
 namespace weightpath::server {
 namespace {
@@ -151,6 +152,16 @@ absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request)
   }
   if (!request.has_profile()) return absl::InvalidArgumentError("profile is required");
   return ValidateProfile(request.profile());
+}
+
+absl::Status ValidateReport(const v1::ReportMeasurementRequest& request) {
+  RETURN_IF_ERROR(store::ValidateMeasurement(request));
+  return ValidateDeviceId(request.device_id());
+}
+
+absl::Status ValidateReport(const v1::ReportOutcomeRequest& request) {
+  RETURN_IF_ERROR(store::ValidateOutcome(request));
+  return ValidateDeviceId(request.device_id());
 }
 
 }  // namespace weightpath::server

@@ -33,4 +33,10 @@ absl::Status ValidateKnownDecisionEtag(absl::string_view etag);
 // that is neither x86_64 nor aarch64 is refused naming profile.arch.
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request);
 
+// The reports: the store's checks (store/measurement_validation.h: every
+// string bounded, figures sane), and device_id held to the same rules as a
+// resolve's, so no device RPC stores or logs an id a resolve would refuse.
+absl::Status ValidateReport(const v1::ReportMeasurementRequest& request);
+absl::Status ValidateReport(const v1::ReportOutcomeRequest& request);
+
 }  // namespace weightpath::server

@@ -29,6 +29,24 @@ void CountControl(const v1::ReportOutcomeRequest& request, const OutcomeContext&
   }
 }
 
+// A rollout id becomes a metric label and a row the gates read, so only
+// one an operator created is taken. The cache answers for every rollout it
+// has seen; one created on another replica since its last refresh is looked
+// up in the store.
+absl::Status RequireKnownRollout(const std::string& rollout_id, const OutcomeContext& context) {
+  if (context.cache != nullptr) {
+    for (const v1::Rollout& rollout : *context.cache->Current()) {
+      if (rollout.id() == rollout_id) return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<store::StoredRollout> stored = context.store->GetRollout(rollout_id);
+  if (stored.ok()) return absl::OkStatus();
+  if (stored.status().code() != absl::StatusCode::kNotFound) return stored.status();
+  return absl::NotFoundError(absl::StrCat("rollout_id \"", rollout_id,
+                                          "\" names no rollout; report the rollout_id the "
+                                          "decision carried, or none"));
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ReportOutcomeResponse> HandleReportOutcome(const v1::ReportOutcomeRequest& request,
@@ -39,6 +57,11 @@ absl::StatusOr<v1::ReportOutcomeResponse> HandleReportOutcome(const v1::ReportOu
     return absl::PermissionDeniedError(
         absl::StrCat("device_id: '", request.device_id(), "' is not the id in the client certificate ('",
                      *context.authenticated_device_id, "'); a device reports only for itself"));
+  }
+  if (!request.rollout_id().empty()) {
+    if (absl::Status known = RequireKnownRollout(request.rollout_id(), context); !known.ok()) {
+      return known;
+    }
   }
   absl::StatusOr<bool> duplicate = context.store->RecordOutcome(request, context.received_at);
   if (!duplicate.ok()) return duplicate.status();

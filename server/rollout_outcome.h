@@ -25,7 +25,10 @@ struct OutcomeContext {
 };
 
 // INVALID_ARGUMENT naming the field (from the store's validation);
-// PERMISSION_DENIED naming both ids when the certificate is another device's.
+// PERMISSION_DENIED naming both ids when the certificate is another device's;
+// NOT_FOUND naming rollout_id when it is set and names no rollout (neither
+// in `cache` nor in the store), so outcome counters are labelled only by
+// rollouts operators created.
 absl::StatusOr<v1::ReportOutcomeResponse> HandleReportOutcome(const v1::ReportOutcomeRequest& request,
                                                               const OutcomeContext& context);
 

@@ -1,12 +1,14 @@
 // WeightPath.ReportOutcome: the same admission as ReportMeasurement (valid,
 // and under mutual TLS only for the certificate's own device id), then the
 // durable, idempotent record in the fleet store.
+#include <chrono>
+
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "server/request_validation.h"
 #include "server/rollout_outcome.h"
 #include "server/store_call.h"
 #include "server/weightpath_service.h"
-#include "store/measurement_validation.h"
 
 namespace weightpath::server {
 
@@ -17,12 +19,16 @@ grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerC
       context, request_bytes, response_bytes, store_executor_,
       [this, context](const v1::ReportOutcomeRequest& request) {
         return LoggedIfRefused("ReportOutcome", request.device_id(), RecordOutcome(*context, request));
+      },
+      [this](const v1::ReportOutcomeRequest& request) {
+        return AdmitLoad(DeviceCallMethod::kReportOutcome, request.device_id(),
+                         SteadyNanos(std::chrono::steady_clock::now()));
       });
 }
 
 absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
     const grpc::CallbackServerContext& context, const v1::ReportOutcomeRequest& request) {
-  RETURN_IF_ERROR(AdmitDevice(context, store::ValidateOutcome(request), request.device_id()));
+  RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
   if (fleet_ == nullptr || rollouts_ == nullptr) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: outcomes cannot be recorded");

@@ -104,9 +104,14 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->store_executor_ = std::make_unique<StoreExecutor>(store_workers);
   server->fleet_admin_ = std::make_unique<FleetAdminService>(
       server->operator_auth_.get(), server->fleet_queries_.get(), server->store_executor_.get());
-  server->service_ =
-      std::make_unique<WeightPathService>(&server->snapshots_, server->metrics_.get(), mutual_tls,
-                                          server->fleet_.get(), server->store_executor_.get());
+  DeviceCallLimitOptions limits;
+  limits.rate_per_second = config.device_rate_limit;
+  limits.burst = config.device_rate_burst;
+  limits.max_inflight = config.max_inflight_device_calls;
+  server->device_call_limits_ = std::make_unique<DeviceCallLimits>(limits);
+  server->service_ = std::make_unique<WeightPathService>(
+      &server->snapshots_, server->metrics_.get(), mutual_tls, server->fleet_.get(),
+      server->store_executor_.get(), server->device_call_limits_.get());
   {
     WeightPathServer* self = server.get();
     server->fleet_admin_->SetRolloutHandlers(

@@ -65,6 +65,7 @@ class WeightPathServer {
   // Runs the calls that wait on the store (server/store_call.h); outlives
   // the services, which hold it.
   std::unique_ptr<StoreExecutor> store_executor_;
+  std::unique_ptr<DeviceCallLimits> device_call_limits_;
   std::unique_ptr<FleetAdminService> fleet_admin_;
   std::unique_ptr<WeightPathService> service_;
   // Rollouts (with a fleet store): the cache resolves read, the operator

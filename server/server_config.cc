@@ -62,6 +62,17 @@ ABSL_FLAG(int64_t, registry_batch_size, 10000,
 ABSL_FLAG(absl::Duration, registry_flush_period, absl::Seconds(1),
           "Longest a device record waits in the queue before the registry writes it (a batch "
           "is written sooner once --registry_batch_size records wait)");
+ABSL_FLAG(double, device_rate_limit, 0,
+          "Calls a second each device may make to ResolveWeightPath, ReportMeasurement and "
+          "ReportOutcome together, beyond its burst; more are refused RESOURCE_EXHAUSTED with "
+          "grpc-retry-pushback-ms. 0: no per-device limit");
+ABSL_FLAG(double, device_rate_burst, 0,
+          "Calls a device may make back to back before --device_rate_limit applies; 0: one "
+          "second's worth (at least 1)");
+ABSL_FLAG(int64_t, max_inflight_device_calls, 1000,
+          "Device calls served at once, all devices together (a report counts until its store "
+          "work answered); more are refused RESOURCE_EXHAUSTED with grpc-retry-pushback-ms. 0: "
+          "no limit");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
 ABSL_FLAG(std::string, admin_identity, "",
@@ -78,6 +89,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
     "fleet_refresh_interval", "devices_seen_refresh_interval", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
+    "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
     "admin_token_file", "admin_identity"};
 
 bool IsConfigurable(absl::string_view name) {
@@ -179,6 +191,9 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
   config.registry_flush_period = absl::GetFlag(FLAGS_registry_flush_period);
+  config.device_rate_limit = absl::GetFlag(FLAGS_device_rate_limit);
+  config.device_rate_burst = absl::GetFlag(FLAGS_device_rate_burst);
+  config.max_inflight_device_calls = absl::GetFlag(FLAGS_max_inflight_device_calls);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
   RETURN_IF_ERROR(ValidateServerConfig(config));
@@ -241,6 +256,24 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_flush_period=",
                                                    absl::FormatDuration(config.registry_flush_period),
                                                    " must be above 0 and at most 1m"));
+  }
+  // A rate below one call a day is a typo, not a limit; above a million a
+  // second it limits nothing.
+  if (!(config.device_rate_limit == 0 ||
+        (config.device_rate_limit >= 1.0 / 86400 && config.device_rate_limit <= 1e6))) {
+    return absl::InvalidArgumentError(absl::StrCat("--device_rate_limit=", config.device_rate_limit,
+                                                   " must be 0 (off) or between 1/86400 and 1e6"));
+  }
+  if (!(config.device_rate_burst == 0 ||
+        (config.device_rate_burst >= 1 && config.device_rate_burst <= 1e6))) {
+    return absl::InvalidArgumentError(absl::StrCat("--device_rate_burst=", config.device_rate_burst,
+                                                   " must be 0 (one second's worth) or between "
+                                                   "1 and 1e6"));
+  }
+  if (config.max_inflight_device_calls < 0 || config.max_inflight_device_calls > 10'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_inflight_device_calls=",
+                                                   config.max_inflight_device_calls,
+                                                   " must be between 0 (off) and 10000000"));
   }
   return absl::OkStatus();
 }

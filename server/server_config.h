@@ -41,6 +41,11 @@ struct ServerConfig {
   int64_t registry_queue_capacity = 50000;  // store::WriteBehindOptions
   int64_t registry_batch_size = 10000;
   absl::Duration registry_flush_period = absl::Seconds(1);
+  // Overload guards on the device RPCs (server/device_call_limits.h); 0 turns
+  // each off.
+  double device_rate_limit = 0;
+  double device_rate_burst = 0;  // 0: one second's worth of calls
+  int64_t max_inflight_device_calls = 1000;
   // Operator identity for FleetAdmin (server/operator_auth.h).
   std::string admin_token_file;
   std::string admin_identity;

@@ -46,12 +46,16 @@ absl::Status ExpiredInQueue();
 
 // Serves one call as described above. `handler`: absl::StatusOr<Response>
 // (const Request&), run on a worker; it may capture `context`, which stays
-// valid until the call is finished.
-template <typename Request, typename Handler>
+// valid until the call is finished. `admit`: absl::StatusOr<Held>
+// (const Request&), run on the callback thread right after parsing; a
+// refusal answers the call at once (its retry pushback, if any, as the
+// grpc-retry-pushback-ms trailer), and what it holds lives until the call
+// is answered (an in-flight place, server/device_call_limits.h).
+template <typename Request, typename Handler, typename Admit>
 grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request_bytes,
                                          grpc::ByteBuffer* response_bytes,
-                                         StoreExecutor* executor, Handler handler) {
+                                         StoreExecutor* executor, Handler handler, Admit admit) {
   using Result = std::invoke_result_t<Handler&, const Request&>;
   static_assert(std::is_base_of_v<google::protobuf::Message, typename Result::value_type>,
                 "the handler returns absl::StatusOr<a response message>");
@@ -65,24 +69,41 @@ grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
   auto request = std::make_unique<Request>();
   if (absl::Status parsed = store_call_internal::ParseRequest(*request_bytes, request.get());
       !parsed.ok()) {
-    reactor->Finish(ToGrpcStatus(parsed));
+    FinishCall(context, reactor, parsed);
+    return reactor;
+  }
+  auto admitted = admit(static_cast<const Request&>(*request));
+  if (!admitted.ok()) {
+    FinishCall(context, reactor, admitted.status());
     return reactor;
   }
   const absl::Time deadline = store_call_internal::StoreDeadline(*context);
   const bool queued = executor->Submit(
       deadline,
-      [reactor, response_bytes, deadline, request = std::move(request),
-       handler = std::move(handler)]() mutable {
+      [context, reactor, response_bytes, deadline, request = std::move(request),
+       handler = std::move(handler), held = *std::move(admitted)]() mutable {
         Result result = [&] {
           const store::ScopedCallDeadline bounded(deadline);
           return handler(static_cast<const Request&>(*request));
         }();
         if (result.ok()) store_call_internal::SerializeResponse(*result, response_bytes);
-        reactor->Finish(ToGrpcStatus(result.status()));
+        FinishCall(context, reactor, result.status());
       },
       [reactor] { reactor->Finish(ToGrpcStatus(store_call_internal::ExpiredInQueue())); });
+  // Not queued: both closures, and what admission holds, are gone already.
   if (!queued) reactor->Finish(ToGrpcStatus(store_call_internal::QueueFull(*executor)));
   return reactor;
+}
+
+// The same without an admission step (the operator calls).
+template <typename Request, typename Handler>
+grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request_bytes,
+                                         grpc::ByteBuffer* response_bytes,
+                                         StoreExecutor* executor, Handler handler) {
+  return ServeStoreCall<Request>(context, request_bytes, response_bytes, executor,
+                                 std::move(handler),
+                                 [](const Request&) { return absl::StatusOr<bool>(true); });
 }
 
 }  // namespace weightpath::server

@@ -1,9 +1,11 @@
 #include "server/weightpath_service.h"
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/retry_pushback.h"
 #include "common/status_macros.h"
 #include "server/request_validation.h"
 #include "server/resolve_wire.h"
@@ -12,7 +14,6 @@
 #include "server/store_call.h"
 #include "server/tls.h"
 #include "spdlog/spdlog.h"
-#include "store/measurement_validation.h"
 
 namespace weightpath::server {
 namespace {
@@ -26,14 +27,35 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                const absl::Status& status) {
+  if (const std::optional<absl::Duration> pushback = RetryPushback(status)) {
+    context->AddTrailingMetadata(
+        kRetryPushbackHeader,
+        *pushback == absl::InfiniteDuration() ? std::string("-1")
+                                              : std::to_string(absl::ToInt64Milliseconds(*pushback)));
+  }
+  reactor->Finish(ToGrpcStatus(status));
+}
+
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                                      bool require_client_identity, FleetState* fleet,
-                                     StoreExecutor* store_executor)
+                                     StoreExecutor* store_executor, DeviceCallLimits* limits)
     : snapshots_(snapshots),
       metrics_(metrics),
       require_client_identity_(require_client_identity),
       fleet_(fleet),
-      store_executor_(store_executor) {}
+      store_executor_(store_executor),
+      limits_(limits != nullptr && limits->enabled() ? limits : nullptr) {}
+
+absl::StatusOr<DeviceCallLimits::Admission> WeightPathService::AdmitLoad(
+    DeviceCallMethod method, absl::string_view device_id, int64_t now_ns) const {
+  if (limits_ == nullptr) return DeviceCallLimits::Admission();
+  ShedReason reason = ShedReason::kNone;
+  absl::StatusOr<DeviceCallLimits::Admission> admission = limits_->Admit(device_id, now_ns, &reason);
+  if (!admission.ok()) metrics_->RecordShed(method, reason);
+  return admission;
+}
 
 grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* request_bytes,
@@ -53,13 +75,20 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
   // reads through a non-const buffer.
   grpc::ByteBuffer received(*request_bytes);
   absl::Status status = ParseResolveRequest(&received, &scratch);
+  bool shed = false;
   if (status.ok()) {
-    status = AnswerResolve(context, scratch.request, &scratch.per_call, &summary, response_bytes);
+    // Its in-flight place is held while the answer is worked out.
+    absl::StatusOr<DeviceCallLimits::Admission> admission =
+        AdmitLoad(DeviceCallMethod::kResolve, scratch.request.device_id(), SteadyNanos(started));
+    shed = !admission.ok();
+    status = shed ? admission.status()
+                  : AnswerResolve(context, scratch.request, &scratch.per_call, &summary,
+                                  response_bytes);
   }
-  if (!status.ok()) LogRefused("ResolveWeightPath", scratch.request.device_id(), status);
+  if (!status.ok() && !shed) LogRefused("ResolveWeightPath", scratch.request.device_id(), status);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
-  reactor->Finish(ToGrpcStatus(status));
+  FinishCall(context, reactor, status);
   return reactor;
 }
 
@@ -126,12 +155,16 @@ grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
       [this, context](const v1::ReportMeasurementRequest& request) {
         return LoggedIfRefused("ReportMeasurement", request.device_id(),
                                RecordMeasurement(*context, request));
+      },
+      [this](const v1::ReportMeasurementRequest& request) {
+        return AdmitLoad(DeviceCallMethod::kReportMeasurement, request.device_id(),
+                         SteadyNanos(std::chrono::steady_clock::now()));
       });
 }
 
 absl::StatusOr<v1::ReportMeasurementResponse> WeightPathService::RecordMeasurement(
     const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request) {
-  RETURN_IF_ERROR(AdmitDevice(context, store::ValidateMeasurement(request), request.device_id()));
+  RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
   if (fleet_ == nullptr) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: measurements cannot be recorded");

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "server/device_call_limits.h"
 #include "server/fleet_state.h"
 #include "server/rollout_cache.h"
 #include "server/rollout_metrics.h"
@@ -23,6 +24,12 @@ namespace weightpath::server {
 // unchanged and the message with it.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// Answers a unary callback call with `status` through ToGrpcStatus; a retry
+// pushback it carries (common/retry_pushback.h) goes out as the
+// grpc-retry-pushback-ms trailer.
+void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                const absl::Status& status);
+
 // With a fleet (not --store=none) each answered resolve is recorded and its
 // verification comes from fleet evidence; ReportMeasurement stores what the
 // device measured, ReportOutcome how a rollout went for it.
@@ -34,10 +41,11 @@ class WeightPathService final
               v1::WeightPath::WithRawCallbackMethod_ReportOutcome<v1::WeightPath::CallbackService>>> {
  public:
   // `fleet`: null with --store=none. `store_executor` runs the reports
-  // (they commit before answering), and must outlive every call.
+  // (they commit before answering), and must outlive every call. `limits`
+  // (may be null: none) admit each device call before its work.
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                     bool require_client_identity, FleetState* fleet,
-                    StoreExecutor* store_executor);
+                    StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr);
 
   // Answered on the callback thread: a resolve never touches the store.
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
@@ -65,6 +73,12 @@ class WeightPathService final
   // under mutual TLS that the caller's certificate names `device_id`.
   absl::Status AdmitDevice(const grpc::CallbackServerContext& context, absl::Status validation,
                            const std::string& device_id) const;
+  // The overload guards for one device call (OK and nothing held when there
+  // are none); a refusal is counted, not logged: a device in a retry loop
+  // would otherwise write a line per call.
+  absl::StatusOr<DeviceCallLimits::Admission> AdmitLoad(DeviceCallMethod method,
+                                                        absl::string_view device_id,
+                                                        int64_t now_ns) const;
   // A refused device call, logged with its code; `device_id` is echoed only
   // once it is valid, so a hostile value never reaches the log verbatim.
   static void LogRefused(absl::string_view method, const std::string& device_id,
@@ -96,6 +110,7 @@ class WeightPathService final
   const bool require_client_identity_;
   FleetState* const fleet_;
   StoreExecutor* const store_executor_;
+  DeviceCallLimits* const limits_;
   RolloutCache* rollouts_ = nullptr;
   RolloutMetrics* rollout_metrics_ = nullptr;
 };

@@ -535,6 +535,23 @@ TEST_F(AgentBootEndToEnd, ArtifactHostThatNeverAnswersIsCutOffAtTheBudget) {
   EXPECT_THAT(boot.err, AllOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("ran out of time")));
 }
 
+// A server shedding load answers RESOURCE_EXHAUSTED with grpc-retry-pushback-ms:
+// the agent reads the trailer and waits that long instead of its own backoff
+// (100 ms doubling here, which would have spent five or six more calls
+// against the limit before the next token).
+TEST_F(AgentBootEndToEnd, RateLimitedResolveWaitsTheServersPushback) {
+  // One call per device every 2 s.
+  WriteAgentConfig(StartServer(catalog_path(), {"--device_rate_limit=0.5", "--device_rate_burst=1"}));
+  const ProcessResult first = Boot();  // spends the device's token
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const ProcessResult second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("decision from the server"));
+  EXPECT_THAT(second.err, HasSubstr("RESOURCE_EXHAUSTED"));
+  EXPECT_EQ(ResolveAttempts(second.err), 1) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("after 2 attempt(s)"));
+}
+
 // Local input files that are not small regular files: each is an error
 // naming the file, at once, instead of a hang (FIFO) or an abort with
 // bad_alloc (/dev/zero).

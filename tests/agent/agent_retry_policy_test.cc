@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "agent/server_channel.h"
+#include "common/retry_pushback.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/fake_clock.h"
@@ -225,6 +226,70 @@ TEST(AgentRetryPolicy, CallTimeoutBecomesADeadlineThatEndsThatFarFromNow) {
   const absl::Time deadline = absl::FromChrono(context.deadline());
   EXPECT_GE(deadline, before + absl::Seconds(7) - absl::Milliseconds(50));
   EXPECT_LE(deadline, absl::Now() + absl::Seconds(7) + absl::Milliseconds(50));
+}
+
+// A server shedding load says when to come back (grpc-retry-pushback-ms):
+// that wait replaces the jittered backoff, whatever the attempt.
+TEST(AgentRetryPolicy, TheServersPushbackReplacesTheBackoff) {
+  FakeClock clock;
+  TopOfRange random;  // the backoff would be 100, 200, 400 ms
+  int calls = 0;
+  RetryTrace trace;
+  const absl::Status status = CallWithRetries(
+      Options(absl::Seconds(1), absl::Milliseconds(100), absl::Seconds(8)),
+      clock.MonotonicNow() + absl::Minutes(1), clock, random,
+      [&](absl::Duration) {
+        ++calls;
+        if (calls == 1) {
+          return WithRetryPushback(absl::ResourceExhaustedError("slow down"), absl::Seconds(3));
+        }
+        if (calls == 2) return absl::UnavailableError("restarting");  // no pushback: backoff
+        if (calls == 3) {
+          return WithRetryPushback(absl::ResourceExhaustedError("busy"), absl::Milliseconds(1));
+        }
+        return absl::OkStatus();
+      },
+      &trace);
+  EXPECT_THAT(status, IsOk());
+  EXPECT_EQ(calls, 4);
+  EXPECT_THAT(clock.sleeps(), ElementsAre(absl::Seconds(3), absl::Milliseconds(200),
+                                          absl::Milliseconds(1)));
+  EXPECT_EQ(trace.pushbacks, 2);
+}
+
+TEST(AgentRetryPolicy, APushbackPastTheBudgetEndsTheRetriesAtOnce) {
+  FakeClock clock;
+  TopOfRange random;
+  int calls = 0;
+  const MonotonicTime start = clock.MonotonicNow();
+  EXPECT_THAT(CallWithRetries(Options(absl::Seconds(1), absl::Milliseconds(100), absl::Seconds(1)),
+                              start + absl::Seconds(10), clock, random,
+                              [&](absl::Duration) {
+                                ++calls;
+                                return WithRetryPushback(absl::ResourceExhaustedError("later"),
+                                                         absl::Minutes(5));
+                              }),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("budget exhausted after 1 attempt(s)")));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(clock.sleeps().empty()) << "the budget is left for the fallback";
+  EXPECT_EQ(clock.MonotonicNow(), start);
+}
+
+TEST(AgentRetryPolicy, APushbackSayingDoNotRetryIsHonoured) {
+  FakeClock clock;
+  TopOfRange random;
+  int calls = 0;
+  EXPECT_THAT(CallWithRetries(Options(absl::Seconds(1), absl::Milliseconds(100), absl::Seconds(1)),
+                              clock.MonotonicNow() + absl::Minutes(1), clock, random,
+                              [&](absl::Duration) {
+                                ++calls;
+                                return WithRetryPushback(absl::ResourceExhaustedError("go away"),
+                                                         ParseRetryPushback("-1"));
+                              }),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("go away")));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(clock.sleeps().empty());
 }
 
 }  // namespace

@@ -107,5 +107,34 @@ TEST(ServerRequestValidationTest, EachOversizedFieldIsNamed) {
   }
 }
 
+TEST(ServerRequestValidationTest, ReportsHoldDeviceIdsToTheResolvesRules) {
+  v1::ReportMeasurementRequest measurement;
+  measurement.set_idempotency_key("k");
+  measurement.set_device_id("edge-42");
+  measurement.set_path("w4a8-amx");
+  measurement.set_decode_tok_s(80);
+  measurement.set_threads(24);
+  EXPECT_THAT(ValidateReport(measurement), IsOk());
+  v1::ReportOutcomeRequest outcome;
+  outcome.set_idempotency_key("k");
+  outcome.set_device_id("edge-42");
+  outcome.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_THAT(ValidateReport(outcome), IsOk());
+  // The store's own check takes any 1..256 bytes; a resolve takes none of these.
+  for (const std::string& bad : {std::string("edge\n42"), std::string("edge 42"),
+                                std::string("edge\x1b[2J"), std::string("edge\0", 5)}) {
+    measurement.set_device_id(bad);
+    outcome.set_device_id(bad);
+    EXPECT_THAT(ValidateReport(measurement),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_id has a character")));
+    EXPECT_THAT(ValidateReport(outcome),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_id has a character")));
+  }
+  measurement.set_device_id("edge-42");
+  measurement.set_engine_version(std::string(257, 'e'));
+  EXPECT_THAT(ValidateReport(measurement),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("engine_version is 257 bytes")));
+}
+
 }  // namespace
 }  // namespace weightpath::server

@@ -286,6 +286,7 @@ TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreac
 
 TEST_P(RolloutServerTest, ReportOutcomeIsIdempotentAndOnlyForTheCertifiedDevice) {
   Register(*replica_->store, "device-0002", "agentic", kT0);
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
   OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics,
                          std::string("device-0002"), kT0};
   const v1::ReportOutcomeRequest report =
@@ -307,6 +308,29 @@ TEST_P(RolloutServerTest, ReportOutcomeIsIdempotentAndOnlyForTheCertifiedDevice)
   ASSERT_THAT(stored.status(), IsOk());
   ASSERT_THAT(*stored, SizeIs(1));
   EXPECT_EQ(stored->front().reports, 1u);
+}
+
+// A rollout id labels the outcome counters: only one that exists is taken,
+// whether this replica's cache has seen it yet or only the store has.
+TEST_P(RolloutServerTest, OutcomeForARolloutThatDoesNotExistIsNotFoundAndNotCounted) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics, std::nullopt, kT0};
+  EXPECT_THAT(HandleReportOutcome(Report("device-0002", "made-up", v1::OUTCOME_BOOT_FAILED, kT0), context),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("rollout_id \"made-up\"")));
+  EXPECT_THAT(replica_->Metrics(), ::testing::Not(HasSubstr("made-up")));
+  absl::StatusOr<std::vector<store::DeviceOutcomes>> stored = replica_->store->LatestOutcomes("");
+  ASSERT_THAT(stored.status(), IsOk());
+  EXPECT_THAT(*stored, SizeIs(0)) << "a refused outcome stores nothing";
+
+  // Created by another replica: not in this cache yet, found in the store.
+  ASSERT_THAT(replica_->store->CreateRollout(FidelitySpec(kRolloutId)).status(), IsOk());
+  ASSERT_TRUE(replica_->cache.Current()->empty());
+  EXPECT_THAT(HandleReportOutcome(Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, kT0),
+                                  context)
+                  .status(),
+              IsOk());
+  EXPECT_THAT(replica_->Metrics(),
+              HasSubstr("weightpath_rollout_outcomes_total{cohort=\"member\",outcome=\"engine_started\",rollout=\"fidelity-agentic\"} 1"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RolloutServerTest,

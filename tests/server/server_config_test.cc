@@ -143,6 +143,19 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
   config.devices_seen_refresh_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
                                                      HasSubstr("--devices_seen_refresh_interval")));
+  config = ServerConfig();
+  config.device_rate_limit = -1;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--device_rate_limit=-1")));
+  config.device_rate_limit = 5;
+  config.device_rate_burst = 0.5;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--device_rate_burst=0.5")));
+  config.device_rate_burst = 20;
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config.max_inflight_device_calls = -1;
+  EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     HasSubstr("--max_inflight_device_calls=-1")));
 }
 
 }  // namespace
