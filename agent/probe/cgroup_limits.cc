@@ -1,5 +1,7 @@
 #include "agent/probe/cgroup_limits.h"
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,8 +13,14 @@
 namespace weightpath::probe {
 namespace {
 
+// Both are positive. Rounded up without forming quota + period (which
+// overflows int64 for a quota near its maximum), and capped at what a
+// uint32 holds rather than wrapped: a quota of 2^32 CPUs must not become 0
+// (the caller keeps the lowest of this and the machine's CPUs).
 std::optional<uint32_t> WholeCpus(int64_t quota, int64_t period) {
-  return static_cast<uint32_t>((quota + period - 1) / period);
+  const int64_t whole = quota / period + (quota % period != 0 ? 1 : 0);
+  return static_cast<uint32_t>(
+      std::min<int64_t>(whole, std::numeric_limits<uint32_t>::max()));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "agent/probe/meminfo.h"
 
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -20,6 +22,12 @@ absl::StatusOr<uint64_t> ParseKilobytes(absl::string_view key, absl::string_view
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(number), &kilobytes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("meminfo: field '", key, "' is '", value, "', expected '<number> kB'"));
+  }
+  // No kernel prints this much; refused rather than wrapped around 2^64
+  // into a small RAM size a build would then be chosen for.
+  if (kilobytes > std::numeric_limits<uint64_t>::max() / 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("meminfo: field '", key, "' is '", value,
+                                                   "', more bytes than 64 bits hold"));
   }
   return kilobytes * 1024;
 }

@@ -3,18 +3,25 @@
 #include "agent/probe/nvidia_gpu.h"
 #include "agent/probe/shared_library.h"
 
-namespace weightpath::probe {
-namespace {
-
-using NvmlReturn = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
-using NvmlDevice = struct NvmlDeviceOpaque*;
-constexpr NvmlReturn kNvmlSuccess = 0;
-
-struct NvmlMemory {  // nvmlMemory_t (v1)
+// The handle and memory types under nvml.h's own names, at global scope: a
+// function pointer whose type names a look-alike of ours would not be the
+// type of the function dlsym() finds, which C++ leaves undefined (UBSan's
+// -fsanitize=function reports the call when the library is instrumented, as
+// the tests' stand-in driver is).
+struct nvmlDevice_st;
+struct nvmlMemory_st {  // nvmlMemory_t (v1)
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
+
+namespace weightpath::probe {
+namespace {
+
+using NvmlReturn = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
+using NvmlDevice = nvmlDevice_st*;
+using NvmlMemory = nvmlMemory_st;
+constexpr NvmlReturn kNvmlSuccess = 0;
 
 using NvmlInit = NvmlReturn (*)();
 using NvmlShutdown = NvmlReturn (*)();

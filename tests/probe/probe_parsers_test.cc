@@ -1,4 +1,5 @@
 // The pure parsers, one rule per test, on small texts written inline.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,15 @@ TEST(ProbeMemInfo, OldKernelWithoutMemAvailable) {
   EXPECT_EQ(meminfo->available_bytes, std::nullopt);
 }
 
+// 2^55 kB is 2^65 bytes: was wrapped around to a RAM size of 0.
+TEST(ProbeMemInfo, RejectsSizesPast64Bits) {
+  EXPECT_THAT(ParseMemInfo("MemTotal: 36028797018963968 kB\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("64 bits")));
+  const auto largest = ParseMemInfo("MemTotal: 18014398509481983 kB\n");
+  ASSERT_THAT(largest, IsOk());
+  EXPECT_EQ(largest->total_bytes, 18014398509481983ull * 1024);
+}
+
 TEST(ProbeMemInfo, RejectsMissingTotalAndBadUnits) {
   EXPECT_THAT(ParseMemInfo("MemFree: 1 kB\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MemTotal")));
@@ -196,6 +206,16 @@ TEST(ProbeCgroup, CpuMaxRejectsMalformedText) {
   EXPECT_THAT(ParseCpuMax("150000"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cpu.max")));
   EXPECT_THAT(ParseCpuMax("150000 0"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cpu.max")));
   EXPECT_THAT(ParseCpuMax("-5 100000"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cpu.max")));
+}
+
+// Quotas past what the arithmetic holds: near INT64_MAX (was signed
+// overflow in the rounding) and past 2^32 CPUs (was truncated to 0 CPUs).
+TEST(ProbeCgroup, HugeQuotasAreCappedNotWrapped) {
+  EXPECT_EQ(*ParseCpuMax("9223372036854775807 100000"), std::numeric_limits<uint32_t>::max());
+  EXPECT_EQ(*ParseCpuMax("9223372036854775807 9223372036854775807"), 1u);
+  EXPECT_EQ(*ParseCpuMax("4294967296 1"), std::numeric_limits<uint32_t>::max());
+  EXPECT_EQ(*ParseCpuMax("4294967295 1"), 4294967295u);
+  EXPECT_EQ(*ParseCfsQuota("9223372036854775807", "3"), std::numeric_limits<uint32_t>::max());
 }
 
 TEST(ProbeCgroup, CfsQuotaMinusOneIsNoLimit) {
