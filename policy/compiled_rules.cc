@@ -118,7 +118,11 @@ absl::StatusOr<CompiledRules> CompiledRules::Compile(const std::vector<Rule>& ru
     result.compiled_.push_back(std::move(compiled));
   }
   for (const std::string& flag : result.flag_names_) {
-    if (flag.size() < 64) result.flag_length_mask_ |= uint64_t{1} << flag.size();
+    if (flag.size() < 64) {
+      result.flag_length_mask_ |= uint64_t{1} << flag.size();
+    } else {
+      result.has_long_flag_names_ = true;
+    }
   }
   return result;
 }
@@ -129,8 +133,10 @@ uint64_t CompiledRules::FlagMask(const v1::HardwareProfile& profile) const {
   uint64_t mask = 0;
   for (const std::string& flag : profile.cpu_flags()) {
     if (mask == every_named_flag) break;
-    size_t length = flag.size();
-    if (length >= 64 || (flag_length_mask_ & (uint64_t{1} << length)) == 0) continue;
+    const size_t length = flag.size();
+    if (length >= 64 ? !has_long_flag_names_ : (flag_length_mask_ & (uint64_t{1} << length)) == 0) {
+      continue;
+    }
     for (size_t i = 0; i < flag_names_.size(); ++i) {
       if (flag_names_[i] == flag) {
         mask |= uint64_t{1} << i;

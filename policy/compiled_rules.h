@@ -98,6 +98,9 @@ class CompiledRules {
   // Bit n set when some rule-named flag is n characters long (n < 64): most
   // of a profile's flags are skipped on length alone.
   uint64_t flag_length_mask_ = 0;
+  // Some rule-named flag is 64 characters or longer: a profile's flags of
+  // that length are compared too (the mask above cannot hold their length).
+  bool has_long_flag_names_ = false;
   std::vector<std::string> label_keys_;
   std::vector<std::vector<std::string>> label_values_;
 };

@@ -2,6 +2,7 @@
 // message fillers, and the promise that deciding does not allocate.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
@@ -49,6 +50,40 @@ std::shared_ptr<const Policy> LabelPolicy() {
   absl::StatusOr<std::shared_ptr<const Policy>> policy = LoadPolicy(kLabelPolicy, "labels.yaml");
   EXPECT_THAT(policy, IsOk());
   return policy.ok() ? *policy : nullptr;
+}
+
+// Flags of 64 characters or more were skipped before comparing (the
+// length filter's mask has 64 bits), so a rule naming one never saw it in a
+// profile: cpu_flags_any did not match, cpu_flags_none matched anyway.
+TEST(PolicyEvaluateTest, FlagsOfSixtyFourCharactersOrMoreAreCompared) {
+  const std::string long_flag(70, 'x');
+  const std::string text = absl::StrCat(R"(schema: 1
+paths:
+  - {id: fast, name: w4a8-amx, quantization: gptq, group_size: 128, bits_per_weight: 4.25, rationale: fast}
+  - {id: faithful, name: w4a16-tinygemm, quantization: cpu_int4, group_size: 128, bits_per_weight: 4.25, rationale: faithful}
+rules:
+  - name: long-flag
+    match: {cpu_flags_any: [)", long_flag, R"(]}
+    path: fast
+  - name: without-long-flag
+    match: {cpu_flags_none: [)", long_flag, R"(]}
+    path: faithful
+  - name: rest
+    path: faithful
+)");
+  absl::StatusOr<std::shared_ptr<const Policy>> policy = LoadPolicy(text, "long-flag.yaml");
+  ASSERT_THAT(policy, IsOk());
+  v1::HardwareProfile profile = AmxProfile();
+  profile.add_cpu_flags(long_flag);
+  absl::StatusOr<Decision> decision = Evaluate(**policy, profile, v1::PRIORITY_SPEED, Labels());
+  ASSERT_THAT(decision, IsOk());
+  EXPECT_EQ(decision->rule->name, "long-flag");
+  // One character short of it is another flag.
+  v1::HardwareProfile other = AmxProfile();
+  other.add_cpu_flags(std::string(69, 'x'));
+  decision = Evaluate(**policy, other, v1::PRIORITY_SPEED, Labels());
+  ASSERT_THAT(decision, IsOk());
+  EXPECT_EQ(decision->rule->name, "without-long-flag");
 }
 
 TEST(PolicyEvaluateTest, LabelsSteerTheDecision) {
