@@ -9,10 +9,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/bounded_yaml.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/content_hash.h"
+#include "weightpath/v1/weightpath.pb.h"
 #include "yaml-cpp/yaml.h"
 
 namespace weightpath::server {
@@ -94,9 +96,15 @@ absl::StatusOr<CatalogArtifact> ParseArtifact(const CatalogErrors& errors, const
       has_size = true;
     } else if (key == "version") {
       ASSIGN_OR_RETURN(artifact.version, ReadScalar(errors, value, key_field));
+    } else if (key == "target_path") {
+      ASSIGN_OR_RETURN(artifact.target_path, ReadScalar(errors, value, key_field));
+      if (absl::Status valid = CheckTargetPath(artifact.target_path); !valid.ok()) {
+        return errors.At(value, key_field,
+                         absl::StrCat("\"", artifact.target_path, "\": ", valid.message()));
+      }
     } else {
       return errors.At(entry.first, key_field,
-                       "unknown key (expected uri, sha256, size_bytes, version)");
+                       "unknown key (expected uri, sha256, size_bytes, version, target_path)");
     }
   }
   if (!has_uri) return errors.At(node, absl::StrCat(field, ".uri"), "is missing");
@@ -178,6 +186,37 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const CatalogErrors&
 }
 
 }  // namespace
+
+void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out) {
+  out->set_uri(artifact.uri);
+  out->set_sha256(artifact.sha256);
+  out->set_size_bytes(artifact.size_bytes);
+  out->set_version(artifact.version);
+  out->set_target_path(artifact.target_path);
+  out->set_signed_target(artifact.signed_target);
+}
+
+absl::Status CheckTargetPath(absl::string_view path) {
+  if (path.empty()) return absl::InvalidArgumentError("empty target path");
+  if (path.size() > kMaxTargetPathBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("longer than ", kMaxTargetPathBytes, " bytes"));
+  }
+  if (path.front() == '/') return absl::InvalidArgumentError("must be relative (no leading '/')");
+  for (char c : path) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("control character");
+    }
+    if (c == '\\') return absl::InvalidArgumentError("backslash");
+  }
+  for (absl::string_view component : absl::StrSplit(path, '/')) {
+    if (component.empty()) return absl::InvalidArgumentError("empty path component");
+    if (component == "." || component == "..") {
+      return absl::InvalidArgumentError("'.' or '..' component");
+    }
+  }
+  return absl::OkStatus();
+}
 
 Catalog::Catalog(std::string default_model,
                  std::map<std::string, ModelArtifacts, std::less<>> models, std::string version,

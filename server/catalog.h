@@ -5,7 +5,12 @@
 //   default_model: Spark-X2.5-1.7B
 //   models:
 //     Spark-X2.5-1.7B:
-//       w4a8-amx: {uri: https://..., sha256: <64 hex>, size_bytes: 123, version: "1"}
+//       w4a8-amx: {uri: https://..., sha256: <64 hex>, size_bytes: 123, version: "1",
+//                  target_path: models/spark-x2.5-1.7b/w4a8-amx.bin}   # optional
+//
+// `target_path` is the artifact's path among the targets of a TUF image
+// repository, the name a device with its own trust root looks up; a plain
+// catalog is never signed (Artifact.signed_target stays false).
 #pragma once
 
 #include "absl/strings/string_view.h"
@@ -19,6 +24,10 @@
 
 #include "absl/status/statusor.h"
 #include "policy/policy.h"
+
+namespace weightpath::v1 {
+class Artifact;
+}
 
 namespace weightpath::server {
 
@@ -34,7 +43,23 @@ struct CatalogArtifact {
   std::string sha256;   // 64 lowercase hex digits
   uint64_t size_bytes = 0;
   std::string version;  // free-form, may be empty
+  // The TUF target path (relative, '/'-separated, no '.'/'..' components);
+  // empty when the catalog does not name one.
+  std::string target_path;
+  // Taken from targets metadata the server verified against its trusted
+  // root; always false for a plain YAML catalog.
+  bool signed_target = false;
 };
+
+// The catalog -> response mapping: what a decision's Artifact carries.
+void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out);
+
+// A target path a device can look up and a mirror can serve: non-empty, at
+// most kMaxTargetPathBytes, relative, no empty, '.' or '..' component, no
+// backslash or control character (the rules `weightpathctl repo add-target`
+// applies). INVALID_ARGUMENT with the reason (without the path).
+inline constexpr size_t kMaxTargetPathBytes = 1024;
+absl::Status CheckTargetPath(absl::string_view path);
 
 class Catalog {
  public:

@@ -50,11 +50,7 @@ void FillDecidedPart(const ResolvedDecision& resolved, const Snapshot& snapshot,
   policy::FillWeightPathSpec(path, spec);
   spec->clear_verified();  // per call: fleet evidence may change it
   if (!resolved.artifact_pinned()) {
-    v1::Artifact* artifact = decided->mutable_artifact();
-    artifact->set_uri(resolved.artifact->uri);
-    artifact->set_sha256(resolved.artifact->sha256);
-    artifact->set_size_bytes(resolved.artifact->size_bytes);
-    artifact->set_version(resolved.artifact->version);
+    FillArtifact(*resolved.artifact, decided->mutable_artifact());  // server/catalog.cc
   }
   policy::FillEngineKwargs(path, decided->mutable_engine_kwargs());
   decided->set_effective_priority(decision.effective_priority);

@@ -1,6 +1,8 @@
 #include "server/catalog.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -9,6 +11,7 @@
 #include "policy/policy.h"
 #include "server/demo_catalog.h"
 #include "tests/testing/status_matchers.h"
+#include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::server {
 namespace {
@@ -98,6 +101,56 @@ TEST(ServerCatalogTest, EachFaultIsRefusedNamingFileLineAndField) {
     EXPECT_THAT(Load(broken),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(test_case.message_has)));
   }
+}
+
+TEST(ServerCatalogTest, TargetPathIsOptionalAndAPlainCatalogIsNeverSigned) {
+  std::string text = DemoText();
+  const std::string bf16_version = "version: \"demo-1\"\n    export";
+  text.replace(text.find(bf16_version), bf16_version.size(),
+               "version: \"demo-1\"\n      target_path: models/spark/bf16.bin\n    export");
+  absl::StatusOr<std::shared_ptr<const Catalog>> catalog = Load(text);
+  ASSERT_THAT(catalog, IsOk());
+  const Catalog::ModelArtifacts& artifacts = *(*catalog)->FindModel("Spark-X2.5-1.7B");
+  EXPECT_EQ(artifacts.at("bf16").target_path, "models/spark/bf16.bin");
+  EXPECT_FALSE(artifacts.at("bf16").signed_target);
+  EXPECT_EQ(artifacts.at("fp16").target_path, "");
+
+  v1::Artifact artifact;
+  FillArtifact(artifacts.at("bf16"), &artifact);
+  EXPECT_EQ(artifact.uri(), "http://127.0.0.1:8765/Spark-X2.5-1.7B/bf16.bin");
+  EXPECT_EQ(artifact.sha256(), artifacts.at("bf16").sha256);
+  EXPECT_EQ(artifact.size_bytes(), 262144u);
+  EXPECT_EQ(artifact.version(), "demo-1");
+  EXPECT_EQ(artifact.target_path(), "models/spark/bf16.bin");
+  EXPECT_FALSE(artifact.signed_target());
+}
+
+TEST(ServerCatalogTest, ATargetPathOutsideTheMirrorIsRefused) {
+  const std::string bf16_version = "version: \"demo-1\"\n    export";
+  for (const auto& [path, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"/etc/passwd", "must be relative"},
+           {"models/../../etc/passwd", "'.' or '..' component"},
+           {"models//bf16.bin", "empty path component"},
+           {"\"models\\\\bf16.bin\"", "backslash"},
+           {"\"models/\\tbf16.bin\"", "control character"},
+           {"\"\"", "empty target path"},
+           {std::string(1025, 'a'), "longer than 1024 bytes"}}) {
+    SCOPED_TRACE(path);
+    std::string text = DemoText();
+    text.replace(text.find(bf16_version), bf16_version.size(),
+                 absl::StrCat("version: \"demo-1\"\n      target_path: ", path, "\n    export"));
+    EXPECT_THAT(Load(text),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::AllOf(HasSubstr("models.Spark-X2.5-1.7B.bf16.target_path"),
+                                          HasSubstr(reason))));
+  }
+}
+
+TEST(ServerCatalogTest, CheckTargetPathAcceptsWhatReposAddTargetAccepts) {
+  EXPECT_THAT(CheckTargetPath("models/spark-x2.5-1.7b/w4a8-amx.bin"), IsOk());
+  EXPECT_THAT(CheckTargetPath("a.bin"), IsOk());
+  EXPECT_THAT(CheckTargetPath("a/./b"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CheckTargetPath("a/"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ServerCatalogTest, MissingSectionsAreNamed) {
