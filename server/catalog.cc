@@ -220,11 +220,12 @@ absl::Status CheckTargetPath(absl::string_view path) {
 
 Catalog::Catalog(std::string default_model,
                  std::map<std::string, ModelArtifacts, std::less<>> models, std::string version,
-                 std::string source_name)
+                 std::string source_name, CatalogTrust trust)
     : default_model_(std::move(default_model)),
       models_(std::move(models)),
       version_(std::move(version)),
-      source_name_(std::move(source_name)) {
+      source_name_(std::move(source_name)),
+      trust_(std::move(trust)) {
   std::vector<absl::string_view> names;
   names.reserve(models_.size());
   for (const auto& [name, artifacts] : models_) names.push_back(name);

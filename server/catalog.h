@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "policy/policy.h"
 
 namespace weightpath::v1 {
@@ -61,13 +62,24 @@ void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out);
 inline constexpr size_t kMaxTargetPathBytes = 1024;
 absl::Status CheckTargetPath(absl::string_view path);
 
+// Where a catalog's artifacts come from: a plain YAML file (unsigned), or
+// the targets of a TUF repository the server verified (server/signed_catalog.h).
+struct CatalogTrust {
+  bool signed_catalog = false;
+  // The earliest expiry of the verified root, timestamp, snapshot and
+  // targets; InfiniteFuture for a plain catalog.
+  absl::Time metadata_expires = absl::InfiniteFuture();
+  // For the log: "unsigned (plain YAML catalog)" or "signed: root v1, ...".
+  std::string summary = "unsigned (plain YAML catalog)";
+};
+
 class Catalog {
  public:
   // path name -> artifact
   using ModelArtifacts = std::map<std::string, CatalogArtifact, std::less<>>;
 
   Catalog(std::string default_model, std::map<std::string, ModelArtifacts, std::less<>> models,
-          std::string version, std::string source_name);
+          std::string version, std::string source_name, CatalogTrust trust = {});
 
   const std::string& default_model() const { return default_model_; }
   // nullptr when the catalog does not know the model.
@@ -77,6 +89,8 @@ class Catalog {
   // "sha256:" + 16 hex digits of the document text.
   const std::string& version() const { return version_; }
   const std::string& source_name() const { return source_name_; }
+  const CatalogTrust& trust() const { return trust_; }
+  const std::map<std::string, ModelArtifacts, std::less<>>& models() const { return models_; }
 
  private:
   std::string default_model_;
@@ -84,6 +98,7 @@ class Catalog {
   std::string known_models_;
   std::string version_;
   std::string source_name_;
+  CatalogTrust trust_;
 };
 
 // Parses and validates a whole document against `policy`: every name in

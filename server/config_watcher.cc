@@ -28,7 +28,9 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(const ConfigSources
   }
   // The catalog is validated against the policy it will be served with, so
   // a policy that adds a path and a catalog lacking it are refused together.
-  if (sources.catalog_path.empty()) {
+  if (sources.signed_catalog != nullptr) {
+    ASSIGN_OR_RETURN(snapshot->catalog, sources.signed_catalog->Load(*snapshot->policy, cancel));
+  } else if (sources.catalog_path.empty()) {
     ASSIGN_OR_RETURN(snapshot->catalog, LoadCatalog(DemoCatalogYaml(), kDemoCatalogSourceName,
                                                     *snapshot->policy, cancel));
   } else {
@@ -74,15 +76,16 @@ absl::Status ConfigWatcher::LoadInitial() {
   // a change by the next poll instead of being missed.
   if (!sources_.policy_path.empty()) policy_fingerprint_ = TakeFingerprint(sources_.policy_path);
   if (!sources_.catalog_path.empty()) {
-    catalog_fingerprint_ = TakeFingerprint(sources_.catalog_path);
+    catalog_fingerprint_ = TakeFingerprint(sources_.catalog_watch_path());
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const Snapshot> snapshot,
                    LoadSnapshotCatching(sources_, &cancel_));
-  spdlog::info("loaded policy {} from {} and catalog {} from {}", snapshot->policy->version(),
+  spdlog::info("loaded policy {} from {} and catalog {} from {}, {}", snapshot->policy->version(),
                snapshot->policy->source_name(), snapshot->catalog->version(),
-               snapshot->catalog->source_name());
+               snapshot->catalog->source_name(), snapshot->catalog->trust().summary);
   if (metrics_ != nullptr) {
     metrics_->SetPolicyInfo(snapshot->policy->version(), snapshot->catalog->version());
+    metrics_->SetCatalogTrust(snapshot->catalog->trust());
   }
   holder_->Publish(std::move(snapshot));
   return absl::OkStatus();
@@ -99,7 +102,7 @@ ConfigWatcher::Result ConfigWatcher::CheckNow() {
     }
   }
   if (!sources_.catalog_path.empty()) {
-    FileFingerprint now = TakeFingerprint(sources_.catalog_path);
+    FileFingerprint now = TakeFingerprint(sources_.catalog_watch_path());
     if (now != catalog_fingerprint_) {
       catalog_fingerprint_ = std::move(now);
       changed = true;
@@ -112,7 +115,7 @@ ConfigWatcher::Result ConfigWatcher::ReloadNow() {
   absl::MutexLock lock(&reload_mutex_);
   if (!sources_.policy_path.empty()) policy_fingerprint_ = TakeFingerprint(sources_.policy_path);
   if (!sources_.catalog_path.empty()) {
-    catalog_fingerprint_ = TakeFingerprint(sources_.catalog_path);
+    catalog_fingerprint_ = TakeFingerprint(sources_.catalog_watch_path());
   }
   return Reload();
 }
@@ -132,14 +135,17 @@ ConfigWatcher::Result ConfigWatcher::Reload() {
   }
   std::shared_ptr<const Snapshot> next = *std::move(loaded);
   const std::shared_ptr<const Snapshot> current = holder_->Share();
+  // A new timestamp alone moves the expiry, not the catalog.
+  if (metrics_ != nullptr) metrics_->SetCatalogTrust(next->catalog->trust());
   // A touch, or a ConfigMap resync with identical content, is not a reload.
   if (current != nullptr && current->policy->version() == next->policy->version() &&
       current->catalog->version() == next->catalog->version()) {
     return Result::kUnchanged;
   }
-  spdlog::info("reloaded: policy {} -> {}, catalog {} -> {}",
+  spdlog::info("reloaded: policy {} -> {}, catalog {} -> {}, {}",
                current ? current->policy->version() : "none", next->policy->version(),
-               current ? current->catalog->version() : "none", next->catalog->version());
+               current ? current->catalog->version() : "none", next->catalog->version(),
+               next->catalog->trust().summary);
   if (metrics_ != nullptr) {
     metrics_->RecordReload(true);
     metrics_->SetPolicyInfo(next->policy->version(), next->catalog->version());

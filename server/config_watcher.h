@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -15,13 +16,30 @@
 #include "server/file_fingerprint.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
+#include "server/signed_catalog.h"
 
 namespace weightpath::server {
 
 // Empty paths mean the embedded defaults (bundled policy, demo catalog).
 struct ConfigSources {
+  ConfigSources() = default;
+  ConfigSources(std::string policy, std::string catalog,
+                std::shared_ptr<SignedCatalogSource> signed_source = nullptr)
+      : policy_path(std::move(policy)),
+        catalog_path(std::move(catalog)),
+        signed_catalog(std::move(signed_source)) {}
+
   std::string policy_path;
   std::string catalog_path;
+  // Set when catalog_path is a TUF repository: the catalog is its verified
+  // targets (catalog_path itself is then not read as YAML).
+  std::shared_ptr<SignedCatalogSource> signed_catalog;
+
+  // The file whose change means "reload the catalog": the YAML file, or the
+  // repository's timestamp.json (publishers write it last).
+  std::string catalog_watch_path() const {
+    return signed_catalog != nullptr ? signed_catalog->watch_path() : catalog_path;
+  }
 };
 
 // The most either file may hold (the policy's and the catalog's own limits

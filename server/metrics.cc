@@ -21,6 +21,19 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                        .Name("weightpath_policy_info")
                        .Help("Always 1; labelled with the policy and catalog versions in force")
                        .Register(*registry_)),
+      catalog_signed_(prometheus::BuildGauge()
+                          .Name("weightpath_catalog_signed")
+                          .Help("1 when the catalog in force comes from TUF targets metadata the "
+                                "server verified against its trusted root (--catalog DIR with "
+                                "--catalog_root), 0 for a plain YAML catalog (unsigned)")
+                          .Register(*registry_)
+                          .Add({})),
+      catalog_expires_(prometheus::BuildGauge()
+                           .Name("weightpath_catalog_metadata_expires_timestamp_seconds")
+                           .Help("Signed catalog only: when the first of its verified root, "
+                                 "timestamp, snapshot and targets expires (Unix seconds); "
+                                 "devices refuse new artifacts from then on")
+                           .Register(*registry_)),
       measurements_(prometheus::BuildCounter()
                         .Name("weightpath_measurements_total")
                         .Help("Measurements recorded (retries of a known key excluded), by the "
@@ -67,6 +80,14 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                          .Help("1 when the path is verified on the hardware class (by the "
                                "policy or fleet evidence for some CPU model), else 0")
                          .Register(*registry_)) {
+  prometheus::Family<prometheus::Counter>& timestamps =
+      prometheus::BuildCounter()
+          .Name("weightpath_timestamp_signatures_total")
+          .Help("timestamp.json versions the server signed with --timestamp_key (success), and "
+                "rounds that failed (error)")
+          .Register(*registry_);
+  timestamps_signed_ = &timestamps.Add({{"result", "success"}});
+  timestamps_failed_ = &timestamps.Add({{"result", "error"}});
   prometheus::Family<prometheus::Counter>& shed =
       prometheus::BuildCounter()
           .Name("weightpath_device_calls_shed_total")
@@ -103,6 +124,22 @@ void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
   policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
                                            {"catalog_version", std::string(catalog_version)}});
   policy_info_series_->Set(1);
+}
+
+void ServerMetrics::SetCatalogTrust(const CatalogTrust& trust) {
+  catalog_signed_.Set(trust.signed_catalog ? 1 : 0);
+  absl::MutexLock lock(&policy_info_mutex_);
+  if (!trust.signed_catalog || trust.metadata_expires == absl::InfiniteFuture()) {
+    if (catalog_expires_series_ != nullptr) catalog_expires_.Remove(catalog_expires_series_);
+    catalog_expires_series_ = nullptr;
+    return;
+  }
+  if (catalog_expires_series_ == nullptr) catalog_expires_series_ = &catalog_expires_.Add({});
+  catalog_expires_series_->Set(static_cast<double>(absl::ToUnixSeconds(trust.metadata_expires)));
+}
+
+void ServerMetrics::RecordTimestampSigned(bool succeeded) {
+  (succeeded ? timestamps_signed_ : timestamps_failed_)->Increment();
 }
 
 void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,

@@ -46,6 +46,13 @@ class ServerMetrics {
   // Replaces the single weightpath_policy_info series.
   void SetPolicyInfo(absl::string_view policy_version, absl::string_view catalog_version);
 
+  // Whether the catalog in force was verified (weightpath_catalog_signed
+  // 1/0) and, for a signed one, when its metadata expires first.
+  void SetCatalogTrust(const CatalogTrust& trust);
+  // A timestamp.json the server signed with --timestamp_key, or a round
+  // that failed (server/timestamp_signer.h).
+  void RecordTimestampSigned(bool succeeded);
+
   // Fleet registry and verification evidence (see server/fleet_state.h).
   using ClassAndPath = std::pair<std::string, std::string>;
   void RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
@@ -69,6 +76,10 @@ class ServerMetrics {
   prometheus::Counter& reloads_succeeded_;
   prometheus::Counter& reloads_failed_;
   prometheus::Family<prometheus::Gauge>& policy_info_;
+  prometheus::Gauge& catalog_signed_;
+  prometheus::Family<prometheus::Gauge>& catalog_expires_;
+  prometheus::Counter* timestamps_signed_ = nullptr;
+  prometheus::Counter* timestamps_failed_ = nullptr;
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;
@@ -89,6 +100,7 @@ class ServerMetrics {
 
   absl::Mutex policy_info_mutex_;
   prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
+  prometheus::Gauge* catalog_expires_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
 };
 
 }  // namespace weightpath::server

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -31,6 +32,17 @@ std::string WithPort(const std::string& host_port, int port) {
                       port);
 }
 
+// The trusted TUF state lives beside the SQLite file by default; with
+// PostgreSQL or no store there is no obvious place, and --catalog_state_dir
+// is asked for.
+std::string DefaultCatalogStateDir(const std::string& store_url) {
+  absl::string_view file = store_url;
+  if (!absl::ConsumePrefix(&file, "sqlite:") || file.empty()) return "";
+  const size_t slash = file.rfind('/');
+  if (slash == absl::string_view::npos) return ".";
+  return std::string(slash == 0 ? "/" : file.substr(0, slash));
+}
+
 }  // namespace
 
 WeightPathServer::WeightPathServer(const ServerConfig& config) : config_(config) {}
@@ -47,9 +59,39 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   std::unique_ptr<WeightPathServer> server(new WeightPathServer(config));
   server->registry_ = std::make_shared<prometheus::Registry>();
   server->metrics_ = std::make_unique<ServerMetrics>(server->registry_);
-  server->watcher_ = std::make_unique<ConfigWatcher>(
-      ConfigSources{config.policy_path, config.catalog_path}, &server->snapshots_,
-      server->metrics_.get(), config.reload_interval);
+  ConfigSources sources{config.policy_path, config.catalog_path, nullptr};
+  if (IsCatalogRepository(config.catalog_path)) {
+    SignedCatalogOptions options;
+    options.repository = config.catalog_path;
+    options.trusted_root_path = config.catalog_root_path;
+    options.artifact_base_url = config.catalog_artifact_url;
+    options.default_model = config.catalog_default_model;
+    options.state_dir = config.catalog_state_dir.empty() ? DefaultCatalogStateDir(config.store_url)
+                                                         : config.catalog_state_dir;
+    ASSIGN_OR_RETURN(sources.signed_catalog, SignedCatalogSource::Create(std::move(options)));
+  }
+  server->watcher_ = std::make_unique<ConfigWatcher>(sources, &server->snapshots_,
+                                                     server->metrics_.get(), config.reload_interval);
+  if (!config.timestamp_key_path.empty()) {
+    ConfigWatcher* watcher = server->watcher_.get();
+    TimestampSignerOptions options;
+    options.key_path = config.timestamp_key_path;
+    options.lifetime = config.timestamp_lifetime;
+    ASSIGN_OR_RETURN(server->timestamp_signer_,
+                     TimestampSigner::Create(options, sources.signed_catalog, server->metrics_.get(),
+                                             [watcher] { watcher->RequestReload(); }));
+    RETURN_IF_ERROR(server->timestamp_signer_->CheckKey(absl::Now()));
+    // Before the first load: a timestamp that expired while the server was
+    // down is renewed rather than refused. A failure here is reported by
+    // the load itself if the repository really does not verify.
+    absl::StatusOr<TimestampSigner::Outcome> renewed = server->timestamp_signer_->RunOnce(absl::Now());
+    if (!renewed.ok()) {
+      spdlog::warn("timestamp not re-signed at start: {}", renewed.status().ToString());
+      server->metrics_->RecordTimestampSigned(false);
+    } else if (*renewed == TimestampSigner::Outcome::kPublished) {
+      server->metrics_->RecordTimestampSigned(true);
+    }
+  }
   RETURN_IF_ERROR(server->watcher_->LoadInitial());
 
   try {
@@ -175,6 +217,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     health->SetServingStatus(kFleetAdminServiceName, false);
   }
   server->watcher_->Start();
+  if (server->timestamp_signer_ != nullptr) server->timestamp_signer_->Start();
   if (config.tls_cert_path.empty() && !IsLoopbackAddress(config.listen)) {
     spdlog::warn("--insecure: serving plaintext gRPC on non-loopback address {}",
                  server->grpc_address_);
@@ -196,6 +239,7 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   // in-flight calls finish instead of after them, and can never hold the
   // exit past the grace period.
   if (watcher_ != nullptr) watcher_->BeginStop();
+  if (timestamp_signer_ != nullptr) timestamp_signer_->Stop();
   if (grpc_server_ != nullptr) {
     // Load balancers and probes see NOT_SERVING first; Shutdown() itself
     // stops accepting calls and waits for the in-flight ones.

@@ -11,6 +11,7 @@
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
 #include "server/config_watcher.h"
+#include "server/timestamp_signer.h"
 #include "server/fleet_admin_service.h"
 #include "server/fleet_queries.h"
 #include "server/fleet_state.h"
@@ -59,6 +60,7 @@ class WeightPathServer {
   std::unique_ptr<ServerMetrics> metrics_;
   SnapshotHolder snapshots_;
   std::unique_ptr<ConfigWatcher> watcher_;
+  std::unique_ptr<TimestampSigner> timestamp_signer_;  // with --timestamp_key only
   std::unique_ptr<FleetState> fleet_;  // null with --store=none
   std::unique_ptr<FleetQueries> fleet_queries_;
   std::unique_ptr<OperatorAuth> operator_auth_;

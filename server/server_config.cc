@@ -1,6 +1,7 @@
 #include "server/server_config.h"
 
 #include <string_view>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -11,6 +12,7 @@
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/file_fingerprint.h"
+#include "server/signed_catalog.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
@@ -21,7 +23,30 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address HOST:PORT (port 0 picks a free one)");
 ABSL_FLAG(std::string, policy, "", "Policy YAML file; empty serves the bundled default policy");
 ABSL_FLAG(std::string, catalog, "",
-          "Artifact catalog YAML file; empty serves the embedded demo catalog");
+          "Artifact catalog: a YAML file (unsigned), or a TUF repository directory "
+          "(weightpathctl repo's REPO, or a directory of metadata files) verified against "
+          "--catalog_root; empty serves the embedded demo catalog (unsigned)");
+ABSL_FLAG(std::string, catalog_root, "",
+          "With a repository --catalog: the trusted root.json to verify it from (the root "
+          "devices are provisioned with, e.g. REPO/metadata/1.root.json); later roots are "
+          "followed from the repository");
+ABSL_FLAG(std::string, catalog_artifact_url, "",
+          "With a repository --catalog: base URL of the artifact mirror; an artifact's uri is "
+          "URL/TARGET_PATH");
+ABSL_FLAG(std::string, catalog_default_model, "",
+          "With a repository --catalog: the model of a request that names none (default: the "
+          "only model the targets list)");
+ABSL_FLAG(std::string, catalog_state_dir, "",
+          "With a repository --catalog: where the trusted metadata is kept "
+          "(catalog-trust-state.json), so a restart cannot be rolled back to older metadata; "
+          "default: the directory of the --store sqlite:FILE");
+ABSL_FLAG(std::string, timestamp_key, "",
+          "With a repository --catalog: online ed25519 timestamp key (PKCS#8 PEM, mode 600 or "
+          "400); the server re-signs timestamp.json once less than half of "
+          "--timestamp_lifetime is left");
+ABSL_FLAG(absl::Duration, timestamp_lifetime, absl::Hours(24),
+          "Expiry of each timestamp.json the server signs with --timestamp_key, from the time "
+          "it signs (checked every tenth of it, between 1s and 1m)");
 ABSL_FLAG(std::string, log_format, "text", "text or json (one JSON object a line)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
@@ -90,7 +115,8 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "verification_window", "regression_fraction", "devices_seen_window",
     "fleet_refresh_interval", "devices_seen_refresh_interval", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
-    "admin_token_file", "admin_identity"};
+    "admin_token_file", "admin_identity", "catalog_root", "catalog_artifact_url",
+    "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime"};
 
 bool IsConfigurable(absl::string_view name) {
   for (absl::string_view known : kConfigurableFlags) {
@@ -165,6 +191,12 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.policy_path = absl::GetFlag(FLAGS_policy);
   config.catalog_path = absl::GetFlag(FLAGS_catalog);
+  config.catalog_root_path = absl::GetFlag(FLAGS_catalog_root);
+  config.catalog_artifact_url = absl::GetFlag(FLAGS_catalog_artifact_url);
+  config.catalog_default_model = absl::GetFlag(FLAGS_catalog_default_model);
+  config.catalog_state_dir = absl::GetFlag(FLAGS_catalog_state_dir);
+  config.timestamp_key_path = absl::GetFlag(FLAGS_timestamp_key);
+  config.timestamp_lifetime = absl::GetFlag(FLAGS_timestamp_lifetime);
   const std::string log_format = absl::GetFlag(FLAGS_log_format);
   if (log_format == "text") {
     config.log_format = LogFormat::kText;
@@ -214,6 +246,25 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (config.reload_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--reload_interval must not be negative");
+  }
+  const bool repository = IsCatalogRepository(config.catalog_path);
+  for (const auto& [flag, value] :
+       {std::pair<absl::string_view, const std::string*>{"catalog_root", &config.catalog_root_path},
+        {"catalog_artifact_url", &config.catalog_artifact_url},
+        {"catalog_default_model", &config.catalog_default_model},
+        {"catalog_state_dir", &config.catalog_state_dir},
+        {"timestamp_key", &config.timestamp_key_path}}) {
+    if (!value->empty() && !repository) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " needs --catalog to be a TUF repository directory (--catalog=",
+          config.catalog_path.empty() ? "<embedded demo catalog>" : config.catalog_path,
+          " is not a directory)"));
+    }
+  }
+  if (config.timestamp_lifetime < absl::Seconds(2) || config.timestamp_lifetime > absl::Hours(24 * 366)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--timestamp_lifetime=", absl::FormatDuration(config.timestamp_lifetime),
+        " must be between 2s and 8784h"));
   }
   if (config.tls_cert_path.empty() != config.tls_key_path.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key must be given together");

@@ -18,7 +18,14 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";
   std::string policy_path;   // empty: the bundled default policy
-  std::string catalog_path;  // empty: the embedded demo catalog
+  std::string catalog_path;  // empty: the embedded demo catalog; a directory: a TUF repository
+  // A TUF repository catalog (server/signed_catalog.h).
+  std::string catalog_root_path;
+  std::string catalog_artifact_url;
+  std::string catalog_default_model;
+  std::string catalog_state_dir;  // empty: beside the sqlite:FILE store
+  std::string timestamp_key_path;
+  absl::Duration timestamp_lifetime = absl::Hours(24);
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(10);

@@ -477,5 +477,79 @@ class EngineHarnessTest(unittest.TestCase):
         self.assertIn("device_id", refused.exception.details())
 
 
+class SignedCatalogTest(unittest.TestCase):
+    """A second server whose catalog is a TUF repository made by the real
+    `weightpathctl repo`: Python sees each artifact's target path and
+    signed_target, and the same answer weightpathctl (C++) prints."""
+
+    MODEL = "Spark-X2.5-1.7B"
+    PATHS = ["bf16", "export-qnn-w8a16", "fp16", "w4a8-amx", "w4a16-tinygemm"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="wp-interop-python-tuf-")
+        repo = os.path.join(cls.dir, "repo")
+        keys = os.path.join(cls.dir, "keys")
+        cls.ctl("repo", "init", "--repo", repo, "--generate-keys", keys)
+        for name in cls.PATHS:
+            cls.ctl("repo", "add-target", "--repo", repo, "--path", f"spark/{name}.bin",
+                    "--length", "4096", "--sha256", f"{len(name):064x}", "--model", cls.MODEL,
+                    "--weight-path", name, "--version", "7", "--hardware-classes",
+                    "x86_cpu,arm64_cpu,cuda_discrete,jetson,npu_phone")
+        cls.ctl("repo", "sign", "--repo", repo, "--role", "targets", "--key",
+                os.path.join(keys, "targets.pem"))
+        cls.ctl("repo", "timestamp", "--repo", repo, "--key", os.path.join(keys, "timestamp.pem"),
+                "--snapshot-key", os.path.join(keys, "snapshot.pem"))
+        cls.server = ServerProcess(cls.dir, [
+            "--store=none", f"--catalog={repo}",
+            f"--catalog_root={os.path.join(repo, 'metadata', '1.root.json')}",
+            "--catalog_artifact_url=https://mirror.test/weights",
+            f"--catalog_state_dir={os.path.join(cls.dir, 'state')}"])
+        cls.channel = grpc.insecure_channel(cls.server.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @staticmethod
+    def ctl(*args):
+        done = subprocess.run([CTL_BINARY, *args], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise AssertionError(f"weightpathctl {' '.join(args)}: {done.stderr}")
+        return done.stdout
+
+    def test_every_example_profile_gets_a_signed_target(self):
+        method = self.channel.unary_unary(
+            "/weightpath.v1.WeightPath/ResolveWeightPath",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=wp.ResolveWeightPathResponse.FromString)
+        for profile in example_profiles():
+            with self.subTest(profile=profile):
+                device_id = "interop-python-tuf-" + profile[:-len(".json")]
+                response = method(resolve_request(profile, "", device_id), timeout=CALL_TIMEOUT_S)
+                name = response.weight_path.name
+                self.assertEqual(response.artifact.target_path, f"spark/{name}.bin")
+                self.assertTrue(response.artifact.signed_target)
+                self.assertEqual(response.artifact.uri, f"https://mirror.test/weights/spark/{name}.bin")
+                self.assertEqual(response.artifact.sha256, f"{len(name):064x}")
+                self.assertEqual(response.artifact.size_bytes, 4096)
+                self.assertEqual(response.artifact.version, "7")
+                ctl = json.loads(self.ctl(
+                    "resolve", "--server", self.server.address, "--device-id", device_id,
+                    "--profile", os.path.join(PROFILES_DIR, profile), "-o", "json"))
+                self.assertEqual(differences(ctl, proto_json(response)), [])
+                self.assertEqual(ctl["artifact"]["target_path"], f"spark/{name}.bin")
+                self.assertIs(ctl["artifact"]["signed_target"], True)
+
+    def test_the_plain_catalog_server_answers_unsigned(self):
+        request = resolve_request("intel-sapphire-rapids.json", "speed", "interop-python-plain")
+        response = unary("/weightpath.v1.WeightPath/ResolveWeightPath",
+                         wp.ResolveWeightPathResponse, request)
+        self.assertEqual(response.artifact.target_path, "")
+        self.assertFalse(response.artifact.signed_target)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -314,3 +314,53 @@ test('a repository made by weightpathctl repo is accepted by tuf-js Updater', as
     await mirror.close();
   }
 });
+
+test('timestamps weightpath-server signs with --timestamp_key are accepted by tuf-js Updater', async () => {
+  const server = support.requiredEnvironment(['WEIGHTPATH_SERVER_BINARY']).WEIGHTPATH_SERVER_BINARY;
+  const repo = path.join(workDir, 'server-repo');
+  const keysDir = path.join(workDir, 'server-keys');
+  ctl(['repo', 'init', '--repo', repo, '--generate-keys', keysDir]);
+  const key = (role) => path.join(keysDir, `${role}.pem`);
+  // One target per weight path the server's default policy can return.
+  for (const name of ['bf16', 'export-qnn-w8a16', 'fp16', 'w4a8-amx', 'w4a16-tinygemm']) {
+    ctl(['repo', 'add-target', '--repo', repo, '--path', `models/spark/${name}.bin`, '--length', '7',
+      '--sha256', sha256(name), '--model', 'Spark-X2.5-1.7B', '--weight-path', name,
+      '--version', '1', '--hardware-classes', 'x86_cpu']);
+  }
+  ctl(['repo', 'sign', '--repo', repo, '--role', 'targets', '--key', key('targets')]);
+  ctl(['repo', 'timestamp', '--repo', repo, '--key', key('timestamp'), '--snapshot-key', key('snapshot'),
+    '--expires', '4s']);
+  const timestampFile = path.join(repo, 'metadata', 'timestamp.json');
+  const published = () => JSON.parse(fs.readFileSync(timestampFile, 'utf8')).signed.version;
+  const before = published();
+
+  const running = await support.ServerProcess.start(server, workDir, [
+    '--store=none', `--catalog=${repo}`, `--catalog_root=${path.join(repo, 'metadata', '1.root.json')}`,
+    '--catalog_artifact_url=http://127.0.0.1:1/artifacts', `--catalog_state_dir=${path.join(workDir, 'state')}`,
+    `--timestamp_key=${key('timestamp')}`, '--timestamp_lifetime=4s']);
+  const metadata = await serve(path.join(repo, 'metadata'));
+  try {
+    // The server re-signs once less than half the lifetime is left.
+    const deadline = Date.now() + 30000;
+    while (published() < before + 2) {
+      assert.ok(Date.now() < deadline, `timestamp still v${published()}: ${fs.readFileSync(running.logPath, 'utf8')}`);
+      await new Promise((done) => setTimeout(done, 100));
+    }
+    // A device provisioned with 1.root.json, and tuf-js's own checks of it.
+    const cache = fs.mkdtempSync(path.join(workDir, 'server-device-'));
+    fs.copyFileSync(path.join(repo, 'metadata', '1.root.json'), path.join(cache, 'root.json'));
+    const updater = new Updater({
+      metadataDir: cache, metadataBaseUrl: metadata.url, targetDir: cache,
+      config: { prefixTargetsWithHash: false },
+    });
+    const info = await updater.getTargetInfo('models/spark/w4a8-amx.bin');
+    assert.ok(info);
+    assert.equal(info.custom.weight_path, 'w4a8-amx');
+    const trusted = JSON.parse(fs.readFileSync(path.join(cache, 'timestamp.json'), 'utf8'));
+    assert.ok(trusted.signed.version >= before + 2, `tuf-js trusts timestamp v${trusted.signed.version}`);
+    assert.ok(new Date(trusted.signed.expires) > new Date());
+  } finally {
+    await metadata.close();
+    await running.stop();
+  }
+});

@@ -1,19 +1,369 @@
 // The catalog the server answers from, against the real weightpath-server
-// binary: the TUF target path a plain YAML catalog may name, sent in
-// Artifact.target_path with signed_target false.
+// binary: the TUF target path a plain YAML catalog may name (sent unsigned),
+// and a TUF repository made by the real `weightpathctl repo` in the test,
+// verified at start and on every reload, its trusted state persisted, its
+// timestamp kept fresh with --timestamp_key.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "server/content_hash.h"
 #include "server/demo_catalog.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
+#include "trust/metadata.h"
 
 namespace weightpath::server::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weightpath::testing::ProcessResult;
+using ::weightpath::testing::RunProcess;
+
+constexpr char kModel[] = "Spark-X2.5-1.7B";
+constexpr char kMirror[] = "http://mirror.test/artifacts";
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+absl::StatusOr<double> Scrape(const ServerProcess& server, const std::string& series) {
+  absl::StatusOr<std::string> text = HttpGet(server.metrics_address(), "/metrics");
+  if (!text.ok()) return text.status();
+  return SampleValue(*text, series);
+}
+
+bool WaitForSample(const ServerProcess& server, const std::string& series, double at_least) {
+  const absl::Time deadline = absl::Now() + kWait;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<double> now = Scrape(server, series);
+    if (now.ok() && *now >= at_least) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+// A repository as an operator makes one: `weightpathctl repo init`, one
+// target per weight path the default policy can return, signed, published.
+class SignedRepository : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_ = dir_.File("repo");
+    keys_ = dir_.File("keys");
+    state_ = dir_.File("state");
+    ProcessResult init = Ctl({"repo", "init", "--repo", repo_, "--generate-keys", keys_});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+    for (const std::string& path : policy::DefaultPolicy()->ReachablePathNames()) {
+      AddTarget(path, "2026.11.1");
+    }
+    Publish();
+  }
+
+  ProcessResult Ctl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {WEIGHTPATHCTL_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv);
+  }
+
+  static std::string TargetPath(const std::string& weight_path) {
+    return absl::StrCat("models/spark-x2.5-1.7b/", weight_path, ".bin");
+  }
+  static std::string FakeSha256(const std::string& weight_path, const std::string& version) {
+    return Sha256Hex(absl::StrCat(weight_path, "@", version));
+  }
+
+  void AddTarget(const std::string& weight_path, const std::string& version) {
+    ProcessResult added = Ctl({"repo", "add-target", "--repo", repo_, "--path",
+                               TargetPath(weight_path), "--length", "262144", "--sha256",
+                               FakeSha256(weight_path, version), "--model", kModel,
+                               "--weight-path", weight_path, "--version", version,
+                               "--hardware-classes", "x86_cpu,arm64_cpu", "--replace"});
+    ASSERT_EQ(added.exit_code, 0) << added.err;
+  }
+
+  void Publish(const std::vector<std::string>& extra = {}) {
+    ProcessResult signed_targets =
+        Ctl({"repo", "sign", "--repo", repo_, "--role", "targets", "--key", Key("targets")});
+    ASSERT_EQ(signed_targets.exit_code, 0) << signed_targets.err;
+    std::vector<std::string> args = {"repo", "timestamp", "--repo", repo_, "--key",
+                                     Key("timestamp"), "--snapshot-key", Key("snapshot")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ProcessResult published = Ctl(args);
+    ASSERT_EQ(published.exit_code, 0) << published.err;
+  }
+
+  std::string Key(const std::string& role) const { return keys_ + "/" + role + ".pem"; }
+  std::string Metadata(const std::string& name) const { return repo_ + "/metadata/" + name; }
+
+  std::vector<std::string> ServerArgs(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> args = {"--catalog=" + repo_,
+                                      "--catalog_root=" + Metadata("1.root.json"),
+                                      std::string("--catalog_artifact_url=") + kMirror + "/",
+                                      "--catalog_state_dir=" + state_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  int64_t PublishedTimestampVersion() const {
+    auto parsed = trust::ParseTimestamp(ReadFileOrDie(Metadata("timestamp.json")), "timestamp.json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.ok() ? parsed->signed_part.version : -1;
+  }
+
+  // Replaces a metadata file the way a mirror sync does (write aside, rename).
+  void ReplaceMetadata(const std::string& name, const std::string& bytes) {
+    const std::string aside = Metadata(name) + ".sync";
+    WriteFileOrDie(aside, bytes);
+    ASSERT_EQ(std::rename(aside.c_str(), Metadata(name).c_str()), 0);
+  }
+
+  // timestamp.json with its one signature altered (still well-formed hex).
+  std::string TamperedTimestamp() const {
+    std::string bytes = ReadFileOrDie(Metadata("timestamp.json"));
+    const size_t sig = bytes.find("\"sig\"");
+    EXPECT_NE(sig, std::string::npos);
+    const size_t digit = bytes.find('"', bytes.find(':', sig)) + 5;
+    bytes[digit] = bytes[digit] == '0' ? '1' : '0';
+    return bytes;
+  }
+
+  TempDir dir_;
+  std::string repo_, keys_, state_;
+};
+
+TEST_F(SignedRepository, TheServerAnswersWithTheVerifiedTargets) {
+  auto server = ServerProcess::Start(ServerArgs());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel((*server)->grpc_address()));
+  v1::ResolveWeightPathResponse response;
+  grpc::Status status = CallResolve(*stub, AmxRequest(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.weight_path().name(), "w4a8-amx");
+  EXPECT_EQ(response.model(), kModel);
+  const v1::Artifact& artifact = response.artifact();
+  EXPECT_EQ(artifact.target_path(), TargetPath("w4a8-amx"));
+  EXPECT_TRUE(artifact.signed_target());
+  EXPECT_EQ(artifact.uri(), absl::StrCat(kMirror, "/", TargetPath("w4a8-amx")));
+  EXPECT_EQ(artifact.sha256(), FakeSha256("w4a8-amx", "2026.11.1"));
+  EXPECT_EQ(artifact.size_bytes(), 262144u);
+  EXPECT_EQ(artifact.version(), "2026.11.1");
+
+  EXPECT_EQ(Scrape(**server, "weightpath_catalog_signed").value_or(-1), 1.0);
+  absl::StatusOr<double> expires =
+      Scrape(**server, "weightpath_catalog_metadata_expires_timestamp_seconds");
+  ASSERT_TRUE(expires.ok()) << expires.status();
+  EXPECT_GT(*expires, static_cast<double>(absl::ToUnixSeconds(absl::Now())));
+  EXPECT_THAT((*server)->Log(), HasSubstr("signed: root v1, targets v2, snapshot v2, timestamp v2"));
+  // The trusted state outlives the process, owner-only.
+  struct stat info {};
+  ASSERT_EQ(stat((state_ + "/catalog-trust-state.json").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 077, 0u);
+}
+
+TEST_F(SignedRepository, APlainCatalogIsReportedUnsigned) {
+  auto server = ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(Scrape(**server, "weightpath_catalog_signed").value_or(-1), 0.0);
+  EXPECT_FALSE(Scrape(**server, "weightpath_catalog_metadata_expires_timestamp_seconds").ok());
+  EXPECT_THAT((*server)->Log(), HasSubstr("unsigned (plain YAML catalog)"));
+}
+
+TEST_F(SignedRepository, AnUnverifiableRepositoryIsRefusedAtStart) {
+  const std::string good = ReadFileOrDie(Metadata("timestamp.json"));
+  struct Case {
+    std::string name;
+    std::string timestamp;
+    std::string message_has;
+  };
+  std::string unsigned_timestamp = good;
+  {
+    const size_t open = unsigned_timestamp.find("\"signatures\"");
+    const size_t start = unsigned_timestamp.find('[', open);
+    const size_t end = unsigned_timestamp.find(']', start);
+    unsigned_timestamp.replace(start, end - start + 1, "[]");
+  }
+  const std::vector<Case> cases = {
+      {"bad signature", TamperedTimestamp(), "below threshold"},
+      {"below threshold", unsigned_timestamp, "0 of the 1 signatures"},
+  };
+  for (const Case& test_case : cases) {
+    SCOPED_TRACE(test_case.name);
+    ReplaceMetadata("timestamp.json", test_case.timestamp);
+    ExitResult result = ServerProcess::RunToExit(ServerArgs(), kWait);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_THAT(result.log, HasSubstr("cannot start"));
+    EXPECT_THAT(result.log, HasSubstr("repository refused: timestamp.json"));
+    EXPECT_THAT(result.log, HasSubstr(test_case.message_has));
+    ASSERT_FALSE(std::filesystem::exists(state_ + "/catalog-trust-state.json"));
+  }
+  ReplaceMetadata("timestamp.json", good);
+
+  // A file past the library's limit (endless data).
+  std::string huge = good;
+  huge.insert(huge.rfind('}'), std::string(20000, ' '));
+  ReplaceMetadata("timestamp.json", huge);
+  ExitResult oversized = ServerProcess::RunToExit(ServerArgs(), kWait);
+  EXPECT_EQ(oversized.exit_code, 1);
+  EXPECT_THAT(oversized.log, HasSubstr("timestamp.json"));
+  EXPECT_THAT(oversized.log, HasSubstr("16384"));
+  ReplaceMetadata("timestamp.json", good);
+
+  // Without the trusted root, nothing can be verified.
+  std::vector<std::string> no_root = ServerArgs();
+  no_root.erase(no_root.begin() + 1);
+  ExitResult missing = ServerProcess::RunToExit(no_root, kWait);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.log, HasSubstr("--catalog_root must name the trusted root.json"));
+
+  // A root that is not this repository's.
+  ProcessResult other = Ctl({"repo", "init", "--repo", dir_.File("other"), "--generate-keys",
+                             dir_.File("other-keys")});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  std::vector<std::string> foreign = ServerArgs();
+  foreign[1] = "--catalog_root=" + dir_.File("other") + "/metadata/1.root.json";
+  ExitResult stranger = ServerProcess::RunToExit(foreign, kWait);
+  EXPECT_EQ(stranger.exit_code, 1);
+  EXPECT_THAT(stranger.log, HasSubstr("repository refused"));
+
+  // And the good one starts.
+  auto server = ServerProcess::Start(ServerArgs());
+  EXPECT_TRUE(server.ok()) << server.status();
+}
+
+TEST_F(SignedRepository, AnExpiredTimestampIsRefusedAtStart) {
+  Publish({"--expires", "2s"});
+  absl::SleepFor(absl::Seconds(3));
+  ExitResult result = ServerProcess::RunToExit(ServerArgs(), kWait);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.log, HasSubstr("timestamp.json"));
+  EXPECT_THAT(result.log, HasSubstr("expired at"));
+  EXPECT_THAT(result.log, HasSubstr("freeze attack"));
+}
+
+TEST_F(SignedRepository, ARestartCannotBeRolledBackBelowThePersistedState) {
+  // What a mirror held before the next publish.
+  const std::string old_timestamp = ReadFileOrDie(Metadata("timestamp.json"));
+  Publish();  // snapshot and timestamp v3
+  {
+    auto server = ServerProcess::Start(ServerArgs());
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_THAT((*server)->Log(), HasSubstr("timestamp v3"));
+  }
+  // The old timestamp is validly signed, just older than what was trusted.
+  ReplaceMetadata("timestamp.json", old_timestamp);
+  ExitResult result = ServerProcess::RunToExit(ServerArgs(), kWait);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.log, HasSubstr("timestamp.json"));
+  EXPECT_THAT(result.log, HasSubstr("(rollback)"));
+  // A server without the persisted state would have taken it: the state is
+  // what refused it.
+  std::vector<std::string> fresh = ServerArgs();
+  fresh.back() = "--catalog_state_dir=" + dir_.File("fresh-state");
+  auto unprotected = ServerProcess::Start(fresh);
+  EXPECT_TRUE(unprotected.ok()) << unprotected.status();
+}
+
+TEST_F(SignedRepository, AReloadRefusesATamperedRepositoryAndKeepsTheLastGoodCatalog) {
+  auto server = ServerProcess::Start(ServerArgs({"--reload_interval=0"}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel((*server)->grpc_address()));
+  const std::string good = ReadFileOrDie(Metadata("timestamp.json"));
+
+  ReplaceMetadata("timestamp.json", TamperedTimestamp());
+  (*server)->Signal(SIGHUP);
+  ASSERT_TRUE(WaitForSample(**server, "weightpath_policy_reloads_total{result=\"error\"}", 1));
+  EXPECT_THAT((*server)->Log(), HasSubstr("repository refused: timestamp.json"));
+  v1::ResolveWeightPathResponse response;
+  grpc::Status status = CallResolve(*stub, AmxRequest(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.artifact().version(), "2026.11.1");
+  EXPECT_TRUE(response.artifact().signed_target());
+
+  // A validly signed but older timestamp (a mirror rolled back).
+  ReplaceMetadata("timestamp.json", good);
+  Publish();  // targets, snapshot and timestamp v3
+  (*server)->Signal(SIGHUP);
+  ASSERT_TRUE(WaitForSample(**server, "weightpath_policy_reloads_total{result=\"success\"}", 1));
+  const std::string current = ReadFileOrDie(Metadata("timestamp.json"));
+  ReplaceMetadata("timestamp.json", good);
+  (*server)->Signal(SIGHUP);
+  ASSERT_TRUE(WaitForSample(**server, "weightpath_policy_reloads_total{result=\"error\"}", 2));
+  EXPECT_THAT((*server)->Log(), HasSubstr("(rollback)"));
+  ReplaceMetadata("timestamp.json", current);
+
+  // A properly signed new version is taken.
+  AddTarget("w4a8-amx", "2026.12.0");
+  Publish();
+  (*server)->Signal(SIGHUP);
+  ASSERT_TRUE(WaitForSample(**server, "weightpath_policy_reloads_total{result=\"success\"}", 2));
+  status = CallResolve(*stub, AmxRequest(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.artifact().version(), "2026.12.0");
+  EXPECT_EQ(response.artifact().sha256(), FakeSha256("w4a8-amx", "2026.12.0"));
+  EXPECT_EQ(Scrape(**server, "weightpath_policy_reloads_total{result=\"error\"}").value_or(-1), 2.0);
+}
+
+TEST_F(SignedRepository, TheTimestampKeyKeepsTheTimestampFresh) {
+  Publish({"--expires", "4s"});
+  const int64_t first = PublishedTimestampVersion();
+  auto server = ServerProcess::Start(
+      ServerArgs({"--timestamp_key=" + Key("timestamp"), "--timestamp_lifetime=4s"}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Re-signed once less than half the lifetime is left: about every 2 s.
+  ASSERT_TRUE(WaitForSample(**server, "weightpath_timestamp_signatures_total{result=\"success\"}", 3))
+      << (*server)->Log();
+  EXPECT_GE(PublishedTimestampVersion(), first + 3);
+  EXPECT_EQ(Scrape(**server, "weightpath_timestamp_signatures_total{result=\"error\"}").value_or(-1), 0.0);
+  // What the server wrote is what a device accepts.
+  ProcessResult verified = Ctl({"repo", "verify", "--repo", repo_});
+  EXPECT_EQ(verified.exit_code, 0) << verified.err;
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel((*server)->grpc_address()));
+  v1::ResolveWeightPathResponse response;
+  grpc::Status status = CallResolve(*stub, AmxRequest(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(response.artifact().signed_target());
+  // The key never reaches the log.
+  const std::string pem = ReadFileOrDie(Key("timestamp"));
+  const std::string body = pem.substr(pem.find('\n') + 1, 40);
+  EXPECT_THAT((*server)->Log(), ::testing::Not(HasSubstr(body)));
+
+  // Down for longer than the lifetime: the start renews the expired timestamp.
+  (*server)->Signal(SIGTERM);
+  (*server)->WaitForExit(kWait);
+  absl::SleepFor(absl::Seconds(5));
+  ProcessResult stale = Ctl({"repo", "verify", "--repo", repo_});
+  EXPECT_NE(stale.exit_code, 0);
+  auto restarted = ServerProcess::Start(
+      ServerArgs({"--timestamp_key=" + Key("timestamp"), "--timestamp_lifetime=1h"}));
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(Ctl({"repo", "verify", "--repo", repo_}).exit_code, 0);
+}
+
+TEST_F(SignedRepository, ATimestampKeyOthersCanReadOrThatIsNotTheRolesIsRefused) {
+  ASSERT_EQ(chmod(Key("timestamp").c_str(), 0644), 0);
+  ExitResult readable =
+      ServerProcess::RunToExit(ServerArgs({"--timestamp_key=" + Key("timestamp")}), kWait);
+  EXPECT_EQ(readable.exit_code, 1);
+  EXPECT_THAT(readable.log, HasSubstr("mode 0644 lets group or others reach a private key"));
+  ASSERT_EQ(chmod(Key("timestamp").c_str(), 0600), 0);
+
+  ExitResult wrong =
+      ServerProcess::RunToExit(ServerArgs({"--timestamp_key=" + Key("snapshot")}), kWait);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.log, HasSubstr("is not a timestamp key of the trusted root v1"));
+
+  // Only with a repository.
+  ExitResult plain = ServerProcess::RunToExit({"--timestamp_key=" + Key("timestamp")}, kWait);
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_THAT(plain.log, HasSubstr("--timestamp_key needs --catalog to be a TUF repository"));
+}
 
 TEST(ServerSignedCatalogTest, APlainCatalogSendsItsTargetPathUnsigned) {
   TempDir dir;
@@ -45,6 +395,23 @@ TEST(ServerSignedCatalogTest, APlainCatalogSendsItsTargetPathUnsigned) {
   EXPECT_NE(arm_response.weight_path().name(), "w4a8-amx");
   EXPECT_EQ(arm_response.artifact().target_path(), "");
   EXPECT_FALSE(arm_response.artifact().signed_target());
+}
+
+}  // namespace
+}  // namespace weightpath::server::testing
+
+namespace weightpath::server::testing {
+namespace {
+
+TEST(ServerSignedCatalogTest, HelpListsTheRepositoryFlags) {
+  const ::weightpath::testing::ProcessResult help =
+      ::weightpath::testing::RunProcess({WEIGHTPATH_SERVER_BINARY, "--help"});
+  const std::string text = help.out + help.err;
+  for (const char* flag : {"--catalog_root", "--catalog_artifact_url", "--catalog_default_model",
+                           "--catalog_state_dir", "--timestamp_key", "--timestamp_lifetime"}) {
+    EXPECT_THAT(text, HasSubstr(flag));
+  }
+  EXPECT_THAT(text, HasSubstr("or a TUF repository"));
 }
 
 }  // namespace
