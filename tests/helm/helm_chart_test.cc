@@ -95,6 +95,9 @@ TEST(HelmChart, ValuesYamlCarriesEveryKeyTheTemplatesRead) {
       "tls.clientCASecretName",
       "tls.clientCAKey",
       "insecure",
+      "operators.token.secretName",
+      "operators.token.key",
+      "operators.certificateIdentity",
       "policy",
       "catalog",
       "reloadInterval",
@@ -112,7 +115,12 @@ TEST(HelmChart, ValuesYamlCarriesEveryKeyTheTemplatesRead) {
       "podDisruptionBudget.maxUnavailable",
       "serviceMonitor.enabled",
       "serviceMonitor.interval",
+      "prometheusRule.enabled",
+      "networkPolicy.enabled",
+      "startupProbe.periodSeconds",
+      "startupProbe.failureThreshold",
       "service.type",
+      "service.headless.enabled",
       "securityContext.runAsNonRoot",
       "securityContext.readOnlyRootFilesystem",
       "podSecurityContext.runAsNonRoot",
@@ -150,13 +158,6 @@ TEST(HelmChart, EveryFlagTheDeploymentPassesIsAServerFlag) {
   std::vector<std::string> unknown;
   for (const std::string& name : used) {
     if (server_flags.count(name) == 0) unknown.push_back("--" + name);
-  }
-  // --store comes with issue 5's fleet wiring, which may land after this
-  // chart. Until then that one gap is reported as a skip that names it; any
-  // other unknown flag still fails.
-  if (unknown == std::vector<std::string>{"--store"}) {
-    GTEST_SKIP() << "every other flag checked; weightpath-server has no --store yet (issue 5 "
-                    "adds --store=sqlite:FILE|postgres://...|none), which the chart passes";
   }
   EXPECT_THAT(unknown, ::testing::IsEmpty())
       << "templates/deployment.yaml passes flags that " WEIGHTPATH_SERVER_BINARY
@@ -198,7 +199,7 @@ TEST(HelmChart, PortsAgreeBetweenServerValuesDeploymentAndService) {
        ++it, ++probes) {
     EXPECT_EQ((*it)[1].str(), grpc);
   }
-  EXPECT_EQ(probes, 2) << "readiness and liveness should both be native gRPC probes";
+  EXPECT_EQ(probes, 3) << "startup, readiness and liveness should all be native gRPC probes";
 
   const std::string service = RenderedReferences("service.yaml");
   EXPECT_EQ(FirstGroup(service, R"(- name: grpc\s*\n\s*port: (\S+))"), grpc);
@@ -245,11 +246,13 @@ TEST(HelmChart, TerminationGraceOutlastsTheServerShutdownGrace) {
 
 TEST(HelmChart, EveryTemplateAndTheReadmeExist) {
   for (const char* name :
-       {"_helpers.tpl", "deployment.yaml", "service.yaml", "configmap.yaml",
-        "poddisruptionbudget.yaml", "servicemonitor.yaml", "persistentvolumeclaim.yaml",
-        "NOTES.txt"}) {
+       {"_helpers.tpl", "deployment.yaml", "service.yaml", "service-headless.yaml",
+        "configmap.yaml", "poddisruptionbudget.yaml", "servicemonitor.yaml",
+        "prometheusrule.yaml", "networkpolicy.yaml", "persistentvolumeclaim.yaml", "NOTES.txt"}) {
     EXPECT_FALSE(ChartFile(std::string("templates/") + name).empty()) << name;
   }
+  EXPECT_FALSE(ChartFile("values.schema.json").empty());
+  EXPECT_FALSE(ChartFile("files/prometheus-rules.yaml").empty());
   EXPECT_THAT(MustRead(std::string(WEIGHTPATH_SOURCE_DIR) + "/helm/README.md"),
               ::testing::HasSubstr("helm install"));
 }
@@ -360,9 +363,6 @@ TEST(HelmChart, ServerRunsOnTheChartsArgsAndReloadsOnAConfigMapSwap) {
   std::vector<std::string> args;
   for (std::string arg : *chart_args) {
     const std::string name = arg.substr(2, arg.find('=') - 2);
-    // Until issue 5 lands --store the flags test reports that gap; the rest
-    // of the chart's arguments are still worth running.
-    if (name == "store" && ServerDefaults().count("store") == 0) continue;
     if (name == "listen" || name == "metrics_listen") arg = "--" + name + "=127.0.0.1:0";
     const size_t value_at = arg.find('=') + 1;
     if (value_at != 0) {

@@ -70,6 +70,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if not (has .Values.logLevel (list "trace" "debug" "info" "warn" "error")) }}
 {{- fail (printf "logLevel=%q must be trace, debug, info, warn or error" .Values.logLevel) }}
 {{- end }}
+{{- if and .Values.operators.token.secretName .Values.tls.clientCASecretName }}
+{{- fail "operators.token.secretName with tls.clientCASecretName: under mutual TLS the server accepts operator certificates only, never a bearer token; set operators.certificateIdentity instead" }}
+{{- end }}
+{{- if and .Values.operators.certificateIdentity (not .Values.tls.clientCASecretName) }}
+{{- fail "operators.certificateIdentity needs mutual TLS (tls.clientCASecretName): without client certificates there is no operator certificate to recognise; use operators.token.secretName" }}
+{{- end }}
+{{- if and .Values.operators.certificateIdentity (not (regexMatch "^(ou|uri_prefix)=.+" .Values.operators.certificateIdentity)) }}
+{{- fail (printf "operators.certificateIdentity=%q must be ou=NAME or uri_prefix=PREFIX" .Values.operators.certificateIdentity) }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) }}
+{{- fail "serviceMonitor.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API in the cluster (with helm template: --api-versions monitoring.coreos.com/v1)" }}
+{{- end }}
+{{- if and .Values.prometheusRule.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) }}
+{{- fail "prometheusRule.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API in the cluster (with helm template: --api-versions monitoring.coreos.com/v1)" }}
+{{- end }}
 {{- if lt (int .Values.shutdownGraceSeconds) 0 }}
 {{- fail "shutdownGraceSeconds must not be negative" }}
 {{- end }}

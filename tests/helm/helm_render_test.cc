@@ -1,0 +1,617 @@
+// The chart rendered the way `helm template` renders it (tests/helm/render),
+// for the default values and several value sets: every manifest parses and
+// hangs together, every guard refuses its combination with its message, and
+// the server and weightpathctl work on what the chart renders.
+#include <sys/stat.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/helm/chart_render.h"
+#include "tests/helm/chart_text.h"
+#include "tests/helm/server_flags.h"
+#include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
+#include "yaml-cpp/yaml.h"
+
+namespace weightpath::helm_test {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+const std::string kChartDir = std::string(WEIGHTPATH_SOURCE_DIR) + "/helm/weightpath";
+
+// "--set a=b" for each assignment.
+std::vector<std::string> Sets(const std::vector<std::string>& assignments) {
+  std::vector<std::string> args;
+  for (const std::string& assignment : assignments) {
+    args.push_back("--set");
+    args.push_back(assignment);
+  }
+  return args;
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A values file for what --set cannot say (lists of maps).
+std::string WriteValuesFile(const server::testing::TempDir& dir, const std::string& name,
+                            const std::string& yaml) {
+  const std::string path = dir.File(name);
+  server::testing::WriteFileOrDie(path, yaml);
+  return path;
+}
+
+// Every node below is read through const references: yaml-cpp's non-const
+// operator[] inserts the key it looks up, and assigning a Node rebinds the
+// tree it came from.
+
+RenderedChart Render(const std::vector<std::string>& args) {
+  absl::StatusOr<RenderedChart> chart = RenderChart(args);
+  EXPECT_TRUE(chart.ok()) << chart.status();
+  return chart.ok() ? *chart : RenderedChart{};
+}
+
+const YAML::Node PodSpec(const YAML::Node& deployment) {
+  return deployment["spec"]["template"]["spec"];
+}
+
+const YAML::Node ServerContainer(const YAML::Node& deployment) {
+  for (const YAML::Node& container : PodSpec(deployment)["containers"]) {
+    if (container["name"].as<std::string>("") == "weightpath-server") return container;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+std::vector<std::string> ContainerArgs(const YAML::Node& deployment) {
+  std::vector<std::string> args;
+  for (const YAML::Node& arg : ServerContainer(deployment)["args"]) {
+    args.push_back(arg.as<std::string>());
+  }
+  return args;
+}
+
+// The value of --name=VALUE among `args`; "" when absent.
+std::string FlagValue(const std::vector<std::string>& args, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (const std::string& arg : args) {
+    if (absl::StartsWith(arg, prefix)) return arg.substr(prefix.size());
+  }
+  return "";
+}
+
+// The entry of a list of maps whose `name` is `name`.
+const YAML::Node Named(const YAML::Node& list, const std::string& name) {
+  for (const YAML::Node& entry : list) {
+    if (entry["name"].as<std::string>("") == name) return entry;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+// Text of a node for comparing two subtrees; "" for a missing one.
+std::string Dumped(const YAML::Node& node) { return node.IsDefined() ? YAML::Dump(node) : ""; }
+
+std::map<std::string, std::string> StringMap(const YAML::Node& node) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : node) out[entry.first.as<std::string>()] = entry.second.as<std::string>();
+  return out;
+}
+
+const std::map<std::string, std::string>& ServerFlags() {
+  static const auto* flags = [] {
+    absl::StatusOr<std::map<std::string, std::string>> read =
+        ServerFlagDefaults(WEIGHTPATH_SERVER_BINARY);
+    EXPECT_TRUE(read.ok()) << read.status();
+    return new std::map<std::string, std::string>(
+        read.ok() ? *read : std::map<std::string, std::string>{});
+  }();
+  return *flags;
+}
+
+struct ValueSet {
+  std::string name;
+  std::vector<std::string> args;
+};
+
+// The installs the README describes, and one with every optional part on.
+std::vector<ValueSet> ValueSets(const server::testing::TempDir& dir) {
+  const std::string everything = WriteValuesFile(dir, "everything.yaml", R"(
+tls:
+  secretName: wp-tls
+serviceMonitor:
+  enabled: true
+prometheusRule:
+  enabled: true
+  labels:
+    release: kube-prometheus
+networkPolicy:
+  enabled: true
+  grpcFrom:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: ingress
+  metricsFrom:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+store:
+  sqlite:
+    existingClaim: fleet-data
+catalog: |
+  default_model: m
+podAnnotations:
+  example.com/team: fleet
+)");
+  return {
+      {"plaintext", Sets({"insecure=true"})},
+      {"tls", Sets({"tls.secretName=wp-tls"})},
+      {"mutual_tls_operator_certificates",
+       Sets({"tls.secretName=wp-tls", "tls.clientCASecretName=device-ca",
+             "operators.certificateIdentity=ou=operators"})},
+      {"postgres_replicas_operator_token",
+       Sets({"insecure=true", "replicaCount=3", "store.type=postgres",
+             "store.postgres.secretName=wp-db", "operators.token.secretName=wp-operator"})},
+      {"no_store_minimal",
+       Sets({"insecure=true", "store.type=none", "podDisruptionBudget.enabled=false",
+             "service.headless.enabled=false", "resources=null"})},
+      {"everything", {"--values", everything, "--api-versions", "monitoring.coreos.com/v1"}},
+  };
+}
+
+TEST(HelmChartRendered, DefaultValuesStopAtTheTransportChoice) {
+  const RenderedChart chart = Render({});
+  EXPECT_FALSE(chart.ok);
+  EXPECT_THAT(chart.error, HasSubstr("gRPC would listen on 0.0.0.0 without TLS: set tls.secretName"));
+  EXPECT_THAT(chart.error, HasSubstr("or insecure=true"));
+}
+
+TEST(HelmChartRendered, EveryValueSetRendersManifestsThatHangTogether) {
+  server::testing::TempDir dir;
+  ASSERT_FALSE(ServerFlags().empty());
+  for (const ValueSet& values : ValueSets(dir)) {
+    SCOPED_TRACE(values.name);
+    const RenderedChart chart = Render(values.args);
+    ASSERT_TRUE(chart.ok) << chart.error;
+
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const RenderedManifest& manifest : chart.manifests) {
+      SCOPED_TRACE(manifest.source);
+      const YAML::Node& document = manifest.document;
+      ASSERT_TRUE(document.IsMap()) << manifest.text;
+      EXPECT_FALSE(document["apiVersion"].as<std::string>("").empty());
+      const std::string kind = document["kind"].as<std::string>("");
+      const std::string name = document["metadata"]["name"].as<std::string>("");
+      EXPECT_FALSE(kind.empty());
+      EXPECT_THAT(name, StartsWith("wp-weightpath"));
+      EXPECT_LE(name.size(), 63u);
+      EXPECT_TRUE(seen.insert({kind, name}).second) << "two " << kind << " named " << name;
+      EXPECT_EQ(document["metadata"]["labels"]["app.kubernetes.io/instance"].as<std::string>(""),
+                "wp");
+      EXPECT_EQ(document["metadata"]["labels"]["app.kubernetes.io/managed-by"].as<std::string>(""),
+                "Helm");
+    }
+
+    const YAML::Node deployment = chart.Only("Deployment");
+    ASSERT_TRUE(deployment.IsDefined());
+    const std::map<std::string, std::string> pod_labels =
+        StringMap(deployment["spec"]["template"]["metadata"]["labels"]);
+    EXPECT_EQ(StringMap(deployment["spec"]["selector"]["matchLabels"]).size(), 2u);
+    for (const auto& [key, value] : StringMap(deployment["spec"]["selector"]["matchLabels"])) {
+      EXPECT_EQ(pod_labels.count(key) ? pod_labels.at(key) : "", value) << key;
+    }
+    // Every selector in the chart picks the Deployment's pods.
+    std::vector<std::pair<std::string, YAML::Node>> selectors;
+    for (const YAML::Node& service : chart.OfKind("Service")) {
+      selectors.push_back({"Service", service["spec"]["selector"]});
+    }
+    for (const YAML::Node& budget : chart.OfKind("PodDisruptionBudget")) {
+      selectors.push_back({"PodDisruptionBudget", budget["spec"]["selector"]["matchLabels"]});
+    }
+    for (const YAML::Node& policy : chart.OfKind("NetworkPolicy")) {
+      selectors.push_back({"NetworkPolicy", policy["spec"]["podSelector"]["matchLabels"]});
+    }
+    for (const YAML::Node& monitor : chart.OfKind("ServiceMonitor")) {
+      selectors.push_back({"ServiceMonitor", monitor["spec"]["selector"]["matchLabels"]});
+    }
+    for (const auto& [kind, selector] : selectors) {
+      ASSERT_TRUE(selector.IsMap()) << kind;
+      for (const auto& [key, value] : StringMap(selector)) {
+        EXPECT_EQ(pod_labels.count(key) ? pod_labels.at(key) : "", value) << kind << " " << key;
+      }
+    }
+
+    const YAML::Node container = ServerContainer(deployment);
+    ASSERT_TRUE(container.IsDefined());
+    // Every flag is one the real server has.
+    for (const std::string& arg : ContainerArgs(deployment)) {
+      ASSERT_THAT(arg, StartsWith("--"));
+      const std::string name = arg.substr(2, arg.find('=') - 2);
+      EXPECT_EQ(ServerFlags().count(name), 1u) << arg << " is not a weightpath-server flag";
+    }
+    // Every mount has its volume, every named probe port is a container port.
+    std::set<std::string> volumes;
+    for (const YAML::Node& volume : PodSpec(deployment)["volumes"]) {
+      volumes.insert(volume["name"].as<std::string>());
+    }
+    for (const YAML::Node& mount : container["volumeMounts"]) {
+      EXPECT_EQ(volumes.count(mount["name"].as<std::string>()), 1u) << mount["name"];
+    }
+    std::set<std::string> port_names;
+    for (const YAML::Node& port : container["ports"]) port_names.insert(port["name"].as<std::string>());
+    for (const char* probe : {"startupProbe", "readinessProbe", "livenessProbe"}) {
+      for (const char* check : {"tcpSocket", "httpGet"}) {
+        const YAML::Node handler = container[probe][check];
+        if (!handler.IsDefined()) continue;
+        EXPECT_EQ(port_names.count(handler["port"].as<std::string>("")), 1u) << probe;
+      }
+    }
+    for (const YAML::Node& service : chart.OfKind("Service")) {
+      for (const YAML::Node& port : service["spec"]["ports"]) {
+        EXPECT_EQ(port_names.count(port["targetPort"].as<std::string>()), 1u);
+      }
+    }
+    // The ConfigMap the Deployment mounts exists and holds the policy.
+    const YAML::Node config = Named(PodSpec(deployment)["volumes"], "config");
+    bool config_found = false;
+    for (const YAML::Node& map : chart.OfKind("ConfigMap")) {
+      if (map["metadata"]["name"].as<std::string>() == config["configMap"]["name"].as<std::string>("")) {
+        config_found = true;
+        EXPECT_THAT(map["data"]["policy.yaml"].as<std::string>(""), HasSubstr("rules:"));
+      }
+    }
+    EXPECT_TRUE(config_found);
+    EXPECT_THAT(chart.notes, HasSubstr("wp-weightpath.fleet.svc:50051"));
+  }
+}
+
+struct Refusal {
+  std::string why;
+  std::vector<std::string> args;
+  std::string message;
+};
+
+TEST(HelmChartRendered, EveryGuardRefusesWithItsMessage) {
+  const std::vector<Refusal> refusals = {
+      {"no TLS and not insecure", {}, "gRPC would listen on 0.0.0.0 without TLS"},
+      {"mutual TLS without a server certificate",
+       Sets({"insecure=true", "tls.clientCASecretName=device-ca"}),
+       "tls.clientCASecretName (mutual TLS) needs tls.secretName"},
+      {"SQLite with 2 replicas", Sets({"insecure=true", "replicaCount=2"}),
+       "replicaCount=2 with store.type=sqlite: an SQLite file cannot be shared between pods"},
+      {"SQLite with 5 replicas", Sets({"insecure=true", "replicaCount=5"}),
+       "replicaCount=5 with store.type=sqlite"},
+      {"postgres without a Secret", Sets({"insecure=true", "store.type=postgres"}),
+       "store.type=postgres needs store.postgres.secretName"},
+      {"a bearer token under mutual TLS",
+       Sets({"tls.secretName=t", "tls.clientCASecretName=c", "operators.token.secretName=op"}),
+       "under mutual TLS the server accepts operator certificates only"},
+      {"an operator certificate without mutual TLS",
+       Sets({"tls.secretName=t", "operators.certificateIdentity=ou=ops"}),
+       "operators.certificateIdentity needs mutual TLS (tls.clientCASecretName)"},
+      {"a ServiceMonitor without the Prometheus Operator",
+       Sets({"insecure=true", "serviceMonitor.enabled=true"}),
+       "serviceMonitor.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API"},
+      {"a PrometheusRule without the Prometheus Operator",
+       Sets({"insecure=true", "prometheusRule.enabled=true"}),
+       "prometheusRule.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API"},
+      {"a cluster without native gRPC probes",
+       Concat(Sets({"insecure=true"}), {"--kube-version", "v1.23.17"}),
+       "chart requires kubeVersion: >=1.24.0-0 which is incompatible with Kubernetes v1.23.17"},
+      // values.schema.json
+      {"a misspelt key", Sets({"insecure=true", "tls.secretname=t"}),
+       "- tls: Additional property secretname is not allowed"},
+      {"an unknown top-level key", Sets({"insecure=true", "replicas=2"}),
+       "Additional property replicas is not allowed"},
+      {"a replica count that is no number", Sets({"insecure=true", "replicaCount=two"}),
+       "- replicaCount: Invalid type. Expected: integer, given: string"},
+      {"an unknown store", Sets({"insecure=true", "store.type=mysql"}),
+       "- store.type: store.type must be one of the following: \"sqlite\", \"postgres\", \"none\""},
+      {"an unknown log level", Sets({"insecure=true", "logLevel=verbose"}),
+       "- logLevel: logLevel must be one of the following"},
+      {"a reload interval without unit", Sets({"insecure=true", "reloadInterval=2"}),
+       "- reloadInterval: Invalid type. Expected: string, given: integer"},
+      {"an operator identity of neither form",
+       Sets({"tls.secretName=t", "tls.clientCASecretName=c", "operators.certificateIdentity=cn=ops"}),
+       "- operators.certificateIdentity: Does not match pattern"},
+      {"no termination margin", Sets({"insecure=true", "terminationGraceMarginSeconds=0"}),
+       "- terminationGraceMarginSeconds: Must be greater than or equal to 1"},
+      {"a port out of range", Sets({"insecure=true", "ports.grpc=70000"}),
+       "- ports.grpc: Must be less than or equal to 65535"},
+  };
+  for (const Refusal& refusal : refusals) {
+    SCOPED_TRACE(refusal.why);
+    const RenderedChart chart = Render(refusal.args);
+    EXPECT_FALSE(chart.ok);
+    EXPECT_THAT(chart.error, HasSubstr(refusal.message));
+    EXPECT_THAT(chart.manifests, IsEmpty());
+  }
+}
+
+TEST(HelmChartRendered, PodCarriesNoApiTokenAndStartsBehindAStartupProbe) {
+  const YAML::Node values = YAML::LoadFile(kChartDir + "/values.yaml");
+  const int start_budget = values["startupProbe"]["periodSeconds"].as<int>() *
+                           values["startupProbe"]["failureThreshold"].as<int>();
+  // The server may need a while on PostgreSQL (schema migrations) before it
+  // binds; a minute at least before the kubelet gives up.
+  EXPECT_GE(start_budget, 60);
+  for (const auto& [transport, args] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"plaintext", Sets({"insecure=true"})}, {"tls", Sets({"tls.secretName=wp-tls"})}}) {
+    SCOPED_TRACE(transport);
+    const RenderedChart chart = Render(args);
+    ASSERT_TRUE(chart.ok) << chart.error;
+    const YAML::Node deployment = chart.Only("Deployment");
+    EXPECT_FALSE(PodSpec(deployment)["automountServiceAccountToken"].as<bool>(true));
+    const YAML::Node container = ServerContainer(deployment);
+    const YAML::Node startup = container["startupProbe"];
+    ASSERT_TRUE(startup.IsMap()) << "no startupProbe";
+    EXPECT_EQ(startup["periodSeconds"].as<int>(0) * startup["failureThreshold"].as<int>(0),
+              start_budget);
+    // The startup probe asks what readiness asks; liveness waits for it
+    // instead of guessing an initial delay.
+    EXPECT_EQ(Dumped(startup["grpc"]), Dumped(container["readinessProbe"]["grpc"]));
+    EXPECT_EQ(Dumped(startup["tcpSocket"]), Dumped(container["readinessProbe"]["tcpSocket"]));
+    EXPECT_FALSE(container["livenessProbe"]["initialDelaySeconds"].IsDefined());
+    EXPECT_TRUE(container["securityContext"]["readOnlyRootFilesystem"].as<bool>(false));
+  }
+}
+
+// "128Mi" -> 128; -1 for anything else.
+double Mebibytes(const std::string& quantity) {
+  double value = 0;
+  absl::string_view number = quantity;
+  if (absl::ConsumeSuffix(&number, "Gi") && absl::SimpleAtod(number, &value)) return value * 1024;
+  number = quantity;
+  if (absl::ConsumeSuffix(&number, "Mi") && absl::SimpleAtod(number, &value)) return value;
+  return -1;
+}
+
+TEST(HelmChartRendered, DefaultResourcesCoverTheMeasuredResidentMemory) {
+  const RenderedChart chart = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node resources = ServerContainer(chart.Only("Deployment"))["resources"];
+  ASSERT_TRUE(resources.IsMap());
+  // bench/RESULTS-fleet.md: 103-121 MiB with a million devices on SQLite,
+  // the largest of the server's measured footprints.
+  const double request = Mebibytes(resources["requests"]["memory"].as<std::string>(""));
+  const double limit = Mebibytes(resources["limits"]["memory"].as<std::string>(""));
+  EXPECT_GE(request, 121);
+  EXPECT_GE(limit, 2 * request);
+  EXPECT_TRUE(resources["requests"]["cpu"].IsDefined());
+  EXPECT_FALSE(resources["limits"]["cpu"].IsDefined()) << "a CPU limit throttles calls in flight";
+  const std::string values = server::testing::ReadFileOrDie(kChartDir + "/values.yaml");
+  EXPECT_THAT(values, AllOf(HasSubstr("RESULTS-fleet.md"), HasSubstr("RESULTS-server.md")))
+      << "values.yaml should say where the figures come from";
+}
+
+TEST(HelmChartRendered, HeadlessServiceResolvesToEveryReadyPodForRoundRobin) {
+  const RenderedChart chart = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const std::vector<YAML::Node> services = chart.OfKind("Service");
+  ASSERT_EQ(services.size(), 2u);
+  const bool headless_first =
+      services[0]["metadata"]["name"].as<std::string>() == "wp-weightpath-headless";
+  const YAML::Node& headless = services[headless_first ? 0 : 1];
+  const YAML::Node& cluster_ip = services[headless_first ? 1 : 0];
+  EXPECT_EQ(headless["metadata"]["name"].as<std::string>(), "wp-weightpath-headless");
+  EXPECT_EQ(cluster_ip["metadata"]["name"].as<std::string>(), "wp-weightpath");
+  EXPECT_EQ(headless["spec"]["clusterIP"].as<std::string>(""), "None");
+  EXPECT_FALSE(headless["spec"]["publishNotReadyAddresses"].as<bool>(true))
+      << "a starting or draining pod must stay out of the clients' address list";
+  EXPECT_EQ(Dumped(headless["spec"]["selector"]), Dumped(cluster_ip["spec"]["selector"]));
+  const YAML::Node grpc = Named(headless["spec"]["ports"], "grpc");
+  EXPECT_EQ(grpc["port"].as<int>(0), 50051);
+  EXPECT_EQ(grpc["appProtocol"].as<std::string>(""), "grpc");
+
+  const RenderedChart without = Render(Sets({"insecure=true", "service.headless.enabled=false"}));
+  ASSERT_TRUE(without.ok) << without.error;
+  EXPECT_EQ(without.OfKind("Service").size(), 1u);
+}
+
+TEST(HelmChartRendered, OperatorTokenSecretBecomesTheAdminTokenFile) {
+  const RenderedChart chart = Render(
+      Sets({"insecure=true", "operators.token.secretName=wp-operator", "operators.token.key=bearer"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node deployment = chart.Only("Deployment");
+  const std::string token_file = FlagValue(ContainerArgs(deployment), "admin_token_file");
+  ASSERT_FALSE(token_file.empty());
+  const YAML::Node mount = Named(ServerContainer(deployment)["volumeMounts"], "operator-token");
+  ASSERT_TRUE(mount.IsDefined());
+  EXPECT_TRUE(mount["readOnly"].as<bool>(false));
+  EXPECT_EQ(token_file, mount["mountPath"].as<std::string>() + "/bearer");
+  const YAML::Node volume = Named(PodSpec(deployment)["volumes"], "operator-token");
+  EXPECT_EQ(volume["secret"]["secretName"].as<std::string>(""), "wp-operator");
+  EXPECT_EQ(volume["secret"]["defaultMode"].as<int>(0), 0440) << "owner and group only";
+  EXPECT_EQ(volume["secret"]["items"][0]["key"].as<std::string>(""), "bearer");
+  EXPECT_EQ(FlagValue(ContainerArgs(deployment), "admin_identity"), "");
+
+  const RenderedChart none = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(none.ok) << none.error;
+  EXPECT_EQ(FlagValue(ContainerArgs(none.Only("Deployment")), "admin_token_file"), "");
+}
+
+TEST(HelmChartRendered, OperatorCertificateIdentityBecomesTheAdminIdentity) {
+  const RenderedChart chart =
+      Render(Sets({"tls.secretName=wp-tls", "tls.clientCASecretName=device-ca",
+                   "operators.certificateIdentity=uri_prefix=spiffe://example.org/operator/"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const std::vector<std::string> args = ContainerArgs(chart.Only("Deployment"));
+  EXPECT_EQ(FlagValue(args, "admin_identity"), "uri_prefix=spiffe://example.org/operator/");
+  EXPECT_EQ(FlagValue(args, "client_ca"), "/etc/weightpath/client-ca/ca.crt");
+  EXPECT_EQ(FlagValue(args, "admin_token_file"), "");
+}
+
+TEST(HelmChartRendered, NetworkPolicyAdmitsTheListedPeersToTheContainerPorts) {
+  server::testing::TempDir dir;
+  const std::string values = WriteValuesFile(dir, "policy.yaml", R"(
+insecure: true
+networkPolicy:
+  enabled: true
+  metricsFrom:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: monitoring
+)");
+  const RenderedChart chart = Render({"--values", values});
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node policy = chart.Only("NetworkPolicy");
+  ASSERT_TRUE(policy.IsDefined());
+  EXPECT_EQ(policy["spec"]["policyTypes"][0].as<std::string>(""), "Ingress");
+  EXPECT_EQ(policy["spec"]["policyTypes"].size(), 1u) << "egress stays open (store, DNS)";
+  const YAML::Node& ingress = policy["spec"]["ingress"];
+  ASSERT_EQ(ingress.size(), 2u);
+  const bool grpc_first = ingress[0]["ports"][0]["port"].as<std::string>("") == "grpc";
+  const YAML::Node& grpc_rule = ingress[grpc_first ? 0 : 1];
+  const YAML::Node& metrics_rule = ingress[grpc_first ? 1 : 0];
+  EXPECT_EQ(grpc_rule["ports"][0]["port"].as<std::string>(""), "grpc");
+  EXPECT_EQ(metrics_rule["ports"][0]["port"].as<std::string>(""), "metrics");
+  // No peers listed for gRPC: devices may come from anywhere.
+  EXPECT_FALSE(grpc_rule["from"].IsDefined());
+  EXPECT_EQ(metrics_rule["from"][0]["namespaceSelector"]["matchLabels"]
+                        ["kubernetes.io/metadata.name"]
+                            .as<std::string>(""),
+            "monitoring");
+
+  const RenderedChart off = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(off.ok) << off.error;
+  EXPECT_THAT(off.OfKind("NetworkPolicy"), IsEmpty());
+}
+
+TEST(HelmChartRendered, PrometheusRuleCarriesTheChartsRulesFile) {
+  const std::string rules_file = kChartDir + "/files/prometheus-rules.yaml";
+  const weightpath::testing::ProcessResult check =
+      weightpath::testing::RunProcess({"promtool", "check", "rules", rules_file});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+
+  const RenderedChart chart =
+      Render(Concat(Sets({"insecure=true", "prometheusRule.enabled=true", "prometheusRule.labels.release=kp"}),
+                    {"--api-versions", "monitoring.coreos.com/v1"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node rule = chart.Only("PrometheusRule");
+  ASSERT_TRUE(rule.IsDefined());
+  EXPECT_EQ(rule["apiVersion"].as<std::string>(""), "monitoring.coreos.com/v1");
+  EXPECT_EQ(rule["metadata"]["labels"]["release"].as<std::string>(""), "kp");
+  // Same groups, alerts and expressions as the file, with Prometheus' own
+  // {{ $labels }} templates left for Prometheus.
+  const YAML::Node file = YAML::LoadFile(rules_file);
+  ASSERT_EQ(rule["spec"]["groups"].size(), file["groups"].size());
+  size_t alerts = 0;
+  for (size_t g = 0; g < file["groups"].size(); ++g) {
+    const YAML::Node want = file["groups"][g];
+    const YAML::Node got = rule["spec"]["groups"][g];
+    EXPECT_EQ(got["name"].as<std::string>(""), want["name"].as<std::string>());
+    ASSERT_EQ(got["rules"].size(), want["rules"].size());
+    for (size_t r = 0; r < want["rules"].size(); ++r, ++alerts) {
+      EXPECT_EQ(got["rules"][r]["alert"].as<std::string>(""), want["rules"][r]["alert"].as<std::string>());
+      EXPECT_EQ(got["rules"][r]["expr"].as<std::string>(""), want["rules"][r]["expr"].as<std::string>());
+      EXPECT_EQ(StringMap(got["rules"][r]["annotations"]), StringMap(want["rules"][r]["annotations"]));
+      EXPECT_EQ(StringMap(got["rules"][r]["labels"]), StringMap(want["rules"][r]["labels"]));
+    }
+  }
+  EXPECT_GE(alerts, 5u);
+  EXPECT_THAT(chart.manifests.size(), ::testing::Gt(0u));
+}
+
+// A path inside the pod moved to where the test laid that volume out: the
+// longest mount path that `path` is in decides, once.
+std::string Rebased(const std::string& path, const std::map<std::string, std::string>& mounts) {
+  const std::pair<const std::string, std::string>* best = nullptr;
+  for (const auto& mount : mounts) {
+    if ((path == mount.first || absl::StartsWith(path, mount.first + "/")) &&
+        (best == nullptr || mount.first.size() > best->first.size())) {
+      best = &mount;
+    }
+  }
+  return best == nullptr ? path : best->second + path.substr(best->first.size());
+}
+
+TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
+  const RenderedChart chart = Render(
+      Sets({"insecure=true", "operators.token.secretName=wp-operator"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node deployment = chart.Only("Deployment");
+  const YAML::Node container = ServerContainer(deployment);
+
+  // What the kubelet would lay out, under a temporary directory: the
+  // ConfigMap's files from the rendered ConfigMap, the token Secret's file
+  // with the volume's mode, and an empty data volume.
+  server::testing::TempDir root;
+  std::map<std::string, std::string> mount_to_local;
+  for (const YAML::Node& mount : container["volumeMounts"]) {
+    const std::string name = mount["name"].as<std::string>();
+    const std::string local = root.File(name);
+    std::filesystem::create_directories(local);
+    mount_to_local[mount["mountPath"].as<std::string>()] = local;
+  }
+  const YAML::Node config_map = chart.Only("ConfigMap");
+  for (const auto& entry : config_map["data"]) {
+    server::testing::WriteFileOrDie(root.File("config/" + entry.first.as<std::string>()),
+                                    entry.second.as<std::string>());
+  }
+  const YAML::Node token_volume = Named(PodSpec(deployment)["volumes"], "operator-token");
+  const std::string token_path =
+      root.File("operator-token/" + token_volume["secret"]["items"][0]["path"].as<std::string>());
+  server::testing::WriteFileOrDie(token_path, "s3cret-operator-token\n");
+  ASSERT_EQ(chmod(token_path.c_str(), token_volume["secret"]["defaultMode"].as<int>()), 0);
+
+  std::vector<std::string> args;
+  for (std::string arg : ContainerArgs(deployment)) {
+    const std::string name = arg.substr(2, arg.find('=') - 2);
+    // 0.0.0.0 inside a pod; loopback ports the kernel picks here.
+    if (name == "listen" || name == "metrics_listen") arg = "--" + name + "=127.0.0.1:0";
+    const size_t value_at = arg.find('=') + 1;
+    if (value_at != 0) {
+      const std::string value = arg.substr(value_at);
+      constexpr absl::string_view kSqlite = "sqlite:";
+      arg = arg.substr(0, value_at) +
+            (absl::StartsWith(value, kSqlite)
+                 ? std::string(kSqlite) + Rebased(value.substr(kSqlite.size()), mount_to_local)
+                 : Rebased(value, mount_to_local));
+    }
+    args.push_back(arg);
+  }
+  absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started =
+      server::testing::ServerProcess::Start(args);
+  ASSERT_TRUE(started.ok()) << started.status() << "\nargs: " << absl::StrJoin(args, " ");
+  server::testing::ServerProcess& server = **started;
+
+  // An operator with the Secret's token reaches the admin API...
+  const weightpath::testing::ProcessResult devices = weightpath::testing::RunProcess(
+      {WEIGHTPATH_CTL_BINARY, "devices", "--server", server.grpc_address(), "--token-file",
+       token_path, "-o", "json"});
+  EXPECT_EQ(devices.exit_code, 0) << devices.out << devices.err;
+  // ...and one with another token does not.
+  const std::string wrong_token = root.File("wrong-token");
+  server::testing::WriteFileOrDie(wrong_token, "not-the-token\n");
+  ASSERT_EQ(chmod(wrong_token.c_str(), 0600), 0);
+  const weightpath::testing::ProcessResult refused = weightpath::testing::RunProcess(
+      {WEIGHTPATH_CTL_BINARY, "devices", "--server", server.grpc_address(), "--token-file",
+       wrong_token});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("the bearer token is not the operator token"));
+
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).exit_code, 0) << server.Log();
+}
+
+}  // namespace
+}  // namespace weightpath::helm_test
