@@ -96,9 +96,9 @@ FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>
   for (const FleetDevice& device : fleet) {
     if (!Matches(rollout.selector(), device.labels, device.hardware_class)) continue;
     if (BucketWithinPercent(RolloutBucket(rollout.id(), device.device_id), percent)) {
-      split.members.push_back({device.device_id, device.on_rollout_build});
+      split.members.push_back({device.device_id, device.on_rollout_build, device.hardware_class});
     } else {
-      split.control.push_back({device.device_id, device.on_other_build});
+      split.control.push_back({device.device_id, device.on_other_build, device.hardware_class});
     }
   }
   return split;

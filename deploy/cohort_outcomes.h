@@ -57,6 +57,8 @@ void AssignOutcomeRecords(const std::vector<DeviceOutcomes>& records,
 struct CohortDevice {
   std::string device_id;
   DeviceOutcomes outcomes;
+  // Sequential gates compare members with control devices of their class.
+  policy::HardwareClass hardware_class = policy::HardwareClass::kX86Cpu;
 };
 
 struct FleetSplit {

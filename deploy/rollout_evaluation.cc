@@ -69,6 +69,7 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
   verdict.members = CountMembers(rollout, members, now);
   verdict.control = CountControl(control);
   verdict.gates = ReadGates(rollout.gates(), verdict.members, verdict.control);
+  verdict.sequential_gates = JudgeSequentialGates(rollout, members, control, now);
   if (rollout.state() != v1::ROLLOUT_STATE_PROGRESSING ||
       rollout.current_stage() >= static_cast<uint32_t>(rollout.stages_size())) {
     verdict.reason = absl::StrCat("no automatic step in state ",
@@ -93,6 +94,21 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
       return verdict;
     }
   }
+  std::vector<std::string> failed;
+  std::vector<std::string> unsettled;
+  for (const SequentialGateReading& reading : verdict.sequential_gates) {
+    if (reading.verdict == GateVerdict::kFail) failed.push_back(DescribeSequentialGate(reading));
+    if (reading.verdict == GateVerdict::kInconclusive) {
+      unsettled.push_back(DescribeSequentialGate(reading));
+    }
+  }
+  if (!failed.empty()) {
+    verdict.step =
+        rollout.gates().rollback_on_breach() ? RolloutStep::kRollback : RolloutStep::kPause;
+    verdict.reason =
+        absl::StrCat("stage ", rollout.current_stage(), ": ", absl::StrJoin(failed, "; "));
+    return verdict;
+  }
 
   absl::Time bake_end =
       FromProtoTime(rollout.stage_started_at()) + absl::Seconds(stage.min_bake_seconds());
@@ -107,6 +123,12 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     verdict.step = RolloutStep::kHold;
     verdict.reason = absl::StrCat("stage ", rollout.current_stage(), ": ", concluded, " of ",
                                   required, " required members have concluded");
+    return verdict;
+  }
+  if (!unsettled.empty()) {
+    verdict.step = RolloutStep::kHold;
+    verdict.reason =
+        absl::StrCat("stage ", rollout.current_stage(), ": ", absl::StrJoin(unsettled, "; "));
     return verdict;
   }
   if (rollout.current_stage() + 1 >= static_cast<uint32_t>(rollout.stages_size())) {

@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "deploy/cohort_outcomes.h"
+#include "deploy/sequential_gates.h"
 #include "weightpath/v1/rollout.pb.h"
 
 namespace weightpath::deploy {
@@ -46,6 +47,9 @@ struct RolloutVerdict {
   v1::CohortOutcomes members;
   v1::CohortOutcomes control;
   std::vector<GateReading> gates;
+  // One per failure gate when the rollout has gates.sequential and the
+  // stage has control devices; empty otherwise.
+  std::vector<SequentialGateReading> sequential_gates;
   absl::Duration bake_left = absl::ZeroDuration();
 };
 
@@ -54,9 +58,12 @@ struct RolloutVerdict {
 //     min_reporting_devices, capped at the member count so a small cohort
 //     cannot stall), any breached gate pauses it, or rolls it back when
 //     gates.rollback_on_breach is set; a gate may trip during the bake;
-//  2. hold while min_bake_seconds since the stage started have not passed;
-//  3. hold while fewer members than required have concluded;
-//  4. otherwise advance to the next stage, or complete after the last.
+//  2. with gates.sequential, a sequential gate that fails does the same, at
+//     any time (its error rate holds however often it is read);
+//  3. hold while min_bake_seconds since the stage started have not passed;
+//  4. hold while fewer members than required have concluded;
+//  5. with gates.sequential, hold while any sequential gate is not `pass`;
+//  6. otherwise advance to the next stage, or complete after the last.
 // Other states give kUnchanged with the counts filled in for display.
 // `members`/`control` come from SplitFleet.
 RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,

@@ -126,6 +126,31 @@ absl::Status ValidateGate(double threshold, absl::string_view name) {
   return absl::OkStatus();
 }
 
+// 0 stands for the default; anything else (NaN included) must lie above
+// `low` and up to `high`.
+bool DefaultOrWithin(double value, double low, double high, bool high_inclusive) {
+  return value == 0.0 || (value > low && (high_inclusive ? value <= high : value < high));
+}
+
+absl::Status ValidateSequentialGates(const v1::SequentialGates& sequential) {
+  if (!DefaultOrWithin(sequential.false_pause_rate(), 0.0, 0.5, true)) {
+    return Invalid("rollout.gates.sequential.false_pause_rate",
+                   absl::StrCat(sequential.false_pause_rate(),
+                                " is outside (0, 0.5] (0 for the default 0.01)"));
+  }
+  if (!DefaultOrWithin(sequential.min_relative_increase(), 1.0, 100.0, true)) {
+    return Invalid("rollout.gates.sequential.min_relative_increase",
+                   absl::StrCat(sequential.min_relative_increase(),
+                                " is outside (1, 100] (0 for the default 1.5)"));
+  }
+  if (!DefaultOrWithin(sequential.min_absolute_increase(), 0.0, 1.0, false)) {
+    return Invalid("rollout.gates.sequential.min_absolute_increase",
+                   absl::StrCat(sequential.min_absolute_increase(),
+                                " is outside (0, 1) (0 for the default 0.01)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRollout(const v1::Rollout& rollout, const policy::Policy& policy) {
@@ -141,6 +166,7 @@ absl::Status ValidateRollout(const v1::Rollout& rollout, const policy::Policy& p
   RETURN_IF_ERROR(
       ValidateGate(rollout.gates().max_engine_failure_delta(), "max_engine_failure_delta"));
   RETURN_IF_ERROR(ValidateGate(rollout.gates().max_task_failure_delta(), "max_task_failure_delta"));
+  RETURN_IF_ERROR(ValidateSequentialGates(rollout.gates().sequential()));
   return absl::OkStatus();
 }
 
