@@ -158,6 +158,10 @@ v1::Rollout ApplyVerdict(const v1::Rollout& rollout, const RolloutVerdict& verdi
   v1::Rollout next = rollout;
   *next.mutable_members() = verdict.members;
   *next.mutable_control() = verdict.control;
+  next.clear_sequential_gates();
+  for (const SequentialGateReading& reading : verdict.sequential_gates) {
+    *next.add_sequential_gates() = SequentialGateStatusOf(reading);
+  }
   switch (verdict.step) {
     case RolloutStep::kUnchanged:
       break;

@@ -69,9 +69,9 @@ struct RolloutVerdict {
 RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
                                const std::vector<CohortDevice>& control, absl::Time now);
 
-// The rollout after the verdict: counts stored, state/stage/reason moved,
-// stage clocks started for a new stage. kHold and kUnchanged change only
-// the counts (and the reason, for kHold).
+// The rollout after the verdict: counts and sequential gates stored,
+// state/stage/reason moved, stage clocks started for a new stage. kHold and
+// kUnchanged change only those (and the reason, for kHold).
 v1::Rollout ApplyVerdict(const v1::Rollout& rollout, const RolloutVerdict& verdict, absl::Time now);
 
 // Moves a rollout to `stage` at `now` (used by the evaluation and by the

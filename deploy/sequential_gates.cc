@@ -394,4 +394,25 @@ std::string DescribeSequentialGate(const SequentialGateReading& reading) {
                       ")");
 }
 
+v1::SequentialGateStatus SequentialGateStatusOf(const SequentialGateReading& reading) {
+  v1::SequentialGateStatus status;
+  status.set_gate(reading.gate);
+  status.set_verdict(std::string(GateVerdictName(reading.verdict)));
+  status.set_fail_e_value(std::exp(reading.log_fail_e_value));
+  status.set_pass_e_value(std::exp(reading.log_pass_e_value));
+  status.set_threshold(std::exp(reading.log_threshold));
+  status.set_inconclusive_reason(reading.why_inconclusive);
+  for (const StratumReading& stratum : reading.strata) {
+    v1::SequentialGateClass* each = status.add_classes();
+    each->set_hardware_class(std::string(policy::HardwareClassName(stratum.hardware_class)));
+    each->set_member_failures(stratum.counts.member_failures);
+    each->set_member_trials(stratum.counts.member_trials);
+    each->set_control_failures(stratum.counts.control_failures);
+    each->set_control_trials(stratum.counts.control_trials);
+    each->set_fail_e_value(std::exp(stratum.log_fail_e_value));
+    each->set_pass_e_value(std::exp(stratum.log_pass_e_value));
+  }
+  return status;
+}
+
 }  // namespace weightpath::deploy

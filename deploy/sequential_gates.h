@@ -123,4 +123,8 @@ std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollo
 // "engine gate: fail, e-value 412 >= 100 (members 12/300 failed, control 20/2700)"
 std::string DescribeSequentialGate(const SequentialGateReading& reading);
 
+// The reading as stored on the rollout for ExplainDecision, `rollout status`
+// and metrics (e-values, not their logs).
+v1::SequentialGateStatus SequentialGateStatusOf(const SequentialGateReading& reading);
+
 }  // namespace weightpath::deploy

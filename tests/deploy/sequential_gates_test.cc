@@ -299,6 +299,30 @@ TEST(DeploySequentialGatesTest, EvaluationHoldsOnInconclusiveAndAdvancesOnPass) 
   EXPECT_EQ(verdict.step, RolloutStep::kAdvance) << verdict.reason;
 }
 
+TEST(DeploySequentialGatesTest, TheVerdictIsStoredOnTheRolloutPerGateAndClass) {
+  v1::Rollout rollout = SequentialRollout(10);
+  std::vector<CohortDevice> members = Devices("m", 70, v1::OUTCOME_ENGINE_STARTED);
+  Append(Devices("mf", 30, v1::OUTCOME_BOOT_FAILED), &members);
+  std::vector<CohortDevice> control = Devices("c", 898, v1::OUTCOME_ENGINE_STARTED);
+  Append(Devices("cf", 2, v1::OUTCOME_BOOT_FAILED), &control);
+  RolloutVerdict verdict = EvaluateRollout(rollout, members, control, Epoch() + absl::Minutes(1));
+  v1::Rollout next = ApplyVerdict(rollout, verdict, Epoch() + absl::Minutes(1));
+  ASSERT_EQ(next.sequential_gates_size(), 5);
+  const v1::SequentialGateStatus& boot = next.sequential_gates(0);
+  EXPECT_EQ(boot.gate(), "boot");
+  EXPECT_EQ(boot.verdict(), "fail");
+  EXPECT_NEAR(std::log(boot.fail_e_value()), 62.3640668110, 1e-6);
+  EXPECT_DOUBLE_EQ(boot.threshold(), 100);
+  ASSERT_EQ(boot.classes_size(), 1);
+  EXPECT_EQ(boot.classes(0).hardware_class(), "x86_cpu");
+  EXPECT_EQ(boot.classes(0).member_failures(), 30u);
+  EXPECT_EQ(boot.classes(0).member_trials(), 100u);
+  EXPECT_EQ(boot.classes(0).control_failures(), 2u);
+  EXPECT_EQ(boot.classes(0).control_trials(), 900u);
+  EXPECT_EQ(next.sequential_gates(1).verdict(), "inconclusive");
+  EXPECT_EQ(next.sequential_gates(1).inconclusive_reason(), "not enough evidence either way yet");
+}
+
 TEST(DeploySequentialGatesTest, MembersOfAClassWithoutControlHoldTheStage) {
   v1::Rollout rollout = SequentialRollout(20);
   std::vector<CohortDevice> members = Devices("m", 600, v1::OUTCOME_ENGINE_STARTED);
