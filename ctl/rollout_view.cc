@@ -111,6 +111,26 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
                     reading.breached ? "  BREACHED" : "", "\n");
   }
   if (rollout.gates().rollback_on_breach()) absl::StrAppend(&out, "    (a breach rolls back)\n");
+  if (rollout.sequential_gates_size() > 0) {
+    absl::StrAppend(&out, "  sequential gates (an e-value at the threshold decides):\n");
+    for (const v1::SequentialGateStatus& gate : rollout.sequential_gates()) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("    %-8s %-12s fail e %.3g, pass e %.3g, threshold %.3g",
+                                      gate.gate(), gate.verdict(), gate.fail_e_value(),
+                                      gate.pass_e_value(), gate.threshold()));
+      if (!gate.inconclusive_reason().empty()) {
+        absl::StrAppend(&out, ": ", gate.inconclusive_reason());
+      }
+      absl::StrAppend(&out, "\n");
+      for (const v1::SequentialGateClass& each : gate.classes()) {
+        absl::StrAppend(
+            &out, absl::StrFormat("      %-14s members %d/%d failed, control %d/%d\n",
+                                  each.hardware_class(), each.member_failures(),
+                                  each.member_trials(), each.control_failures(),
+                                  each.control_trials()));
+      }
+    }
+  }
   return out;
 }
 

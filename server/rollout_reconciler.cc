@@ -51,6 +51,11 @@ absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() 
           for (const deploy::GateReading& gate : verdict.gates) {
             if (gate.breached) deps_.metrics->CountGateBreach(rollout.id(), gate.gate);
           }
+          for (const deploy::SequentialGateReading& gate : verdict.sequential_gates) {
+            if (gate.verdict == deploy::GateVerdict::kFail) {
+              deps_.metrics->CountGateBreach(rollout.id(), gate.gate);
+            }
+          }
         }
       }
       if (verdict.step != deploy::RolloutStep::kHold) {
