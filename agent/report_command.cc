@@ -13,6 +13,7 @@
 #include "agent/random_source.h"
 #include "agent/retry_policy.h"
 #include "agent/server_channel.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -97,7 +98,7 @@ int RunReportCommand(int argc, char** argv) {
         grpc::ClientContext context;
         SetCallTimeout(context, timeout);
         const grpc::Status result = stub->ReportMeasurement(&context, *request, &response);
-        return CallStatus("ReportMeasurement", result, context);
+        return FromGrpcStatus("ReportMeasurement", result, context);
       },
       &trace);
   if (!status.ok()) {

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/server_channel.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
@@ -20,7 +21,7 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveClient::Resolve(
   SetCallTimeout(context, timeout);
   v1::ResolveWeightPathResponse response;
   const grpc::Status status = stub_->ResolveWeightPath(&context, request, &response);
-  if (!status.ok()) return CallStatus("ResolveWeightPath", status, context);
+  if (!status.ok()) return FromGrpcStatus("ResolveWeightPath", status, context);
   return response;
 }
 

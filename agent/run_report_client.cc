@@ -3,6 +3,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/server_channel.h"
+#include "common/grpc_status.h"
+#include "common/proto_time.h"
 #include "common/report_limits.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -20,14 +22,6 @@ std::string FittedDetail(const std::string& detail) {
   return detail.substr(0, end);
 }
 
-google::protobuf::Timestamp ToTimestamp(absl::Time time) {
-  google::protobuf::Timestamp timestamp;
-  const int64_t nanos = absl::ToUnixNanos(time);
-  timestamp.set_seconds(nanos / 1'000'000'000);
-  timestamp.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  return timestamp;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReportClient>> ReportClient::Create(
@@ -42,7 +36,7 @@ absl::StatusOr<v1::ReportOutcomeResponse> ReportClient::Report(
   SetCallTimeout(context, timeout);
   v1::ReportOutcomeResponse response;
   const grpc::Status status = stub_->ReportOutcome(&context, request, &response);
-  if (!status.ok()) return CallStatus("ReportOutcome", status, context);
+  if (!status.ok()) return FromGrpcStatus("ReportOutcome", status, context);
   return response;
 }
 
@@ -57,7 +51,7 @@ v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome
   request.set_policy_version(about.policy_version());
   request.set_rollout_id(about.rollout().rollout_id());
   request.set_detail(FittedDetail(detail));
-  *request.mutable_observed_at() = ToTimestamp(observed_at);
+  *request.mutable_observed_at() = ToProtoTime(observed_at);
   request.set_idempotency_key(OutcomeIdempotencyKey(request));
   return request;
 }

@@ -6,7 +6,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/local_file.h"
-#include "common/retry_pushback.h"
 #include "common/status_macros.h"
 #include "grpc/support/time.h"
 #include "grpcpp/grpcpp.h"
@@ -53,22 +52,6 @@ void SetCallTimeout(grpc::ClientContext& context, absl::Duration timeout) {
   const int64_t millis = std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
   context.set_deadline(
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(millis, GPR_TIMESPAN)));
-}
-
-absl::Status CallStatus(absl::string_view method, const grpc::Status& status,
-                        const grpc::ClientContext& context) {
-  if (status.ok()) return absl::OkStatus();
-  absl::Status result(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(method, ": ", status.error_message()));
-  const std::multimap<grpc::string_ref, grpc::string_ref>& trailers =
-      context.GetServerTrailingMetadata();
-  const auto pushback = trailers.find(kRetryPushbackHeader);
-  if (pushback != trailers.end()) {
-    result = WithRetryPushback(
-        std::move(result),
-        ParseRetryPushback(absl::string_view(pushback->second.data(), pushback->second.size())));
-  }
-  return result;
 }
 
 }  // namespace weightpath::agent

@@ -1,6 +1,7 @@
 // The agent's one way to reach weightpath-server: plaintext or (mutual) TLS
 // from the config's tls files, with reconnect timing suited to the agent's
-// own retry loop. Every agent client (resolve, outcome, measurement) uses it.
+// own retry loop. Every agent client (resolve, outcome, measurement) uses it;
+// their finished calls go through FromGrpcStatus (common/grpc_status.h).
 #pragma once
 
 #include <memory>
@@ -27,12 +28,5 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenServerChannel(
 // end the call at once or let it hang for months; gRPC takes a
 // GPR_CLOCK_MONOTONIC deadline as it is.
 void SetCallTimeout(grpc::ClientContext& context, absl::Duration timeout);
-
-// A finished call's outcome for the agent's code: the gRPC code unchanged,
-// the message prefixed with `method`, and the server's
-// grpc-retry-pushback-ms trailer, when it sent one, as a retry pushback
-// (common/retry_pushback.h) that CallWithRetries honours.
-absl::Status CallStatus(absl::string_view method, const grpc::Status& status,
-                        const grpc::ClientContext& context);
 
 }  // namespace weightpath::agent

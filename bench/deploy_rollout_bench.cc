@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "deploy/cohort_outcomes.h"
 #include "deploy/label_selector.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "deploy/rollout_bucket.h"
 #include "deploy/rollout_evaluation.h"
 #include "deploy/rollout_shaping.h"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/grpc_status.h"
 #include "ctl/admin_output.h"
 #include "ctl/arguments.h"
 #include "ctl/command.h"
@@ -62,7 +63,7 @@ int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<
 }
 
 // One unary FleetAdmin call with the connection's deadline and token; the
-// gRPC status as FromGrpc(status, `name`).
+// gRPC status as FromGrpcStatus(`name`, ...) (common/grpc_status.h).
 template <typename Request, typename Response>
 absl::StatusOr<Response> CallFleetAdmin(
     FleetAdminConnection& connection,
@@ -70,8 +71,9 @@ absl::StatusOr<Response> CallFleetAdmin(
     const Request& request, std::string_view name) {
   Response response;
   std::unique_ptr<grpc::ClientContext> context = connection.NewContext();
-  absl::Status status = FromGrpc((connection.stub().*rpc)(context.get(), request, &response),
-                                 absl::string_view(name.data(), name.size()));
+  const grpc::Status result = (connection.stub().*rpc)(context.get(), request, &response);
+  absl::Status status =
+      FromGrpcStatus(absl::string_view(name.data(), name.size()), result, *context);
   if (!status.ok()) return status;
   return response;
 }

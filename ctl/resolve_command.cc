@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "ctl/arguments.h"
 #include "ctl/command_error.h"
 #include "ctl/resolve_offline.h"
@@ -116,7 +117,7 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveRemotely(
   std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
   v1::ResolveWeightPathResponse response;
   grpc::Status status = stub->ResolveWeightPath(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "ResolveWeightPath");
+  if (!status.ok()) return FromGrpcStatus("ResolveWeightPath", status, *context);
   return response;
 }
 

@@ -90,10 +90,4 @@ std::unique_ptr<grpc::ClientContext> FleetAdminConnection::NewContext() const {
   return context;
 }
 
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(rpc, ": ", status.error_message()));
-}
-
 }  // namespace weightpath::ctl

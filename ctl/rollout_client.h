@@ -38,7 +38,4 @@ class FleetAdminConnection {
   absl::Duration timeout_ = absl::Seconds(10);
 };
 
-// The gRPC status as an absl::Status with the same code, prefixed by the RPC.
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc);
-
 }  // namespace weightpath::ctl

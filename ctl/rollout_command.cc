@@ -1,6 +1,7 @@
 #include "ctl/rollout_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "ctl/arguments.h"
 #include "ctl/command_error.h"
 #include "ctl/resolve_output.h"
@@ -109,7 +110,7 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
     case Action::kList: {
       v1::ListRolloutsResponse response;
       status = connection->stub().ListRollouts(context.get(), v1::ListRolloutsRequest(), &response);
-      if (!status.ok()) return FromGrpc(status, "ListRollouts");
+      if (!status.ok()) return FromGrpcStatus("ListRollouts", status, *context);
       if (format == OutputFormat::kJson) {
         absl::StatusOr<std::string> json = RolloutJson(response);
         if (!json.ok()) return json.status();
@@ -136,7 +137,7 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
       status = connection->stub().AbortRollout(context.get(), control, &rollout);
       break;
   }
-  if (!status.ok()) return FromGrpc(status, rpc);
+  if (!status.ok()) return FromGrpcStatus(rpc, status, *context);
   return PrintRollout(rollout, format, out);
 }
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "deploy/label_selector.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "deploy/rollout_evaluation.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -84,7 +84,7 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
     if (rollout.has_stage_started_at()) {
       absl::StrAppend(&out, ", started ",
                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                       deploy::FromProtoTime(rollout.stage_started_at()),
+                                       FromProtoTime(rollout.stage_started_at()),
                                        absl::UTCTimeZone()));
     }
     absl::StrAppend(&out, "\n");

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "deploy/rollout_bucket.h"
 #include "deploy/rollout_shaping.h"
 

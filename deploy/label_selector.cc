@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/field_violation.h"
 #include "common/status_macros.h"
 
 namespace weightpath::deploy {
@@ -309,21 +310,21 @@ bool MatchesLabels(const v1::DeviceSelector& selector, const Labels& labels) {
 }
 
 absl::Status ValidateLabelKey(absl::string_view key, absl::string_view field) {
-  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": label key is empty"));
+  if (key.empty()) return InvalidArgumentForField(field, absl::StrCat(field, ": label key is empty"));
   size_t slash = key.find('/');
   absl::string_view name = key;
   if (slash != absl::string_view::npos) {
     absl::string_view prefix = key.substr(0, slash);
     name = key.substr(slash + 1);
     if (!IsDnsSubdomain(prefix)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": label key prefix '", prefix,
+      return InvalidArgumentForField(
+          field, absl::StrCat(field, ": label key prefix '", prefix,
                        "' must be a lowercase DNS subdomain of at most 253 characters"));
     }
   }
   if (!IsQualifiedName(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": label key '", key,
+    return InvalidArgumentForField(
+        field, absl::StrCat(field, ": label key '", key,
                      "' must be 1..63 characters of [A-Za-z0-9._-] starting and ending "
                      "alphanumeric (after an optional 'prefix/')"));
   }
@@ -332,8 +333,8 @@ absl::Status ValidateLabelKey(absl::string_view key, absl::string_view field) {
 
 absl::Status ValidateLabelValue(absl::string_view value, absl::string_view field) {
   if (value.empty() || IsQualifiedName(value)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": label value '", value,
+  return InvalidArgumentForField(
+      field, absl::StrCat(field, ": label value '", value,
                    "' must be empty or 1..63 characters of [A-Za-z0-9._-] starting and ending "
                    "alphanumeric"));
 }
@@ -360,21 +361,24 @@ absl::Status ValidateDeviceSelector(const v1::DeviceSelector& selector, absl::st
       case v1::LabelRequirement::OPERATOR_IN:
       case v1::LabelRequirement::OPERATOR_NOT_IN:
         if (requirement.values().empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(entry, ".values: operator ",
-                                                         OperatorName(requirement.operator_()),
-                                                         " needs at least one value"));
+          return InvalidArgumentForField(
+              absl::StrCat(entry, ".values"),
+              absl::StrCat(entry, ".values: operator ", OperatorName(requirement.operator_()),
+                           " needs at least one value"));
         }
         break;
       case v1::LabelRequirement::OPERATOR_EXISTS:
       case v1::LabelRequirement::OPERATOR_DOES_NOT_EXIST:
         if (!requirement.values().empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(entry, ".values: operator ",
-                                                         OperatorName(requirement.operator_()),
-                                                         " takes no values"));
+          return InvalidArgumentForField(
+              absl::StrCat(entry, ".values"),
+              absl::StrCat(entry, ".values: operator ", OperatorName(requirement.operator_()),
+                           " takes no values"));
         }
         break;
       default:
-        return absl::InvalidArgumentError(
+        return InvalidArgumentForField(
+            absl::StrCat(entry, ".operator"),
             absl::StrCat(entry, ".operator: must be IN, NOT_IN, EXISTS or DOES_NOT_EXIST"));
     }
     for (int v = 0; v < requirement.values_size(); ++v) {
@@ -384,15 +388,16 @@ absl::Status ValidateDeviceSelector(const v1::DeviceSelector& selector, absl::st
   }
   for (int i = 0; i < selector.hardware_classes_size(); ++i) {
     if (!policy::ParseHardwareClass(selector.hardware_classes(i)).ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".hardware_classes[", i, "]: unknown hardware class '",
+      return InvalidArgumentForField(
+          absl::StrCat(field, ".hardware_classes[", i, "]"),
+          absl::StrCat(field, ".hardware_classes[", i, "]: unknown hardware class '",
           selector.hardware_classes(i),
           "' (expected jetson, cuda_discrete, arm64_cpu, x86_cpu or npu_phone)"));
     }
   }
   if (selector.all() && !IsEmptySelector(selector)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".all: must not be combined with labels, expressions or hardware classes"));
+    return InvalidArgumentForField(
+        absl::StrCat(field, ".all"), absl::StrCat(field, ".all: must not be combined with labels, expressions or hardware classes"));
   }
   return absl::OkStatus();
 }

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 
 namespace weightpath::deploy {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "deploy/rollout_bucket.h"
 
 namespace weightpath::deploy {

@@ -6,9 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "deploy/label_selector.h"
-#include "deploy/proto_time.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 constexpr size_t kMaxRolloutIdLength = 63;
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+  return InvalidArgumentForField(field, absl::StrCat(field, ": ", what));
 }
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }

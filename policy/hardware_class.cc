@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
 #include "policy/absl_view.h"
 
 namespace weightpath::policy {
@@ -51,7 +52,7 @@ absl::StatusOr<HardwareClass> ClassifyHardware(const v1::HardwareProfile& profil
   if (profile.arch() == kX86Arch) return HardwareClass::kX86Cpu;
   // The seed fell through to x86 here; an x86 kernel build on a CPU we cannot
   // name would fail at engine start on the device, far from the cause.
-  return absl::InvalidArgumentError(absl::StrCat(
+  return InvalidArgumentForField("profile.arch", absl::StrCat(
       "profile.arch '", profile.arch(),
       "' is neither x86_64 nor aarch64 and profile.accelerator '", accelerator,
       "' names no supported accelerator: no weight path exists for this CPU"));

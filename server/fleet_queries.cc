@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "deploy/label_selector.h"
 
@@ -11,10 +13,11 @@ namespace {
 
 absl::StatusOr<absl::Time> TimeFrom(const google::protobuf::Timestamp& timestamp,
                                     absl::string_view field) {
-  if (timestamp.seconds() < 0 || timestamp.nanos() < 0 || timestamp.nanos() > 999999999) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " is not a valid timestamp"));
+  // Before 1970 no device was seen: such a bound is a client's mistake.
+  if (timestamp.seconds() < 0 || !IsValidProtoTime(timestamp)) {
+    return InvalidArgumentForField(field, absl::StrCat(field, " is not a valid timestamp"));
   }
-  return absl::FromUnixSeconds(timestamp.seconds()) + absl::Nanoseconds(timestamp.nanos());
+  return FromProtoTime(timestamp);
 }
 
 }  // namespace
@@ -30,8 +33,8 @@ absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
   if (!request.label_selector().empty()) {
     absl::StatusOr<v1::DeviceSelector> selector = deploy::ParseLabelSelector(request.label_selector());
     if (!selector.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label_selector: ", selector.status().message()));
+      return InvalidArgumentForField(
+          "label_selector", absl::StrCat("label_selector: ", selector.status().message()));
     }
     query.label_predicate = [selector = *std::move(selector)](const store::DeviceLabels& labels) {
       return deploy::MatchesLabels(selector, labels);
@@ -47,7 +50,7 @@ absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
 }
 
 absl::StatusOr<v1::Device> FleetQueries::GetDevice(const v1::GetDeviceRequest& request) {
-  if (request.device_id().empty()) return absl::InvalidArgumentError("device_id is required");
+  if (request.device_id().empty()) return InvalidArgumentForField("device_id", "device_id is required");
   return fleet_->store().GetDevice(request.device_id());
 }
 

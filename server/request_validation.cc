@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
 #include "common/status_macros.h"
 #include "policy/hardware_class.h"
 #include "store/measurement_validation.h"
@@ -22,9 +23,9 @@ bool IsDeviceIdChar(char c) {
 
 absl::Status CheckLength(absl::string_view value, absl::string_view field) {
   if (value.size() <= kMaxStringBytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, " is ", value.size(),
-                                                 " bytes; at most ", kMaxStringBytes,
-                                                 " are accepted"));
+  return InvalidArgumentForField(field, absl::StrCat(field, " is ", value.size(),
+                                                    " bytes; at most ", kMaxStringBytes,
+                                                    " are accepted"));
 }
 
 // The field name is only built when something is wrong, so the common path
@@ -39,8 +40,8 @@ absl::Status CheckLengthAt(absl::string_view value, absl::string_view list_field
 
 absl::Status CheckCount(int count, int limit, absl::string_view field) {
   if (count <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " has ", count, " entries; at most ", limit, " are accepted"));
+  return InvalidArgumentForField(
+      field, absl::StrCat(field, " has ", count, " entries; at most ", limit, " are accepted"));
 }
 
 absl::Status ValidateProfile(const v1::HardwareProfile& profile) {
@@ -92,15 +93,15 @@ absl::Status ValidateProfile(const v1::HardwareProfile& profile) {
 }  // namespace
 
 absl::Status ValidateDeviceId(absl::string_view device_id) {
-  if (device_id.empty()) return absl::InvalidArgumentError("device_id is required");
+  if (device_id.empty()) return InvalidArgumentForField("device_id", "device_id is required");
   if (device_id.size() > kMaxDeviceIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("device_id is ", device_id.size(),
-                                                   " bytes; at most ", kMaxDeviceIdBytes,
-                                                   " are accepted"));
+    return InvalidArgumentForField("device_id", absl::StrCat("device_id is ", device_id.size(),
+                                                             " bytes; at most ", kMaxDeviceIdBytes,
+                                                             " are accepted"));
   }
   for (size_t i = 0; i < device_id.size(); ++i) {
     if (!IsDeviceIdChar(device_id[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      return InvalidArgumentForField("device_id", absl::StrCat(
           "device_id has a character outside [A-Za-z0-9._:/@+=-] at byte ", i));
     }
   }
@@ -111,14 +112,14 @@ absl::Status ValidateKnownDecisionEtag(absl::string_view etag) {
   // Ours are 32 digits; the bound leaves room for a longer hash later.
   constexpr size_t kMaxEtagBytes = 64;
   if (etag.size() > kMaxEtagBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("known_decision_etag is ", etag.size(),
-                                                   " bytes; at most ", kMaxEtagBytes,
-                                                   " are accepted"));
+    return InvalidArgumentForField("known_decision_etag",
+                                   absl::StrCat("known_decision_etag is ", etag.size(),
+                                                " bytes; at most ", kMaxEtagBytes, " are accepted"));
   }
   for (size_t i = 0; i < etag.size(); ++i) {
     const char c = etag[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      return InvalidArgumentForField("known_decision_etag", absl::StrCat(
           "known_decision_etag has a character other than a lowercase hex digit at byte ", i,
           "; send back the decision_etag of an earlier answer, or nothing"));
     }
@@ -135,22 +136,22 @@ absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request)
     return CheckCount(static_cast<int>(request.labels_size()), kMaxLabels, "labels");
   }
   for (const auto& [key, value] : request.labels()) {
-    if (key.empty()) return absl::InvalidArgumentError("labels has an empty key");
+    if (key.empty()) return InvalidArgumentForField("labels", "labels has an empty key");
     if (key.size() > kMaxStringBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("labels has a key of ", key.size(),
-                                                     " bytes; at most ", kMaxStringBytes,
-                                                     " are accepted"));
+      return InvalidArgumentForField("labels", absl::StrCat("labels has a key of ", key.size(),
+                                                            " bytes; at most ", kMaxStringBytes,
+                                                            " are accepted"));
     }
     if (value.size() > kMaxStringBytes) {
       return CheckLength(value, absl::StrCat("labels[\"", key, "\"]"));
     }
   }
   if (!v1::Priority_IsValid(request.priority())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("priority ", static_cast<int>(request.priority()),
+    return InvalidArgumentForField(
+        "priority", absl::StrCat("priority ", static_cast<int>(request.priority()),
                      " is not one of PRIORITY_UNSPECIFIED, PRIORITY_SPEED, PRIORITY_FIDELITY"));
   }
-  if (!request.has_profile()) return absl::InvalidArgumentError("profile is required");
+  if (!request.has_profile()) return InvalidArgumentForField("profile", "profile is required");
   return ValidateProfile(request.profile());
 }
 

@@ -1,6 +1,7 @@
 #include "server/rollout_admin.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
 #include "deploy/cohort_outcomes.h"
 #include "deploy/operator_actions.h"
 #include "deploy/rollout_validation.h"
@@ -11,7 +12,7 @@ namespace weightpath::server {
 namespace {
 
 absl::Status RequireId(const std::string& id) {
-  if (id.empty()) return absl::InvalidArgumentError("id: must name a rollout");
+  if (id.empty()) return InvalidArgumentForField("id", "id: must name a rollout");
   return absl::OkStatus();
 }
 

@@ -1,7 +1,12 @@
 #include "server/rollout_explain.h"
 
+#include <optional>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
-#include "deploy/proto_time.h"
+#include "common/field_violation.h"
+#include "common/proto_time.h"
 #include "policy/policy.h"
 #include "server/request_validation.h"
 #include "server/resolver.h"
@@ -58,11 +63,14 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
     case v1::ExplainDecisionRequest::kRequest:
       subject = request.request();
       if (absl::Status valid = ValidateResolveRequest(subject); !valid.ok()) {
-        return absl::Status(valid.code(), absl::StrCat("request.", valid.message()));
+        absl::Status prefixed(valid.code(), absl::StrCat("request.", valid.message()));
+        const std::optional<std::string> field = ViolatedField(valid);
+        return field.has_value() ? WithViolatedField(std::move(prefixed), absl::StrCat("request.", *field))
+                                 : prefixed;
       }
       break;
     case v1::ExplainDecisionRequest::SUBJECT_NOT_SET:
-      return absl::InvalidArgumentError("subject: set device_id or request");
+      return InvalidArgumentForField("subject", "subject: set device_id or request");
   }
 
   static const std::vector<v1::Rollout> kNoRollouts;
@@ -89,7 +97,7 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
   for (std::string& line : considered) response.add_rollouts_considered(std::move(line));
   *response.mutable_verification() = response.decision().weight_path().verification();
   response.set_policy_version(policy.version());
-  *response.mutable_evaluated_at() = deploy::ToProtoTime(context.now);
+  *response.mutable_evaluated_at() = ToProtoTime(context.now);
   return response;
 }
 

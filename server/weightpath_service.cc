@@ -22,11 +22,6 @@ const std::vector<v1::Rollout> kNoRollouts;
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
                 const absl::Status& status) {
   if (const std::optional<absl::Duration> pushback = RetryPushback(status)) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/grpc_status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/device_call_limits.h"
 #include "server/fleet_state.h"
@@ -20,13 +21,9 @@
 
 namespace weightpath::server {
 
-// absl and gRPC share the canonical code numbering, so the code carries over
-// unchanged and the message with it.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
-// Answers a unary callback call with `status` through ToGrpcStatus; a retry
-// pushback it carries (common/retry_pushback.h) goes out as the
-// grpc-retry-pushback-ms trailer.
+// Answers a unary callback call with `status` through ToGrpcStatus
+// (common/grpc_status.h); a retry pushback it carries
+// (common/retry_pushback.h) goes out as the grpc-retry-pushback-ms trailer.
 void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
                 const absl::Status& status);
 

@@ -62,8 +62,8 @@ EncodedDevice EncodeDevice(const v1::Device& device) {
   encoded.hardware_class = device.hardware_class();
   encoded.path = device.path();
   encoded.cpu_model = device.profile().cpu_model();
-  if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromTimestamp(device.first_seen()));
-  if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromTimestamp(device.last_seen()));
+  if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromProtoTime(device.first_seen()));
+  if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromProtoTime(device.last_seen()));
   encoded.body.reserve(full.size());
   google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(full.data()),
                                                static_cast<int>(full.size()));

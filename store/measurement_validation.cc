@@ -5,44 +5,41 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
+#include "common/proto_time.h"
 #include "common/report_limits.h"
 
 namespace weightpath::store {
 namespace {
 
-// 0001-01-01 .. 9999-12-31, as google.protobuf.Timestamp allows.
-constexpr int64_t kMinTimestampSeconds = -62135596800;
-constexpr int64_t kMaxTimestampSeconds = 253402300799;
-
 absl::Status Bounded(absl::string_view field, const std::string& value, size_t limit) {
   if (value.size() <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " is ", value.size(), " bytes; at most ", limit));
+  return InvalidArgumentForField(field,
+                                 absl::StrCat(field, " is ", value.size(), " bytes; at most ", limit));
 }
 
 absl::Status RequireId(absl::string_view field, const std::string& value) {
-  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
+  if (value.empty()) return InvalidArgumentForField(field, absl::StrCat(field, " is required"));
   return Bounded(field, value, kMaxReportStringBytes);
 }
 
 absl::Status RequireFigure(absl::string_view field, double value, double min, bool min_inclusive,
                            double max) {
   if (!std::isfinite(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " must be a finite number"));
+    return InvalidArgumentForField(field, absl::StrCat(field, " must be a finite number"));
   }
   const bool above_min = min_inclusive ? value >= min : value > min;
   if (!above_min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is outside ",
-                                                   min_inclusive ? "[" : "(", min, ", ", max,
-                                                   "]"));
+    return InvalidArgumentForField(field, absl::StrCat(field, " = ", value, " is outside ",
+                                                      min_inclusive ? "[" : "(", min, ", ", max,
+                                                      "]"));
   }
   return absl::OkStatus();
 }
 
 absl::Status RequireValidTime(absl::string_view field, const google::protobuf::Timestamp& time) {
-  if (time.seconds() < kMinTimestampSeconds || time.seconds() > kMaxTimestampSeconds ||
-      time.nanos() < 0 || time.nanos() > 999999999) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " is not a valid timestamp"));
+  if (!IsValidProtoTime(time)) {
+    return InvalidArgumentForField(field, absl::StrCat(field, " is not a valid timestamp"));
   }
   return absl::OkStatus();
 }
@@ -66,15 +63,15 @@ absl::Status ValidateMeasurement(const v1::ReportMeasurementRequest& request) {
   WP_CHECK(RequireFigure("gemm_ms_per_step", request.gemm_ms_per_step(), 0, true, 1e6));
   WP_CHECK(RequireFigure("step_ms", request.step_ms(), 0, true, 1e6));
   if (request.threads() == 0 || request.threads() > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("threads = ", request.threads(), " is outside [1, 4096]"));
+    return InvalidArgumentForField(
+        "threads", absl::StrCat("threads = ", request.threads(), " is outside [1, 4096]"));
   }
   if (request.fidelity_prompts() > 10000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fidelity_prompts = ", request.fidelity_prompts(), " is above 10000"));
+    return InvalidArgumentForField(
+        "fidelity_prompts", absl::StrCat("fidelity_prompts = ", request.fidelity_prompts(), " is above 10000"));
   }
   if (request.fidelity_exact_matches() > request.fidelity_prompts()) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentForField("fidelity_exact_matches", absl::StrCat(
         "fidelity_exact_matches = ", request.fidelity_exact_matches(),
         " exceeds fidelity_prompts = ", request.fidelity_prompts()));
   }
@@ -86,7 +83,7 @@ absl::Status ValidateOutcome(const v1::ReportOutcomeRequest& request) {
   WP_CHECK(RequireId("idempotency_key", request.idempotency_key()));
   WP_CHECK(RequireId("device_id", request.device_id()));
   if (request.outcome() == v1::OUTCOME_UNSPECIFIED || !v1::Outcome_IsValid(request.outcome())) {
-    return absl::InvalidArgumentError("outcome must be one of the Outcome values, not unspecified");
+    return InvalidArgumentForField("outcome", "outcome must be one of the Outcome values, not unspecified");
   }
   WP_CHECK(Bounded("path", request.path(), kMaxReportStringBytes));
   WP_CHECK(Bounded("artifact_sha256", request.artifact_sha256(), kMaxReportStringBytes));
@@ -99,8 +96,8 @@ absl::Status ValidateOutcome(const v1::ReportOutcomeRequest& request) {
                          request.tasks_failed();
   const bool has_tasks = tasks > 0;
   if (has_tasks && request.outcome() != v1::OUTCOME_TASKS) {
-    return absl::InvalidArgumentError(
-        "tasks_completed/tasks_undone/tasks_failed are only allowed with outcome OUTCOME_TASKS");
+    return InvalidArgumentForField(
+        "tasks_completed", "tasks_completed/tasks_undone/tasks_failed are only allowed with outcome OUTCOME_TASKS");
   }
   if (request.has_observed_at()) WP_CHECK(RequireValidTime("observed_at", request.observed_at()));
   return absl::OkStatus();

@@ -235,7 +235,7 @@ class SqlFleetStore : public FleetStore {
     m.fidelity_exact_matches = request.fidelity_exact_matches();
     m.fidelity_prompts = request.fidelity_prompts();
     m.received_at = received_at;
-    m.measured_at = request.has_measured_at() ? FromTimestamp(request.measured_at()) : received_at;
+    m.measured_at = request.has_measured_at() ? FromProtoTime(request.measured_at()) : received_at;
     RegressionVerdict verdict = regression_check ? regression_check(m) : RegressionVerdict{};
 
     ASSIGN_OR_RETURN(
@@ -300,7 +300,7 @@ class SqlFleetStore : public FleetStore {
         SqlRows rows,
         session->Query("INSERT INTO rollouts (id, revision, created_at_us, body) "
                        "VALUES ($1, 1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING revision",
-                       {rollout.id(), ToMicros(FromTimestamp(rollout.created_at())),
+                       {rollout.id(), ToMicros(FromProtoTime(rollout.created_at())),
                         SqlBlob{rollout.SerializeAsString()}}));
     if (rows.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("rollout.id \"", rollout.id(), "\" already exists"));
@@ -358,7 +358,7 @@ class SqlFleetStore : public FleetStore {
                                      absl::Time received_at) override {
     RETURN_IF_ERROR(ValidateOutcome(request));
     const absl::Time observed_at =
-        request.has_observed_at() ? FromTimestamp(request.observed_at()) : received_at;
+        request.has_observed_at() ? FromProtoTime(request.observed_at()) : received_at;
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     ASSIGN_OR_RETURN(
         SqlRows rows,

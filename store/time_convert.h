@@ -1,33 +1,27 @@
-// absl::Time <-> google.protobuf.Timestamp <-> the integer microseconds the
-// store keeps in its columns (exact, and sortable by SQL in both backends).
+// The store's time precision: integer microseconds since the Unix epoch in
+// its columns (exact, and sortable by SQL in both backends). A time is
+// truncated toward the infinite past to whole microseconds on the way in, so
+// 1969-12-31T23:59:59.9999995Z is stored as -1 us, never rounded up to 0.
+// Timestamps the store hands back are at that precision; ToTimestamp gives a
+// time the same precision before it reaches a message, so a record read back
+// from the database equals the one built in memory.
 #pragma once
 
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "common/proto_time.h"
 #include "google/protobuf/timestamp.pb.h"
 
 namespace weightpath::store {
 
-inline google::protobuf::Timestamp ToTimestamp(absl::Time time) {
-  google::protobuf::Timestamp out;
-  const int64_t micros = absl::ToUnixMicros(time);
-  int64_t seconds = micros / 1000000;
-  int64_t remainder = micros % 1000000;
-  if (remainder < 0) {
-    remainder += 1000000;
-    seconds -= 1;
-  }
-  out.set_seconds(seconds);
-  out.set_nanos(static_cast<int32_t>(remainder * 1000));
-  return out;
-}
-
-inline absl::Time FromTimestamp(const google::protobuf::Timestamp& timestamp) {
-  return absl::FromUnixSeconds(timestamp.seconds()) + absl::Nanoseconds(timestamp.nanos());
-}
-
+// absl::ToUnixMicros rounds toward the infinite past.
 inline int64_t ToMicros(absl::Time time) { return absl::ToUnixMicros(time); }
 inline absl::Time FromMicros(int64_t micros) { return absl::FromUnixMicros(micros); }
+
+// `time` at the store's precision, as a Timestamp (common/proto_time.h).
+inline google::protobuf::Timestamp ToTimestamp(absl::Time time) {
+  return ToProtoTime(FromMicros(ToMicros(time)));
+}
 
 }  // namespace weightpath::store

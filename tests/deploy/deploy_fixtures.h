@@ -8,7 +8,7 @@
 
 #include "absl/time/time.h"
 #include "deploy/label_selector.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "weightpath/v1/rollout.pb.h"
 #include "weightpath/v1/weightpath.pb.h"
 

@@ -70,6 +70,10 @@ def _load_generated(relative_path):
 
 
 health_pb2 = _load_generated("grpc/health/v1/health_pb2.py")
+# google.rpc.Status and its details, the body of the grpc-status-details-bin
+# trailer (proto/google/rpc/).
+rpc_status_pb2 = _load_generated("google/rpc/status_pb2.py")
+error_details_pb2 = _load_generated("google/rpc/error_details_pb2.py")
 REFLECTION = {
     "v1": _load_generated("grpc/reflection/v1/reflection_pb2.py"),
     "v1alpha": _load_generated("grpc/reflection/v1alpha/reflection_pb2.py"),
@@ -292,6 +296,57 @@ class ResolveTest(unittest.TestCase):
                           wp.ResolveWeightPathResponse, request)
                 self.assertEqual(refused.exception.code(), code, refused.exception.details())
                 self.assertIn(named, refused.exception.details())
+
+    def test_the_bad_field_is_a_bad_request_detail_in_the_status_trailer(self):
+        """grpc-status-details-bin decoded as google.rpc.Status, read by no weightpath code."""
+        def good():
+            return resolve_request("intel-sapphire-rapids.json", "speed", "interop-python-details")
+
+        empty_id = good()
+        empty_id.device_id = ""
+        riscv = good()
+        riscv.profile.Clear()
+        riscv.profile.arch = "riscv64"
+        riscv.profile.accelerator = "none"
+        long_flag = good()
+        long_flag.profile.cpu_flags.append("f" * 300)
+        bad_priority = good()
+        bad_priority.priority = 99
+        cases = [
+            ("empty device_id", empty_id, "device_id"),
+            ("unsupported arch", riscv, "profile.arch"),
+            ("oversized cpu flag", long_flag, f"profile.cpu_flags[{len(long_flag.profile.cpu_flags) - 1}]"),
+            ("unknown priority", bad_priority, "priority"),
+        ]
+        for name, request, field in cases:
+            with self.subTest(name):
+                with self.assertRaises(grpc.RpcError) as refused:
+                    unary("/weightpath.v1.WeightPath/ResolveWeightPath",
+                          wp.ResolveWeightPathResponse, request)
+                error = refused.exception
+                self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT, error.details())
+                details = [value for key, value in error.trailing_metadata()
+                           if key == "grpc-status-details-bin"]
+                self.assertEqual(len(details), 1, error.trailing_metadata())
+                status = rpc_status_pb2.Status.FromString(details[0])
+                self.assertEqual(status.code, grpc.StatusCode.INVALID_ARGUMENT.value[0])
+                self.assertEqual(status.message, error.details())
+                self.assertEqual(len(status.details), 1)
+                self.assertTrue(status.details[0].Is(error_details_pb2.BadRequest.DESCRIPTOR))
+                bad_request = error_details_pb2.BadRequest()
+                status.details[0].Unpack(bad_request)
+                self.assertEqual([v.field for v in bad_request.field_violations], [field])
+                self.assertEqual(bad_request.field_violations[0].description, error.details())
+
+        # A refusal that names no request field carries no details.
+        unknown_model = good()
+        unknown_model.model = "no-such-model"
+        with self.assertRaises(grpc.RpcError) as refused:
+            unary("/weightpath.v1.WeightPath/ResolveWeightPath",
+                  wp.ResolveWeightPathResponse, unknown_model)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertNotIn("grpc-status-details-bin",
+                         [key for key, _ in refused.exception.trailing_metadata()])
 
 
 class HealthTest(unittest.TestCase):

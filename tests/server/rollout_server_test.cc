@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "deploy/proto_time.h"
+#include "common/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
@@ -122,7 +122,7 @@ v1::ReportOutcomeRequest Report(const std::string& device, const std::string& ro
   report.set_device_id(device);
   report.set_rollout_id(rollout);
   report.set_outcome(outcome);
-  *report.mutable_observed_at() = deploy::ToProtoTime(at);
+  *report.mutable_observed_at() = ToProtoTime(at);
   return report;
 }
 
@@ -148,14 +148,14 @@ TEST_P(RolloutServerTest, CreateStoresTheStartedRolloutWithItsStageClocks) {
   absl::StatusOr<store::StoredRollout> stored = replica_->store->GetRollout(kRolloutId);
   ASSERT_THAT(stored.status(), IsOk());
   ASSERT_EQ(stored->rollout.stage_entered_at_size(), 1) << "stage_entered_at must round-trip";
-  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.stage_entered_at(0)), kT0);
-  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.created_at()), kT0);
+  EXPECT_EQ(FromProtoTime(stored->rollout.stage_entered_at(0)), kT0);
+  EXPECT_EQ(FromProtoTime(stored->rollout.created_at()), kT0);
 
   now_ += absl::Minutes(1);
   ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
   stored = replica_->store->GetRollout(kRolloutId);
   ASSERT_EQ(stored->rollout.stage_entered_at_size(), 2);
-  EXPECT_EQ(deploy::FromProtoTime(stored->rollout.stage_entered_at(1)), kT0 + absl::Minutes(1));
+  EXPECT_EQ(FromProtoTime(stored->rollout.stage_entered_at(1)), kT0 + absl::Minutes(1));
   EXPECT_EQ(stored->rollout.current_stage(), 1u);
 }
 

@@ -1,12 +1,17 @@
 // ResolveWeightPath against the real server binary over loopback gRPC:
 // decisions, health, metrics, and the answers to bad requests.
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/field_violation.h"
+#include "common/grpc_status.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -237,6 +242,61 @@ TEST_F(ServerResolveTest, BadRequestsGetTheRightCodeAndNameTheField) {
   zero_cpus.mutable_profile()->set_n_logical(0);
   v1::ResolveWeightPathResponse response;
   EXPECT_TRUE(CallResolve(*stub_, zero_cpus, &response).ok());
+}
+
+// The field travels as a google.rpc.BadRequest detail (grpc-status-details-bin)
+// and comes back out of the client's conversion as the same field, whatever
+// the message says.
+TEST_F(ServerResolveTest, BadRequestsNameTheFieldInTheStatusDetails) {
+  const std::vector<std::pair<std::function<void(v1::ResolveWeightPathRequest*)>, std::string>>
+      cases = {
+          {[](auto* r) { r->clear_device_id(); }, "device_id"},
+          {[](auto* r) { r->set_device_id("dev 1"); }, "device_id"},
+          {[](auto* r) { r->clear_profile(); }, "profile"},
+          {[](auto* r) { r->mutable_profile()->set_arch("riscv64"); }, "profile.arch"},
+          {[](auto* r) {
+             for (int i = 0; i < 4097; ++i) r->mutable_profile()->add_cpu_flags("f");
+           },
+           "profile.cpu_flags"},
+          {[](auto* r) { r->mutable_profile()->add_cpu_flags(std::string(300, 'f')); },
+           "profile.cpu_flags[5]"},
+          {[](auto* r) { r->mutable_profile()->add_accelerators()->set_name(std::string(300, 'n')); },
+           "profile.accelerators[0].name"},
+          {[](auto* r) { (*r->mutable_labels())["workload"] = std::string(300, 'a'); },
+           "labels[\"workload\"]"},
+          {[](auto* r) { r->set_priority(static_cast<v1::Priority>(7)); }, "priority"},
+          {[](auto* r) { r->set_known_decision_etag("XYZ"); }, "known_decision_etag"},
+      };
+  for (const auto& [spoil, field] : cases) {
+    SCOPED_TRACE(field);
+    v1::ResolveWeightPathRequest request = AmxRequest();
+    spoil(&request);
+    v1::ResolveWeightPathResponse response;
+    auto context = ContextWithDeadline();
+    const absl::Status status = FromGrpcStatus(
+        "ResolveWeightPath", stub_->ResolveWeightPath(context.get(), request, &response), *context);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(ViolatedField(status), field) << status;
+  }
+  // NOT_FOUND for a model is not a malformed field: no detail.
+  v1::ResolveWeightPathRequest unknown_model = AmxRequest();
+  unknown_model.set_model("Nope-7B");
+  v1::ResolveWeightPathResponse response;
+  auto context = ContextWithDeadline();
+  const absl::Status not_found = FromGrpcStatus(
+      "ResolveWeightPath", stub_->ResolveWeightPath(context.get(), unknown_model, &response),
+      *context);
+  EXPECT_EQ(not_found.code(), absl::StatusCode::kNotFound) << not_found;
+  EXPECT_EQ(ViolatedField(not_found), std::nullopt);
+
+  v1::ReportMeasurementResponse report_response;
+  auto report_context = ContextWithDeadline();
+  const absl::Status report = FromGrpcStatus(
+      "ReportMeasurement",
+      stub_->ReportMeasurement(report_context.get(), v1::ReportMeasurementRequest(),
+                               &report_response),
+      *report_context);
+  EXPECT_EQ(ViolatedField(report), "idempotency_key") << report;
 }
 
 TEST_F(ServerResolveTest, OversizedMessageIsRefusedAndTheServerKeepsAnswering) {

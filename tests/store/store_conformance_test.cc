@@ -142,8 +142,8 @@ TEST_P(StoreConformance, UpsertKeepsFirstSeenAndIgnoresOlderRecords) {
   Register("dev-a", "x86_cpu", "bf16", kSeedCpuAsProbed, kT0 + absl::Minutes(30));  // late arrival
   auto stored = store_->GetDevice("dev-a");
   ASSERT_THAT(stored, IsOk());
-  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0);
-  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(1));
+  EXPECT_EQ(FromProtoTime(stored->first_seen()), kT0);
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(1));
   EXPECT_EQ(stored->path(), "w4a16-tinygemm");
 }
 
@@ -157,7 +157,7 @@ TEST_P(StoreConformance, DeviceListedTwiceInOneBatchKeepsItsNewestRecord) {
   auto stored = store_->GetDevice("dev-a");
   ASSERT_THAT(stored, IsOk());
   EXPECT_EQ(stored->path(), "w4a16-tinygemm");
-  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(2));
   EXPECT_THAT(store_->GetDevice("dev-b"), IsOk());
 }
 
@@ -309,14 +309,14 @@ TEST_P(StoreConformance, UnchangedRecordSeenAgainMovesOnlyLastSeen) {
 
   auto stored = store_->GetDevice("dev-a");
   ASSERT_THAT(stored, IsOk());
-  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0);
-  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(1));
+  EXPECT_EQ(FromProtoTime(stored->first_seen()), kT0);
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(1));
   DeviceQuery recent;
   recent.seen_since = kT0 + absl::Minutes(30);
   auto page = store_->ListDevices(recent);
   ASSERT_THAT(page, IsOk());
   ASSERT_THAT(page->devices, SizeIs(1));
-  EXPECT_EQ(FromTimestamp(page->devices[0].last_seen()), kT0 + absl::Hours(1));
+  EXPECT_EQ(FromProtoTime(page->devices[0].last_seen()), kT0 + absl::Hours(1));
   auto summary = store_->FleetSummary(kT0 + absl::Minutes(30));
   ASSERT_THAT(summary, IsOk());
   EXPECT_EQ(summary->total_devices(), 1u);
@@ -355,7 +355,7 @@ TEST_P(StoreConformance, ChangedRecordOlderThanTheLastSightingIsIgnored) {
   auto stored = store_->GetDevice("dev-a");
   ASSERT_THAT(stored, IsOk());
   EXPECT_EQ(stored->path(), "w4a8-amx");
-  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(2));
 }
 
 TEST_P(StoreConformance, RegistryWrittenBySchemaVersion3IsCarriedOver) {
@@ -406,8 +406,8 @@ TEST_P(StoreConformance, RegistryWrittenBySchemaVersion3IsCarriedOver) {
   EXPECT_THAT(RecordedAt(*url, "dev-old"), IsOkAndHolds(ToMicros(kT0 + absl::Hours(1))));
   stored = (*upgraded)->GetDevice("dev-old");
   ASSERT_THAT(stored, IsOk());
-  EXPECT_EQ(FromTimestamp(stored->first_seen()), kT0 - absl::Hours(5));
-  EXPECT_EQ(FromTimestamp(stored->last_seen()), kT0 + absl::Hours(2));
+  EXPECT_EQ(FromProtoTime(stored->first_seen()), kT0 - absl::Hours(5));
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(2));
 }
 
 // --- Measurements ------------------------------------------------------------

@@ -121,7 +121,7 @@ TEST(StoreVerification, ThreeHealthyDevicesVerifyAPathTheFleetMeasured) {
   EXPECT_EQ(cell.decode_tok_s().samples(), 4u);
   EXPECT_EQ(cell.fidelity_exact_matches(), 4u);
   EXPECT_EQ(cell.fidelity_prompts(), 48u);
-  EXPECT_EQ(FromTimestamp(cell.last_measured()), kNow);
+  EXPECT_EQ(FromProtoTime(cell.last_measured()), kNow);
 }
 
 TEST(StoreVerification, ADeviceWhoseLatestReportRegressesDoesNotCount) {

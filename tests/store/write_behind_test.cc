@@ -218,8 +218,8 @@ TEST(StoreWriteBehind, FlushesIntoARealRegistryKeepingEachDevicesNewestRecord) {
   EXPECT_EQ((summary->at({"x86_cpu", "w4a8-amx"})), 800u);
   auto repeated = (*store)->GetDevice("d7");
   ASSERT_THAT(repeated, ::weightpath::testing::IsOk());
-  EXPECT_EQ(FromTimestamp(repeated->first_seen()), t0);
-  EXPECT_EQ(FromTimestamp(repeated->last_seen()), t0 + absl::Minutes(1));
+  EXPECT_EQ(FromProtoTime(repeated->first_seen()), t0);
+  EXPECT_EQ(FromProtoTime(repeated->last_seen()), t0 + absl::Minutes(1));
 }
 
 }  // namespace

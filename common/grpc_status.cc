@@ -1,0 +1,75 @@
+#include "common/grpc_status.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
+#include "common/retry_pushback.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace weightpath {
+namespace {
+
+// The serialized google.rpc.Status for a refusal naming `field`.
+std::string StatusDetails(const absl::Status& status, const std::string& field) {
+  google::rpc::BadRequest bad_request;
+  google::rpc::BadRequest::FieldViolation* violation = bad_request.add_field_violations();
+  violation->set_field(field);
+  violation->set_description(std::string(status.message()));
+  google::rpc::Status details;
+  details.set_code(static_cast<int>(status.code()));
+  details.set_message(std::string(status.message()));
+  details.add_details()->PackFrom(bad_request);
+  return details.SerializeAsString();
+}
+
+// The first field violation in a grpc-status-details-bin value; nullopt
+// when there is none or the bytes are not a google.rpc.Status.
+std::optional<std::string> FirstViolatedField(const std::string& serialized) {
+  if (serialized.empty()) return std::nullopt;
+  google::rpc::Status details;
+  if (!details.ParseFromString(serialized)) return std::nullopt;
+  for (const google::protobuf::Any& detail : details.details()) {
+    google::rpc::BadRequest bad_request;
+    if (!detail.Is<google::rpc::BadRequest>() || !detail.UnpackTo(&bad_request)) continue;
+    if (bad_request.field_violations_size() > 0) return bad_request.field_violations(0).field();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  std::string message(status.message());
+  if (const std::optional<std::string> field = ViolatedField(status)) {
+    return grpc::Status(code, std::move(message), StatusDetails(status, *field));
+  }
+  return grpc::Status(code, std::move(message));
+}
+
+absl::Status FromGrpcStatus(absl::string_view method, const grpc::Status& status,
+                            const grpc::ClientContext& context) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status result(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(method, ": ", status.error_message()));
+  if (const std::optional<std::string> field = FirstViolatedField(status.error_details())) {
+    result = WithViolatedField(std::move(result), *field);
+  }
+  const std::multimap<grpc::string_ref, grpc::string_ref>& trailers =
+      context.GetServerTrailingMetadata();
+  const auto pushback = trailers.find(kRetryPushbackHeader);
+  if (pushback != trailers.end()) {
+    result = WithRetryPushback(
+        std::move(result),
+        ParseRetryPushback(absl::string_view(pushback->second.data(), pushback->second.size())));
+  }
+  return result;
+}
+
+}  // namespace weightpath
