@@ -129,10 +129,16 @@ class FleetAdminService final
   absl::StatusOr<v1::ExplainDecisionResponse> HandleExplainDecision(
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
 
-  // OK when the caller is an operator and the fleet store is configured.
-  absl::Status Admit(const grpc::ServerContextBase& context, const char* method) const;
-  // The same for the rollout calls (the rollout handlers need the store).
-  absl::Status AdmitRollouts(const grpc::ServerContextBase& context, const char* method) const;
+  // What a call needs besides an operator identity.
+  enum class Needs {
+    kOperatorOnly,   // ExplainDecision of a full request reads no store
+    kFleetRegistry,  // the device, summary and verification queries
+    kRollouts,       // the rollout handlers (SetRolloutHandlers)
+  };
+  // The one admission of every FleetAdmin call: OK when the caller is an
+  // operator (a refusal is logged with the peer) and what `needs` names is
+  // there; FAILED_PRECONDITION naming --store when it is not.
+  absl::Status Admit(const grpc::ServerContextBase& context, const char* method, Needs needs) const;
 
   const OperatorAuth* const auth_;
   FleetQueries* const fleet_queries_;

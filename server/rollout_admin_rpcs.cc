@@ -6,27 +6,12 @@
 
 #include "common/status_macros.h"
 #include "server/fleet_admin_service.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::server {
 
 void FleetAdminService::SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain) {
   rollouts_ = rollouts;
   explain_ = std::move(explain);
-}
-
-absl::Status FleetAdminService::AdmitRollouts(const grpc::ServerContextBase& context,
-                                              const char* method) const {
-  absl::Status status = auth_->Authorize(context);
-  if (!status.ok()) {
-    spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(), status.ToString());
-    return status;
-  }
-  if (rollouts_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "the server runs with --store=none: rollouts need a fleet store shared by the replicas");
-  }
-  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::CreateRollout(grpc::CallbackServerContext* context,
@@ -79,19 +64,19 @@ grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServe
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleCreateRollout(
     const grpc::ServerContextBase& context, const v1::CreateRolloutRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "CreateRollout"));
+  RETURN_IF_ERROR(Admit(context, "CreateRollout", Needs::kRollouts));
   return rollouts_->Create(request.rollout());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleGetRollout(
     const grpc::ServerContextBase& context, const v1::GetRolloutRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "GetRollout"));
+  RETURN_IF_ERROR(Admit(context, "GetRollout", Needs::kRollouts));
   return rollouts_->Get(request.id());
 }
 
 absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
     const grpc::ServerContextBase& context, const v1::ListRolloutsRequest& /*request*/) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "ListRollouts"));
+  RETURN_IF_ERROR(Admit(context, "ListRollouts", Needs::kRollouts));
   ASSIGN_OR_RETURN(std::vector<v1::Rollout> listed, rollouts_->List());
   v1::ListRolloutsResponse response;
   for (v1::Rollout& rollout : listed) *response.add_rollouts() = std::move(rollout);
@@ -100,36 +85,32 @@ absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandlePauseRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "PauseRollout"));
+  RETURN_IF_ERROR(Admit(context, "PauseRollout", Needs::kRollouts));
   return rollouts_->Pause(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleResumeRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "ResumeRollout"));
+  RETURN_IF_ERROR(Admit(context, "ResumeRollout", Needs::kRollouts));
   return rollouts_->Resume(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleAdvanceRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "AdvanceRollout"));
+  RETURN_IF_ERROR(Admit(context, "AdvanceRollout", Needs::kRollouts));
   return rollouts_->Advance(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleAbortRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
-  RETURN_IF_ERROR(AdmitRollouts(context, "AbortRollout"));
+  RETURN_IF_ERROR(Admit(context, "AbortRollout", Needs::kRollouts));
   return rollouts_->Abort(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(
     const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request) {
   // A full request needs no store, so only the operator check applies here.
-  if (absl::Status authorized = auth_->Authorize(context); !authorized.ok()) {
-    spdlog::warn("FleetAdmin.ExplainDecision from {} refused: {}", context.peer(),
-                 authorized.ToString());
-    return authorized;
-  }
+  RETURN_IF_ERROR(Admit(context, "ExplainDecision", Needs::kOperatorOnly));
   if (!explain_) return absl::UnimplementedError("ExplainDecision is not wired");
   return explain_(request);
 }
