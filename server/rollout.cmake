@@ -1,4 +1,4 @@
-# Rollouts on the server side (issue 6): the in-memory cache resolves read,
+# Rollouts on the server side: the in-memory cache resolves read,
 # the operator transitions behind FleetAdmin, the reconcile loop, outcome
 # intake and metrics. A library of its own so tests drive it against a real
 # store without a gRPC server.
