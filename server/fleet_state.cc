@@ -5,12 +5,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/thread_name.h"
 #include "server/device_record.h"
 #include "spdlog/spdlog.h"
 #include "store/policy_expectations.h"
-#include "store/time_convert.h"
 
 namespace weightpath::server {
 
@@ -25,11 +23,12 @@ std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
 }
 
 FleetState::FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,
-                       const SnapshotHolder* snapshots, ServerMetrics* metrics)
+                       const SnapshotHolder* snapshots, ServerMetrics* metrics, Clock* clock)
     : store_(std::move(store)),
       options_(std::move(options)),
       snapshots_(snapshots),
       metrics_(metrics),
+      clock_(clock),
       write_behind_([this](const std::vector<store::EncodedDevice>& batch) {
                       return store_->UpsertEncodedDevices(batch);
                     },
@@ -66,7 +65,7 @@ void FleetState::Shutdown() {
 void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
                                const v1::ResolveWeightPathResponse& decided,
                                const v1::ResolveWeightPathResponse& per_call) {
-  if (!write_behind_.TryEnqueue(EncodeDeviceRecord(request, decided, per_call, absl::Now()))) {
+  if (!write_behind_.TryEnqueue(EncodeDeviceRecord(request, decided, per_call, clock_->Now()))) {
     metrics_->RecordFleetRecordDropped();
   }
 }
@@ -119,7 +118,7 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
         fraction);
   };
   absl::StatusOr<store::RecordMeasurementResult> result =
-      store_->RecordMeasurement(request, absl::Now(), check);
+      store_->RecordMeasurement(request, clock_->Now(), check);
   if (result.status().code() == absl::StatusCode::kNotFound) {
     // The registry is written behind the resolve (up to a flush period
     // later): a device that reports right after resolving is still in the
@@ -128,7 +127,7 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
     if (!written.ok()) {
       result = written.status();
     } else if (*written) {
-      result = store_->RecordMeasurement(request, absl::Now(), check);
+      result = store_->RecordMeasurement(request, clock_->Now(), check);
     }
   }
   if (!result.ok()) {
@@ -160,7 +159,7 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
 absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix() {
   std::shared_ptr<const Snapshot> snapshot = snapshots_->Share();
   absl::StatusOr<std::vector<v1::VerificationCell>> cells = store_->VerificationMatrix(
-      store::ExpectationsFromPolicy(*snapshot->policy), options_.verification, absl::Now());
+      store::ExpectationsFromPolicy(*snapshot->policy), options_.verification, clock_->Now());
   if (!cells.ok()) {
     if (cells.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
     return cells.status();
@@ -195,7 +194,8 @@ void FleetState::MarkStore(bool up) {
 
 void FleetState::RefreshNow() {
   metrics_->SetWriteBehind(write_behind_.counters());
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
+  const absl::Duration monotonic_now = clock_->MonotonicNow().SinceOrigin();
   const std::vector<store::PathExpectation> expectations = CurrentExpectations();
   absl::StatusOr<std::vector<v1::VerificationCell>> matrix =
       store_->VerificationMatrix(expectations, options_.verification, now);
@@ -205,7 +205,9 @@ void FleetState::RefreshNow() {
     return;
   }
   std::optional<std::map<std::pair<std::string, std::string>, uint64_t>> seen;
-  if (now - store::FromMicros(seen_counted_at_us_.load()) >= options_.devices_seen_refresh_interval) {
+  const int64_t counted_at_ns = seen_counted_at_ns_.load();
+  if (counted_at_ns == kNeverCounted ||
+      monotonic_now - absl::Nanoseconds(counted_at_ns) >= options_.devices_seen_refresh_interval) {
     absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>> counted =
         store_->DevicesSeenByClassAndPath(now - options_.devices_seen_window);
     if (!counted.ok()) {
@@ -214,7 +216,7 @@ void FleetState::RefreshNow() {
       return;
     }
     seen = std::move(*counted);
-    seen_counted_at_us_.store(store::ToMicros(now));
+    seen_counted_at_ns_.store(absl::ToInt64Nanoseconds(monotonic_now));
   }
 
   // Measurements name any path a device sent. Only the policy's paths can be

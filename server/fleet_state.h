@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "server/metrics.h"
 #include "server/policy_snapshot.h"
 #include "server/published.h"
@@ -59,8 +60,12 @@ class FleetState {
   // Called with true/false whenever the store's reachability changes.
   using HealthListener = std::function<void(bool store_up)>;
 
+  // Time is read through `clock` only: the wall clock for what is stored
+  // (a device's last_seen, a measurement's receipt, the verification
+  // window), the monotonic clock for how long ago the devices were counted.
   FleetState(std::unique_ptr<store::FleetStore> store, FleetOptions options,
-             const SnapshotHolder* snapshots, ServerMetrics* metrics);
+             const SnapshotHolder* snapshots, ServerMetrics* metrics,
+             Clock* clock = SystemClockInstance());
   ~FleetState();  // Shutdown()
   FleetState(const FleetState&) = delete;
   FleetState& operator=(const FleetState&) = delete;
@@ -123,6 +128,7 @@ class FleetState {
   const FleetOptions options_;
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
+  Clock* const clock_;
   store::DeviceWriteBehind write_behind_;
 
   // Replaced whole by each refresh; a resolve reads it without a lock.
@@ -132,8 +138,10 @@ class FleetState {
   HealthListener listener_;
   std::optional<bool> reported_up_;
 
-  // When the devices-seen gauge was last counted (Unix microseconds).
-  std::atomic<int64_t> seen_counted_at_us_{std::numeric_limits<int64_t>::min()};
+  // When the devices-seen gauge was last counted: monotonic nanoseconds since
+  // the clock's origin, kNeverCounted before the first count.
+  static constexpr int64_t kNeverCounted = std::numeric_limits<int64_t>::min();
+  std::atomic<int64_t> seen_counted_at_ns_{kNeverCounted};
 
   std::mutex refresher_mutex_;
   std::condition_variable refresher_wake_;

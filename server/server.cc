@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     options.write_behind.max_batch = static_cast<size_t>(config.registry_batch_size);
     options.write_behind.flush_period = config.registry_flush_period;
     server->fleet_ = std::make_unique<FleetState>(*std::move(store), options, &server->snapshots_,
-                                                  server->metrics_.get());
+                                                  server->metrics_.get(), SystemClockInstance());
     server->fleet_queries_ = std::make_unique<FleetQueries>(server->fleet_.get());
     server->rollout_metrics_ = std::make_unique<RolloutMetrics>(server->registry_);
     RolloutDependencies rollout_deps;
@@ -136,7 +137,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     rollout_deps.metrics = server->rollout_metrics_.get();
     const SnapshotHolder* snapshots = &server->snapshots_;
     rollout_deps.policy = [snapshots] { return snapshots->Share()->policy; };
-    rollout_deps.now = [] { return absl::Now(); };
+    rollout_deps.now = [] { return SystemClockInstance()->Now(); };
     server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
     server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
@@ -172,7 +173,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
               fleet->ApplyVerification(subject, decision);
             };
           }
-          context.now = absl::Now();
+          context.now = SystemClockInstance()->Now();
           return ExplainDecision(request, context);
         });
     if (server->fleet_ != nullptr) {

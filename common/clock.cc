@@ -1,10 +1,10 @@
-#include "agent/clock.h"
+#include "common/clock.h"
 
 #include <time.h>
 
 #include "absl/time/clock.h"
 
-namespace weightpath::agent {
+namespace weightpath {
 
 absl::Time SystemClock::Now() { return absl::Now(); }
 
@@ -25,4 +25,4 @@ Clock* SystemClockInstance() {
   return clock;
 }
 
-}  // namespace weightpath::agent
+}  // namespace weightpath
