@@ -194,6 +194,7 @@ void FleetState::MarkStore(bool up) {
 
 void FleetState::RefreshNow() {
   metrics_->SetWriteBehind(write_behind_.counters());
+  metrics_->SetWriteBehindPending(write_behind_.pending());
   const absl::Time now = clock_->Now();
   const absl::Duration monotonic_now = clock_->MonotonicNow().SinceOrigin();
   const std::vector<store::PathExpectation> expectations = CurrentExpectations();

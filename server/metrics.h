@@ -11,9 +11,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -25,6 +28,14 @@
 #include "store/write_behind.h"
 
 namespace weightpath::server {
+
+// The standard process_* metrics (CPU seconds, resident and virtual memory,
+// open and maximum fds, start time), read from /proc/self at scrape time:
+// prometheus-cpp has no process collector.
+class ProcessStats final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override;
+};
 
 // The device RPCs, as weightpath_device_calls_shed_total labels them.
 enum class DeviceCallMethod { kResolve, kReportMeasurement, kReportOutcome };
@@ -39,6 +50,8 @@ class ServerMetrics {
   // The resolve counters and latency (server/resolve_stats.h); whatever
   // exposes registry() must expose this too.
   const std::shared_ptr<ResolveStats>& resolve_stats() const { return resolve_stats_; }
+  // Likewise, the process_* metrics.
+  const std::shared_ptr<ProcessStats>& process_stats() const { return process_stats_; }
 
   // `code` is an absl/gRPC status code number (they share the numbering).
   void RecordResolve(const ResolveSummary& summary, int code, double seconds);
@@ -60,10 +73,17 @@ class ServerMetrics {
   void RecordFleetRecordDropped();
   // The queue keeps running totals; the counters advance by what is new.
   void SetWriteBehind(const store::WriteBehindCounters& counters);
+  // Records waiting in the write-behind queue.
+  void SetWriteBehindPending(size_t records);
   void SetStoreUp(bool up);
   // Replace the whole gauge: a pair missing from `counts` reads 0.
   void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
+
+  // Counts every FleetAdmin call and ReportMeasurement / ReportOutcome by
+  // method and status code (weightpath_rpc_requests_total), each pair at 0
+  // from the start; for grpc::ServerBuilder's interceptor creators.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeCallCounter();
 
   // A device call refused by an overload guard (server/device_call_limits.h).
   void RecordShed(DeviceCallMethod method, ShedReason reason);
@@ -72,6 +92,7 @@ class ServerMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   // Not in the registry: the exposer collects it next to it.
   std::shared_ptr<ResolveStats> resolve_stats_;
+  std::shared_ptr<ProcessStats> process_stats_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_succeeded_;
   prometheus::Counter& reloads_failed_;
@@ -87,6 +108,7 @@ class ServerMetrics {
   prometheus::Counter& fleet_records_flushed_;
   prometheus::Counter& fleet_flush_failed_batches_;
   prometheus::Counter& fleet_flush_failed_records_;
+  prometheus::Gauge& fleet_queue_pending_;
   prometheus::Gauge& store_up_;
   prometheus::Family<prometheus::Gauge>& devices_seen_;
   prometheus::Family<prometheus::Gauge>& path_verified_;

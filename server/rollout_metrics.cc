@@ -6,6 +6,11 @@
 namespace weightpath::server {
 namespace {
 
+// The gates deploy/ judges a rollout by (GateReading::gate and
+// SequentialGateReading::gate).
+constexpr const char* kGates[] = {"boot", "artifact", "engine", "silent", "task"};
+constexpr const char* kCohorts[] = {"member", "control"};
+
 std::string WithoutPrefix(std::string name, absl::string_view prefix) {
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
   return absl::AsciiStrToLower(name);
@@ -52,6 +57,17 @@ void RolloutMetrics::SetRollout(const v1::Rollout& rollout) {
     const auto state = static_cast<v1::RolloutState>(value);
     state_.Add({{"rollout", rollout.id()}, {"state", RolloutStateLabel(state)}})
         .Set(state == rollout.state() ? 1 : 0);
+  }
+  // At 0 from the rollout's first sight, so increase() sees the first
+  // breach and the first report (Add keeps a series that exists).
+  for (const char* gate : kGates) breaches_.Add({{"rollout", rollout.id()}, {"gate", gate}});
+  for (const char* cohort : kCohorts) {
+    for (int value = v1::Outcome_MIN + 1; value <= v1::Outcome_MAX; ++value) {
+      if (!v1::Outcome_IsValid(value)) continue;
+      outcomes_.Add({{"rollout", rollout.id()},
+                     {"cohort", cohort},
+                     {"outcome", OutcomeLabel(static_cast<v1::Outcome>(value))}});
+    }
   }
 }
 

@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   }
   server->exposer_->RegisterCollectable(server->registry_);
   server->exposer_->RegisterCollectable(server->metrics_->resolve_stats());
+  server->exposer_->RegisterCollectable(server->metrics_->process_stats());
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_address_ =
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
@@ -186,6 +187,9 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   builder.AddListeningPort(config.listen, credentials, &grpc_port);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->fleet_admin_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(server->metrics_->MakeCallCounter());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
   builder.SetOption(ReflectionV1ServerOption());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
