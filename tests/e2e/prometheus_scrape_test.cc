@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,14 +19,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/server/fleet_client.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
 #include "tests/support/subprocess.h"
+#include "yaml-cpp/yaml.h"
 
 namespace weightpath::server::testing {
 namespace {
@@ -85,14 +90,16 @@ struct Sample {
 // object goes away, whether or not the test passed.
 class PrometheusProcess {
  public:
+  // `rules_file`, when given, is loaded as a rule_files entry.
   static absl::StatusOr<std::unique_ptr<PrometheusProcess>> Start(
-      const std::string& scrape_target) {
+      const std::string& scrape_target, const std::string& rules_file = "") {
     std::unique_ptr<PrometheusProcess> process(new PrometheusProcess());
     WriteFileOrDie(process->dir_.File("prometheus.yml"),
                    absl::StrCat("global:\n"
                                 "  scrape_interval: 1s\n"
                                 "  scrape_timeout: 1s\n"
-                                "  evaluation_interval: 1s\n"
+                                "  evaluation_interval: 1s\n",
+                                rules_file.empty() ? "" : "rule_files:\n  - '" + rules_file + "'\n",
                                 "scrape_configs:\n"
                                 "  - job_name: weightpath\n"
                                 "    static_configs:\n"
@@ -122,32 +129,41 @@ class PrometheusProcess {
 
   std::string Log() const { return ReadFileOrDie(dir_.File("prometheus.log")); }
 
-  // Runs an instant query; the vector it returns (empty while no series
-  // matches yet).
-  absl::StatusOr<std::vector<Sample>> Query(const std::string& promql) const {
-    absl::StatusOr<std::string> body =
-        HttpGet(address_, "/api/v1/query?query=" + PercentEncode(promql));
+  // GETs an API path; its "data" object, or an error unless "status" is
+  // "success".
+  absl::StatusOr<google::protobuf::Struct> ApiData(const std::string& path) const {
+    absl::StatusOr<std::string> body = HttpGet(address_, path);
     if (!body.ok()) return body.status();
     google::protobuf::Struct response;
     const auto parsed = google::protobuf::util::JsonStringToMessage(*body, &response);
     if (!parsed.ok()) {
-      return absl::DataLossError(absl::StrCat("query response is not JSON: ", *body));
+      return absl::DataLossError(absl::StrCat(path, ": response is not JSON: ", *body));
     }
     const auto& fields = response.fields();
     if (fields.count("status") == 0 || fields.at("status").string_value() != "success" ||
         fields.count("data") == 0) {
-      return absl::FailedPreconditionError(absl::StrCat("query ", promql, " failed: ", *body));
+      return absl::FailedPreconditionError(absl::StrCat(path, " failed: ", *body));
     }
-    const auto& data = fields.at("data").struct_value().fields();
+    return fields.at("data").struct_value();
+  }
+
+  // Runs an instant query; the vector it returns (empty while no series
+  // matches yet).
+  absl::StatusOr<std::vector<Sample>> Query(const std::string& promql) const {
+    absl::StatusOr<google::protobuf::Struct> answer =
+        ApiData("/api/v1/query?query=" + PercentEncode(promql));
+    if (!answer.ok()) return answer.status();
+    const std::string body = absl::StrCat(promql, ": ", answer->DebugString());
+    const auto& data = answer->fields();
     if (data.count("resultType") == 0 || data.at("resultType").string_value() != "vector" ||
         data.count("result") == 0) {
-      return absl::DataLossError(absl::StrCat("query ", promql, " is not a vector: ", *body));
+      return absl::DataLossError(absl::StrCat("query is not a vector: ", body));
     }
     std::vector<Sample> samples;
     for (const google::protobuf::Value& entry : data.at("result").list_value().values()) {
       const auto& entry_fields = entry.struct_value().fields();
       if (entry_fields.count("metric") == 0 || entry_fields.count("value") == 0) {
-        return absl::DataLossError(absl::StrCat("result entry lacks metric/value: ", *body));
+        return absl::DataLossError(absl::StrCat("result entry lacks metric/value: ", body));
       }
       Sample sample;
       for (const auto& [name, value] : entry_fields.at("metric").struct_value().fields()) {
@@ -155,9 +171,12 @@ class PrometheusProcess {
       }
       // "value" is [unix_time, "number as a string"].
       const auto& pair = entry_fields.at("value").list_value();
-      if (pair.values_size() != 2 ||
-          !absl::SimpleAtod(pair.values(1).string_value(), &sample.value)) {
-        return absl::DataLossError(absl::StrCat("unparsable sample value: ", *body));
+      // Prometheus writes NaN (0/0, a quantile of no calls) as "NaN".
+      const std::string number = pair.values_size() == 2 ? pair.values(1).string_value() : "";
+      if (number == "NaN") {
+        sample.value = std::numeric_limits<double>::quiet_NaN();
+      } else if (pair.values_size() != 2 || !absl::SimpleAtod(number, &sample.value)) {
+        return absl::DataLossError(absl::StrCat("unparsable sample value: ", body));
       }
       samples.push_back(std::move(sample));
     }
@@ -318,6 +337,218 @@ TEST_F(E2ePrometheusScrapeTest, PrometheusStoresExactlyTheResolvesMade) {
   EXPECT_EQ((*info)[0].labels["version"], policy_version);
   EXPECT_EQ((*info)[0].labels["job"], "weightpath");
   EXPECT_EQ((*info)[0].value, 1);
+}
+
+// The expressions of deploy/prometheus/weightpath-dashboard.json, with
+// Grafana's range variables given values that suit 1 s scrapes.
+std::vector<std::string> DashboardExpressions() {
+  google::protobuf::Struct dashboard;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      ReadFileOrDie(std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-dashboard.json"),
+      &dashboard);
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
+  std::vector<std::string> expressions;
+  for (const google::protobuf::Value& panel : dashboard.fields().at("panels").list_value().values()) {
+    const auto& fields = panel.struct_value().fields();
+    if (fields.count("targets") == 0) continue;
+    for (const google::protobuf::Value& target : fields.at("targets").list_value().values()) {
+      std::string expr = target.struct_value().fields().at("expr").string_value();
+      expr = absl::StrReplaceAll(expr, {{"$__rate_interval", "10s"}, {"$__range", "5m"}});
+      expressions.push_back(std::move(expr));
+    }
+  }
+  return expressions;
+}
+
+// A server with a fleet store, a rollout, measurements, outcomes and a
+// refused policy edit, scraped by a Prometheus that loads the alert rules.
+class E2ePrometheusPackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kPrometheusBinary, X_OK) != 0) {
+      GTEST_SKIP() << kPrometheusBinary << " is not installed (scripts/install-deps adds it)";
+    }
+    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteFileOrDie(dir_.File("policy.yaml"),
+                   ReadFileOrDie(std::string(WEIGHTPATH_SOURCE_DIR) + "/policy/default_policy.yaml"));
+    auto server = ServerProcess::Start({"--store=sqlite:" + dir_.File("fleet.db"),
+                                        "--policy=" + dir_.File("policy.yaml"),
+                                        "--admin_token_file=" + dir_.File("token"),
+                                        "--fleet_refresh_interval=200ms",
+                                        "--devices_seen_refresh_interval=1s",
+                                        "--reload_interval=200ms"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto prometheus = PrometheusProcess::Start(
+        server_->metrics_address(),
+        std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-rules.yaml");
+    ASSERT_TRUE(prometheus.ok()) << prometheus.status();
+    prometheus_ = *std::move(prometheus);
+  }
+
+  void TearDown() override {
+    if (prometheus_ != nullptr) prometheus_->Stop();
+    prometheus_.reset();
+    server_.reset();
+  }
+
+  // Device traffic and operator calls that give every panel a series.
+  void MakeTraffic() {
+    auto channel = PlaintextChannel(server_->grpc_address());
+    auto stub = v1::WeightPath::NewStub(channel);
+    auto admin = v1::FleetAdmin::NewStub(channel);
+    v1::ResolveWeightPathResponse response;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(CallResolve(*stub, AmxRequest(absl::StrCat("amx-", i)), &response).ok());
+      ASSERT_TRUE(CallResolve(*stub, ArmRequest(absl::StrCat("arm-", i)), &response).ok());
+    }
+    EXPECT_EQ(CallResolve(*stub, AmxRequest(""), &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+
+    v1::CreateRolloutRequest create;
+    v1::Rollout* rollout = create.mutable_rollout();
+    rollout->set_id("fidelity-agentic");
+    (*rollout->mutable_selector()->mutable_match_labels())["workload"] = "agentic";
+    rollout->mutable_action()->set_set_priority(v1::PRIORITY_FIDELITY);
+    for (uint32_t percent : {10u, 100u}) {
+      v1::RolloutStage* stage = rollout->add_stages();
+      stage->set_percent(percent);
+      stage->set_min_bake_seconds(600);
+      stage->set_min_reporting_devices(1);
+      stage->set_report_timeout_seconds(1800);
+    }
+    rollout->mutable_gates()->set_max_task_failure_delta(0.1);
+    v1::Rollout created;
+    auto context = AdminContext();
+    const grpc::Status status = admin->CreateRollout(context.get(), create, &created);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+
+    // Reports find their device only once its record is written.
+    ASSERT_TRUE(Eventually([&] {
+      v1::ReportMeasurementResponse measured;
+      return Report(*stub, Measurement("m-arm-0", "arm-0", "w4a16-tinygemm", 31.5, 16), &measured)
+          .ok();
+    }));
+    v1::ReportOutcomeRequest outcome;
+    outcome.set_idempotency_key("o-arm-0");
+    outcome.set_device_id("arm-0");
+    outcome.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+    outcome.set_path("w4a16-tinygemm");
+    v1::ReportOutcomeResponse reported;
+    auto outcome_context = ContextWithDeadline();
+    EXPECT_TRUE(stub->ReportOutcome(outcome_context.get(), outcome, &reported).ok());
+
+    // Refused on reload; the last good policy keeps serving.
+    WriteFileOrDie(dir_.File("policy.yaml"), "paths: [unterminated\n");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<PrometheusProcess> prometheus_;
+};
+
+TEST_F(E2ePrometheusPackTest, EveryDashboardExpressionReturnsData) {
+  MakeTraffic();
+  if (HasFatalFailure()) return;
+  const std::vector<std::string> expressions = DashboardExpressions();
+  ASSERT_GE(expressions.size(), 20u);
+  // One deadline for all: they fill in together, scrape by scrape.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (const std::string& expr : expressions) {
+    SCOPED_TRACE(expr);
+    absl::StatusOr<std::vector<Sample>> samples;
+    do {
+      samples = prometheus_->Query(expr);
+      if (samples.ok() && !samples->empty()) break;
+      absl::SleepFor(absl::Milliseconds(250));
+    } while (absl::Now() < deadline);
+    ASSERT_TRUE(samples.ok()) << samples.status();
+    EXPECT_FALSE(samples->empty()) << "no data; server metrics:\n"
+                                   << HttpGet(server_->metrics_address(), "/metrics").value_or("");
+  }
+}
+
+TEST_F(E2ePrometheusPackTest, EveryAlertEvaluatesAndIsHealthy) {
+  MakeTraffic();
+  if (HasFatalFailure()) return;
+  const YAML::Node rules =
+      YAML::LoadFile(std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-rules.yaml");
+  size_t alerts = 0;
+  for (const YAML::Node& group : rules["groups"]) {
+    for (const YAML::Node& rule : group["rules"]) {
+      ++alerts;
+      SCOPED_TRACE(rule["alert"].as<std::string>());
+      absl::StatusOr<std::vector<Sample>> samples = prometheus_->Query(rule["expr"].as<std::string>());
+      EXPECT_TRUE(samples.ok()) << samples.status();
+    }
+  }
+  EXPECT_GE(alerts, 10u);
+
+  // Prometheus' own evaluation of the loaded rules: every one healthy.
+  std::map<std::string, std::string> health, state;
+  const absl::Time deadline = absl::Now() + kQueryTimeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<google::protobuf::Struct> data = prometheus_->ApiData("/api/v1/rules");
+    ASSERT_TRUE(data.ok()) << data.status();
+    health.clear();
+    state.clear();
+    for (const auto& group : data->fields().at("groups").list_value().values()) {
+      for (const auto& rule : group.struct_value().fields().at("rules").list_value().values()) {
+        const auto& fields = rule.struct_value().fields();
+        const std::string name = fields.at("name").string_value();
+        health[name] = fields.at("health").string_value();
+        state[name] = fields.count("state") ? fields.at("state").string_value() : "";
+      }
+    }
+    if (health.size() == alerts &&
+        std::all_of(health.begin(), health.end(),
+                    [](const auto& entry) { return entry.second == "ok"; })) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  EXPECT_EQ(health.size(), alerts);
+  for (const auto& [name, rule_health] : health) {
+    EXPECT_EQ(rule_health, "ok") << name << "\nprometheus log:\n" << prometheus_->Log();
+  }
+  EXPECT_NE(state["WeightpathStoreDown"], "firing");
+  EXPECT_NE(state["WeightpathServerAbsent"], "firing");
+}
+
+TEST_F(E2ePrometheusPackTest, ExpositionIsLintCleanWithProcessMetricsAndZeroSeries) {
+  MakeTraffic();
+  if (HasFatalFailure()) return;
+  absl::StatusOr<std::string> exposition = HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_TRUE(exposition.ok()) << exposition.status();
+  WriteFileOrDie(dir_.File("metrics.txt"), *exposition);
+  const weightpath::testing::ProcessResult lint = weightpath::testing::RunProcess(
+      {"/bin/sh", "-c", "promtool check metrics < '" + dir_.File("metrics.txt") + "'"});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+  EXPECT_EQ(lint.out + lint.err, "");
+
+  const auto value = [&](const std::string& series) {
+    absl::StatusOr<double> found = SampleValue(*exposition, series);
+    EXPECT_TRUE(found.ok()) << series << ": " << found.status();
+    return found.value_or(-1);
+  };
+  // Known label values exist before their first event.
+  EXPECT_EQ(value(R"(weightpath_rollout_gate_breaches_total{gate="boot",rollout="fidelity-agentic"})"), 0);
+  EXPECT_EQ(value(R"(weightpath_rollout_outcomes_total{cohort="member",outcome="boot_failed",rollout="fidelity-agentic"})"),
+            0);
+  EXPECT_EQ(value(R"(weightpath_measurement_regressions_total{hardware_class="arm64_cpu",path="w4a16-tinygemm"})"),
+            0);
+  EXPECT_EQ(value(R"(weightpath_rpc_requests_total{code="INTERNAL",method="FleetAdmin/AbortRollout"})"), 0);
+  EXPECT_EQ(value(R"(weightpath_rpc_requests_total{code="OK",method="FleetAdmin/CreateRollout"})"), 1);
+  EXPECT_GE(value(R"(weightpath_rpc_requests_total{code="OK",method="WeightPath/ReportMeasurement"})"), 1);
+  EXPECT_GE(value("weightpath_fleet_queue_pending_records"), 0);
+
+  EXPECT_GT(value("process_open_fds"), 3);
+  EXPECT_GT(value("process_max_fds"), value("process_open_fds"));
+  EXPECT_GT(value("process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  EXPECT_GE(value("process_cpu_seconds_total"), 0);
+  const double started = value("process_start_time_seconds");
+  EXPECT_NEAR(started, absl::ToUnixSeconds(absl::Now()), 120);
 }
 
 }  // namespace

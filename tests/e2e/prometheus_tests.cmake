@@ -2,7 +2,9 @@
 # weightpath-server on loopback ports the test picks (CTest names start with
 # "E2ePrometheus").
 add_executable(e2e_prometheus_tests ${CMAKE_CURRENT_LIST_DIR}/prometheus_scrape_test.cc)
-target_link_libraries(e2e_prometheus_tests PRIVATE weightpath_server_test_support weightpath_testing)
+target_link_libraries(e2e_prometheus_tests PRIVATE weightpath_server_test_support weightpath_testing
+  yaml-cpp)
+target_compile_definitions(e2e_prometheus_tests PRIVATE WEIGHTPATH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(e2e_prometheus_tests weightpath-server)
 weightpath_warnings(e2e_prometheus_tests)
 gtest_discover_tests(e2e_prometheus_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
