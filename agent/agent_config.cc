@@ -150,7 +150,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
       document, "",
       {"server", "tls", "device_id", "model", "priority", "labels", "state_dir", "cache_dir",
        "decision_file", "env_file", "budget", "call_timeout", "retry_base_delay",
-       "retry_max_delay", "apply_command", "engine_check_command", "resolve_interval"}));
+       "retry_max_delay", "apply_command", "engine_check_command", "resolve_interval", "trust"}));
 
   AgentConfig config;
   if (!document["server"]) {
@@ -167,6 +167,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
     ASSIGN_OR_RETURN(config.priority, ParsePriority(reader, document["priority"]));
   }
   if (document["labels"]) RETURN_IF_ERROR(ParseLabels(reader, document["labels"], &config.labels));
+  if (document["trust"]) {
+    ASSIGN_OR_RETURN(config.trust, ParseTrustConfig(document["trust"], source_name));
+  }
   struct PathKey {
     const char* key;
     std::string* value;

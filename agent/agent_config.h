@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/trust_config.h"
 #include "google/protobuf/map.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -47,6 +48,9 @@ struct AgentConfig {
   std::string engine_check_command;
   // Used between resolves when the server suggests no interval.
   absl::Duration resolve_interval = absl::Minutes(5);
+  // Signed artifacts (TUF, trust_client.h); absent: the server's sha256 is
+  // the only check, as before.
+  std::optional<TrustConfig> trust;
 };
 
 // Parses a config document. `source_name` labels errors ("agent.yaml:7:

@@ -11,6 +11,8 @@
 #include "agent/command_options.h"
 #include "agent/live_device.h"
 #include "agent/resolve_client.h"
+#include "agent/run_report_client.h"
+#include "agent/trust_client.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -39,9 +41,19 @@ embedded default policy evaluated on this device.
 
 WEIGHTPATH_HW_PROFILE=FILE replaces the hardware probe with a profile JSON.
 
+With a `trust` block in the config, the server's artifact must also be
+listed by the repository's signed (TUF) metadata, fetched from
+trust.metadata_url and verified from trust.root, with the decision's length
+and sha256 and this device's hardware class; otherwise the decision is
+refused, reported as OUTCOME_ARTIFACT_VERIFICATION_FAILED, and the fallbacks
+below apply. Metadata that is unreachable or expired blocks a new artifact
+only, never the last good one (see `weightpath-agent trust status`).
+
 exit codes:
   0  decision from the server, artifact verified
-  3  the server could not be used; the last good decision was handed over
+  3  the server could not be used (or its artifact was refused by the trust
+     check, log line "trust: ... refused"); the last good decision was
+     handed over
   4  the server could not be used and no last good decision verified; the
      default policy decided on the device (offline)
   1  nothing usable (no decision could be made or written), or the config is
@@ -75,6 +87,21 @@ int RunBootCommand(int argc, char** argv) {
       ResolveClient::Create(config->server, config->tls);
   BootDependencies dependencies;
   device.Bind(dependencies);
+  const std::unique_ptr<TrustClient> trust = MakeTrustClient(*config, dependencies.clock);
+  dependencies.trust = trust.get();
+  // Made only when a refusal is to be reported: a second channel on every
+  // boot would cost time for a call that is rarely made.
+  std::unique_ptr<ReportClient> reporter;
+  dependencies.report = [&](const v1::ReportOutcomeRequest& request,
+                            absl::Duration timeout) -> absl::Status {
+    if (reporter == nullptr) {
+      absl::StatusOr<std::unique_ptr<ReportClient>> created =
+          ReportClient::Create(config->server, config->tls);
+      if (!created.ok()) return created.status();
+      reporter = *std::move(created);
+    }
+    return reporter->Report(request, timeout).status();
+  };
   dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
                                    absl::Duration timeout)
       -> absl::StatusOr<v1::ResolveWeightPathResponse> {
@@ -90,16 +117,18 @@ int RunBootCommand(int argc, char** argv) {
   }
   const DecisionRecord& record = outcome->record;
   const int exit_code = ExitCodeFor(record.source);
+  const char* const why =
+      outcome->trust_refused ? " (the server's artifact was refused by the trust check)" : "";
   switch (record.source) {
     case DecisionSource::kServer:
       spdlog::info("boot: decision from the server: {} (exit {})", Describe(record), exit_code);
       break;
     case DecisionSource::kLastGood:
-      spdlog::warn("boot: using the last good decision: {} (exit {})", Describe(record),
+      spdlog::warn("boot: using the last good decision{}: {} (exit {})", why, Describe(record),
                    exit_code);
       break;
     case DecisionSource::kOffline:
-      spdlog::warn("boot: offline decision from the default policy: {} (exit {})",
+      spdlog::warn("boot: offline decision from the default policy{}: {} (exit {})", why,
                    Describe(record), exit_code);
       break;
   }

@@ -1,5 +1,6 @@
 #include "agent/boot_flow.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -14,7 +15,10 @@
 #include "agent/offline_decision.h"
 #include "agent/resolve_client.h"
 #include "agent/retry_policy.h"
+#include "agent/run_report_client.h"
 #include "agent/sha256_file.h"
+#include "agent/trust_client.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
@@ -26,6 +30,42 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
+// With a trust block: the metadata updated, then the verdict on the
+// answer's artifact for this device. `held` (the last good decision) names
+// the artifact already installed. A refusal is reported to the server,
+// which has just answered, within what is left of the budget.
+absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& dependencies,
+                                 const v1::HardwareProfile& profile,
+                                 const v1::ResolveWeightPathResponse& decision,
+                                 const v1::ResolveWeightPathResponse* held,
+                                 MonotonicTime budget_end) {
+  TrustClient& trust = *dependencies.trust;
+  // What a failed update means for this artifact is CheckArtifact's answer.
+  trust.Update(budget_end - dependencies.clock->MonotonicNow()).IgnoreError();
+  const v1::Artifact* installed = held != nullptr ? &held->artifact() : nullptr;
+  const absl::Status verdict = CheckArtifactForDevice(trust, decision.artifact(), profile, installed);
+  if (verdict.ok()) return verdict;
+  spdlog::error("boot: trust: the server's artifact {} is refused: {}",
+                ControlEscaped(decision.artifact().target_path().empty()
+                                   ? decision.artifact().uri()
+                                   : decision.artifact().target_path()),
+                verdict.ToString());
+  const absl::Duration left =
+      std::min(config.call_timeout, budget_end - dependencies.clock->MonotonicNow());
+  if (dependencies.report && left > absl::ZeroDuration()) {
+    const absl::Status sent = dependencies.report(
+        OutcomeReport(config.device_id, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, decision,
+                      std::string(verdict.message()), dependencies.clock->Now()),
+        left);
+    if (sent.ok()) {
+      spdlog::info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
+    } else {
+      spdlog::warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
+    }
+  }
+  return verdict;
+}
+
 // Step 1: the server's decision with its artifact verified in the cache.
 // Retries stop at `resolve_end`; the artifact may use the budget to its end.
 // `held` (the last good server decision, or null) is offered to the server,
@@ -35,7 +75,7 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 const v1::HardwareProfile& profile,
                                                 const v1::ResolveWeightPathResponse* held,
                                                 MonotonicTime resolve_end, MonotonicTime budget_end,
-                                                ArtifactFetcher& fetcher) {
+                                                ArtifactFetcher& fetcher, bool* trust_refused) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version, held);
   const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
@@ -72,6 +112,16 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
   if (absl::Status valid = ValidateArtifact(record.response.artifact()); !valid.ok()) {
     return WithContext(valid, "server response");
   }
+  if (dependencies.trust != nullptr) {
+    // After the check, artifact.size_bytes is the signed length: the
+    // download below stops there.
+    if (absl::Status signed_artifact =
+            CheckSignedArtifact(config, dependencies, profile, record.response, held, budget_end);
+        !signed_artifact.ok()) {
+      *trust_refused = true;
+      return WithContext(signed_artifact, "trust");
+    }
+  }
   absl::StatusOr<FetchResult> fetched = fetcher.Fetch(
       record.response.artifact(), budget_end - dependencies.clock->MonotonicNow());
   if (!fetched.ok()) return WithContext(fetched.status(), "artifact");
@@ -89,12 +139,12 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
 }
 
 absl::StatusOr<BootOutcome> HandOver(DecisionRecord record, std::string fallback_reason,
-                                     const AgentConfig& config) {
+                                     const AgentConfig& config, bool trust_refused = false) {
   if (absl::Status written = WriteHandover(record, config.decision_file, config.env_file);
       !written.ok()) {
     return WithContext(written, "hand-over");
   }
-  return BootOutcome{std::move(record), std::move(fallback_reason)};
+  return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused};
 }
 
 // The model a last good decision can stand in for: the one configured, or
@@ -142,6 +192,7 @@ void RemoveStaleTemporaries(const AgentConfig& config) {
       {directory_of(config.decision_file), only(fs::path(config.decision_file).filename().string())},
       {directory_of(config.env_file), only(fs::path(config.env_file).filename().string())},
       {config.state_dir, only(fs::path(LastGoodPath(config.state_dir)).filename().string())},
+      {config.state_dir, only(kTrustStateFileName)},
       {config.cache_dir, IsStampName},
   };
   for (const Target& target : targets) {
@@ -179,12 +230,13 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
   absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
   std::string fallback_reason;
+  bool trust_refused = false;
   if (profile.ok()) {
     // Only a server decision for the model asked for can still stand.
     const v1::ResolveWeightPathResponse* held =
         last_good.ok() && SameModel(config, *last_good) ? &last_good->response : nullptr;
     absl::StatusOr<DecisionRecord> from_server = DecideWithServer(
-        config, dependencies, *profile, held, resolve_end, budget_end, fetcher);
+        config, dependencies, *profile, held, resolve_end, budget_end, fetcher, &trust_refused);
     if (from_server.ok()) {
       ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
       RememberLastGood(outcome.record, config.state_dir);
@@ -202,7 +254,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       DecisionRecord record = *last_good;
       record.source = DecisionSource::kLastGood;
       record.artifact_path = *artifact_path;
-      return HandOver(std::move(record), fallback_reason, config);
+      return HandOver(std::move(record), fallback_reason, config, trust_refused);
     }
     spdlog::warn("boot: last good decision unusable: {}",
                  artifact_path.ok() ? "it was for another model"
@@ -238,7 +290,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                    record.response.weight_path().name(), fetched.status().ToString());
     }
   }
-  return HandOver(std::move(record), fallback_reason, config);
+  return HandOver(std::move(record), fallback_reason, config, trust_refused);
 }
 
 }  // namespace weightpath::agent

@@ -45,6 +45,8 @@ inline constexpr int kExitOfflineDecision = 4;
 
 int ExitCodeFor(DecisionSource source);
 
+class TrustClient;  // trust_client.h
+
 // The outside world of the boot flow, injected so tests can drive time,
 // randomness, the probe and the server.
 struct BootDependencies {
@@ -56,12 +58,25 @@ struct BootDependencies {
       const v1::ResolveWeightPathRequest& request, absl::Duration timeout)>
       resolve;
   std::string agent_version;
+  // With a `trust` block (trust_client.h): the metadata is updated once the
+  // server has answered, and the answer's artifact must be one the verified
+  // targets list for this device before anything is downloaded; a refusal
+  // makes the decision unusable. Null: no such check.
+  TrustClient* trust = nullptr;
+  // One ReportOutcome call, which may take `timeout` from when it starts.
+  // Boot reports a decision the trust check refused
+  // (OUTCOME_ARTIFACT_VERIFICATION_FAILED); unset: nothing is reported.
+  std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Duration timeout)>
+      report;
 };
 
 struct BootOutcome {
   DecisionRecord record;
   // Why the server's decision was not used (empty when it was).
   std::string fallback_reason;
+  // The trust check refused the server's artifact (the reason is in
+  // fallback_reason).
+  bool trust_refused = false;
 };
 
 // Runs the whole flow and writes the hand-over files. An error means no

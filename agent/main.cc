@@ -4,6 +4,7 @@
 //   weightpath-agent run --config FILE [--root DIR] [--once]
 //   weightpath-agent outcome --config FILE --outcome ... [--tasks-* N]
 //   weightpath-agent report --file FILE [--config FILE]
+//   weightpath-agent trust status [--config FILE] [-o json]
 #include <cstdio>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "agent/run_command.h"
 #include "agent/probe/probe_command.h"
 #include "agent/report_command.h"
+#include "agent/trust_status_command.h"
 
 namespace {
 
@@ -24,6 +26,7 @@ void PrintUsage(FILE* stream) {
       "  run --config FILE [--once]          re-resolve periodically, apply changes, report\n"
       "  outcome --config FILE --outcome X   report engine_started/engine_start_failed/tasks\n"
       "  report --file FILE [--config FILE]  send one measurement the engine benchmark wrote\n"
+      "  trust status [--config FILE]        what this device trusts of the signed metadata\n"
       "Run `weightpath-agent <command> --help` for a command's options and exit codes.\n",
       stream);
 }
@@ -44,6 +47,9 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(command, "report") == 0) {
     return weightpath::agent::RunReportCommand(argc - 1, argv + 1);
+  }
+  if (std::strcmp(command, "trust") == 0) {
+    return weightpath::agent::RunTrustCommand(argc - 1, argv + 1);
   }
   if (std::strcmp(command, "--help") == 0 || std::strcmp(command, "-h") == 0 ||
       std::strcmp(command, "help") == 0) {

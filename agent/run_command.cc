@@ -14,6 +14,7 @@
 #include "agent/run_loop.h"
 #include "agent/run_report_client.h"
 #include "agent/run_shell.h"
+#include "agent/trust_client.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -95,6 +96,8 @@ int RunRunCommand(int argc, char** argv) {
     return (*reporter)->Report(request, timeout).status();
   };
   dependencies.run_command = RunShellCommand;
+  const std::unique_ptr<TrustClient> trust = MakeTrustClient(*config, dependencies.clock);
+  dependencies.trust = trust.get();
 
   RunLoop loop(*config, dependencies, ReadCurrentDecision(config->decision_file));
   if (options->Has("--once")) {

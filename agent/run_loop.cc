@@ -12,6 +12,7 @@
 #include "agent/resolve_client.h"
 #include "agent/retry_policy.h"
 #include "agent/run_report_client.h"
+#include "agent/trust_client.h"
 #include "common/retry_pushback.h"
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
@@ -82,11 +83,30 @@ absl::Status RunLoop::StartEngine(const DecisionRecord& record) {
   return absl::OkStatus();
 }
 
-PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response) {
+PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
+                          const v1::HardwareProfile& profile) {
   DecisionRecord next;
   next.response = response;
   next.source = DecisionSource::kServer;
   if (response.has_artifact() && !response.artifact().uri().empty()) {
+    // (A malformed entry is the fetcher's to refuse, below.)
+    if (dependencies_.trust != nullptr && ValidateArtifact(response.artifact()).ok()) {
+      const absl::Status verdict = CheckArtifactForDevice(
+          *dependencies_.trust, response.artifact(), profile,
+          current_.has_value() ? &current_->response.artifact() : nullptr);
+      if (!verdict.ok()) {
+        spdlog::error("run: trust: new artifact for {} refused, keeping the current decision: {}",
+                      response.weight_path().name(), verdict.ToString());
+        // Tried again on the next pass (the metadata may be current by
+        // then), reported once per build.
+        if (BuildKey(response) != trust_reported_build_) {
+          trust_reported_build_ = BuildKey(response);
+          Report(v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, response,
+                 std::string(verdict.message()));
+        }
+        return PassResult::kFetchFailed;
+      }
+    }
     ArtifactFetcher fetcher(config_.cache_dir, dependencies_.clock, kDefaultReverifyAfter);
     absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
     if (!fetched.ok()) {
@@ -158,6 +178,9 @@ PassResult RunLoop::RunOnce() {
     }
     return PassResult::kResolveFailed;
   }
+  // Each pass that reached the server updates the signed metadata, so the
+  // device follows root rotations and sees expiry while nothing changes.
+  if (dependencies_.trust != nullptr) dependencies_.trust->Update(config_.budget).IgnoreError();
   if (answer->resolve_interval_seconds() > 0) {
     next_wait_ = JitteredInterval(absl::Seconds(answer->resolve_interval_seconds()),
                                   *dependencies_.random);
@@ -197,7 +220,7 @@ PassResult RunLoop::RunOnce() {
     return PassResult::kUnchanged;
   }
   if (build == rejected_build_) return PassResult::kSkippedRejected;
-  return Apply(*response);
+  return Apply(*response, *profile);
 }
 
 void RunLoop::Run(const std::function<bool()>& keep_going) {

@@ -9,6 +9,9 @@
 // OUTCOME_ENGINE_START_FAILED then OUTCOME_ROLLED_BACK, both naming the
 // rollout whose build failed, so that rollout's gates see it. A decision
 // that failed is not tried again until the server's answer changes.
+// With a trust block, each pass that reaches the server updates the signed
+// metadata, and a new artifact the trust check refuses is reported once as
+// OUTCOME_ARTIFACT_VERIFICATION_FAILED and checked again on later passes.
 #pragma once
 
 #include <functional>
@@ -28,12 +31,10 @@
 namespace weightpath::agent {
 
 // The outside world of the run loop, injected so tests drive time, jitter,
-// the server and the commands: boot's (clock, randomness, probe, resolve),
-// plus reporting outcomes and running the configured commands.
+// the server and the commands: boot's (clock, randomness, probe, resolve,
+// reporting outcomes, the trust client), plus running the configured
+// commands.
 struct RunDependencies : BootDependencies {
-  // One ReportOutcome call, which may take `timeout` from when it starts.
-  std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Duration timeout)>
-      report;
   // Runs a configured shell command; `what` is its config key.
   std::function<absl::Status(const std::string& command, const std::string& what)> run_command;
 };
@@ -53,7 +54,8 @@ enum class PassResult {
   kRolledBack,       // the new build failed; the previous one runs again
   kSkippedRejected,  // the server still offers a build that failed here
   kResolveFailed,    // no answer from the server; nothing changed
-  kFetchFailed,      // the new artifact could not be fetched or verified
+  kFetchFailed,      // the new artifact could not be fetched or verified,
+                     // or the trust check refused it
   kRefusedDecision,  // the answer cannot be handed to the engine safely
                      // (see engine_input.h); nothing changed
 };
@@ -79,13 +81,15 @@ class RunLoop {
   void Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
               const std::string& detail);
   void FlushReports();
-  PassResult Apply(const v1::ResolveWeightPathResponse& response);
+  PassResult Apply(const v1::ResolveWeightPathResponse& response,
+                   const v1::HardwareProfile& profile);
   absl::Status StartEngine(const DecisionRecord& record);
 
   const AgentConfig& config_;
   RunDependencies& dependencies_;
   std::optional<DecisionRecord> current_;
   std::string rejected_build_;
+  std::string trust_reported_build_;  // the last build the trust check refused
   absl::Duration next_wait_;
   std::vector<v1::ReportOutcomeRequest> unsent_;
 };
