@@ -136,8 +136,13 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
 absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& outcome,
                            const std::string& partial_path) {
   const uint64_t have = FileSizeOrZero(partial_path);
+  // Nothing received (a 500, a host that never answered) is nothing to
+  // resume: no empty partial file stays behind for it.
+  if (have == 0) RemoveQuietly(partial_path);
   const std::string progress =
-      absl::StrCat(have, " of ", artifact.size_bytes(), " bytes in ", partial_path);
+      have == 0 ? "no bytes received"
+                : absl::StrCat(have, " of ", artifact.size_bytes(), " bytes in ", partial_path);
+  const absl::string_view kept = have == 0 ? "" : " (kept for resume)";
   if (outcome.oversized) {
     RemoveQuietly(partial_path);
     return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(),
@@ -148,14 +153,15 @@ absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& 
     case CURLE_OPERATION_TIMEDOUT:
       return absl::DeadlineExceededError(absl::StrCat("download of ", artifact.uri(),
                                                       " ran out of time with ", progress,
-                                                      " (kept for resume)"));
+                                                      kept));
     case CURLE_HTTP_RETURNED_ERROR:
       if (outcome.http_status == 404 || outcome.http_status == 410) {
         return absl::NotFoundError(absl::StrCat("artifact.uri: ", artifact.uri(), " answered HTTP ",
                                                 outcome.http_status));
       }
-      return absl::UnavailableError(absl::StrCat("artifact.uri: ", artifact.uri(),
-                                                 " answered HTTP ", outcome.http_status));
+      return absl::UnavailableError(absl::StrCat(
+          "artifact.uri: ", artifact.uri(), " answered HTTP ", outcome.http_status,
+          have == 0 ? "" : absl::StrCat("; ", progress, kept)));
     case CURLE_FILE_COULDNT_READ_FILE:
       return absl::NotFoundError(
           absl::StrCat("artifact.uri: cannot read ", artifact.uri(), ": ", outcome.error_text));
@@ -165,8 +171,8 @@ absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& 
           absl::StrCat("artifact.uri: ", artifact.uri(), ": ", outcome.error_text));
     default:
       return absl::UnavailableError(absl::StrCat("download of ", artifact.uri(),
-                                                 " interrupted with ", progress,
-                                                 " (kept for resume): ", outcome.error_text));
+                                                 " interrupted with ", progress, kept, ": ",
+                                                 outcome.error_text));
   }
 }
 
@@ -521,7 +527,19 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, partial_path, 0, time_left));
   }
   result.bytes_transferred = outcome.received;
-  if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path);
+  if (outcome.code != CURLE_OK) {
+    // A transfer that broke off after the artifact's last byte (a mirror
+    // whose Content-Length claimed more than it sent, a limit that struck as
+    // the last bytes came in) left the whole artifact: the size and digest
+    // decide, as at a clean end, instead of a fallback with every byte here.
+    if (!outcome.oversized && FileSizeOrZero(partial_path) == artifact.size_bytes()) {
+      spdlog::info("artifact: transfer of {} ended early ({}) with all {} bytes; verifying them",
+                   artifact.uri(), outcome.error_text, artifact.size_bytes());
+      RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+      return result;
+    }
+    return TransferError(artifact, outcome, partial_path);
+  }
   RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
   return result;
 }

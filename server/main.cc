@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include "absl/flags/parse.h"
@@ -43,6 +44,12 @@ int main(int argc, char** argv) {
   // graph on every Lock() of the per-request metrics lookup; the server's
   // few locks are never nested, so it buys nothing here.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  // A file size limit (RLIMIT_FSIZE: systemd's LimitFSIZE=, a container's
+  // ulimit -f) reached by the SQLite store or the log would otherwise end
+  // the process with SIGXFSZ. Ignored, the write fails with EFBIG instead:
+  // the store answers UNAVAILABLE and resolves go on.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   // Blocked before gRPC starts its threads, so every thread inherits the mask
   // and the signals are taken only by the sigwait below.

@@ -80,6 +80,13 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                                       .Help("Device records lost in refused write-behind batches")
                                       .Register(*registry_)
                                       .Add({})),
+      fleet_flush_requeued_records_(
+          prometheus::BuildCounter()
+              .Name("weightpath_fleet_flush_requeued_records_total")
+              .Help("Device records of batches the store refused as unavailable, queued again "
+                    "for the next flush (once per refusal)")
+              .Register(*registry_)
+              .Add({})),
       fleet_queue_pending_(prometheus::BuildGauge()
                                .Name("weightpath_fleet_queue_pending_records")
                                .Help("Device records waiting in the write-behind queue at the "
@@ -181,6 +188,8 @@ void ServerMetrics::SetWriteBehind(const store::WriteBehindCounters& counters) {
       static_cast<double>(counters.failed_batches - last_write_behind_.failed_batches));
   fleet_flush_failed_records_.Increment(
       static_cast<double>(counters.failed_records - last_write_behind_.failed_records));
+  fleet_flush_requeued_records_.Increment(
+      static_cast<double>(counters.requeued - last_write_behind_.requeued));
   last_write_behind_ = counters;
 }
 

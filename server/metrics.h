@@ -108,6 +108,7 @@ class ServerMetrics {
   prometheus::Counter& fleet_records_flushed_;
   prometheus::Counter& fleet_flush_failed_batches_;
   prometheus::Counter& fleet_flush_failed_records_;
+  prometheus::Counter& fleet_flush_requeued_records_;
   prometheus::Gauge& fleet_queue_pending_;
   prometheus::Gauge& store_up_;
   prometheus::Family<prometheus::Gauge>& devices_seen_;

@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,6 +32,29 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
     const char* file = sqlite3_db_filename(db, "main");
     message = absl::StrCat("sqlite store ", file != nullptr ? file : "",
                            ": locked by another connection; gave up waiting (", message, ")");
+  }
+  if (((rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR) && db != nullptr) {
+    // A full volume or a file size limit: said with the file and the
+    // failing operation (SQLite's own words are "database or disk is full",
+    // or "disk I/O error" for EFBIG), since the fix is on that volume.
+    const char* file = sqlite3_db_filename(db, "main");
+    const int extended = sqlite3_extended_errcode(db);
+    std::string cause = "I/O error";
+    if ((rc & 0xff) == SQLITE_FULL) {
+      cause = "no space left on its volume";
+    } else if (extended == SQLITE_IOERR_WRITE || extended == SQLITE_IOERR_SHMSIZE ||
+               extended == SQLITE_IOERR_TRUNCATE || extended == SQLITE_IOERR_FSYNC) {
+      cause = "a write failed (its volume full, or the process's file size limit reached)";
+    }
+    // The system error, where SQLite kept it (not for every failure).
+    const int system_error = sqlite3_system_errno(db);
+    if (system_error == EFBIG) {
+      cause = "a file would pass the process's file size limit (RLIMIT_FSIZE)";
+    } else if (system_error == ENOSPC || system_error == EDQUOT) {
+      cause = absl::StrCat("no space left on its volume (", std::strerror(system_error), ")");
+    }
+    message = absl::StrCat("sqlite store ", file != nullptr ? file : "", ": cannot write: ", cause,
+                           "; writes are refused until that is mended (", message, ")");
   }
   switch (rc & 0xff) {
     case SQLITE_BUSY:

@@ -1,5 +1,7 @@
 #include "store/write_behind.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -66,6 +68,11 @@ bool DeviceWriteBehind::TryEnqueue(EncodedDevice record) {
 }
 
 size_t DeviceWriteBehind::FlushOnce() {
+  bool failed = false;
+  return FlushBatch(&failed);
+}
+
+size_t DeviceWriteBehind::FlushBatch(bool* failed) {
   std::lock_guard flush_lock(flush_mutex_);
   std::deque<EncodedDevice> taken;
   {
@@ -101,10 +108,28 @@ size_t DeviceWriteBehind::FlushOnce() {
   const absl::Status status = sink_(batch);
   if (status.ok()) {
     flushed_.fetch_add(batch.size(), std::memory_order_relaxed);
-  } else {
-    failed_batches_.fetch_add(1, std::memory_order_relaxed);
-    failed_records_.fetch_add(batch.size(), std::memory_order_relaxed);
+    return taken.size();
   }
+  *failed = true;
+  failed_batches_.fetch_add(1, std::memory_order_relaxed);
+  size_t put_back = 0;
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    // The store is away, not the records wrong: back to the front, oldest
+    // first, as far as there is room (newer records queued meanwhile keep
+    // their place; a device's newest one still wins when both meet in a
+    // batch, and the store ignores a record older than the one it holds).
+    // Not once shutting down, which writes what is queued once and ends.
+    std::lock_guard lock(queue_mutex_);
+    if (!stopping_) {
+      const size_t room =
+          queue_.size() < options_.capacity ? options_.capacity - queue_.size() : 0;
+      put_back = std::min(room, batch.size());
+      queue_.insert(queue_.begin(), std::make_move_iterator(batch.begin()),
+                    std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(put_back)));
+    }
+  }
+  requeued_.fetch_add(put_back, std::memory_order_relaxed);
+  failed_records_.fetch_add(batch.size() - put_back, std::memory_order_relaxed);
   return taken.size();
 }
 
@@ -139,12 +164,19 @@ absl::StatusOr<bool> DeviceWriteBehind::WriteThrough(std::string_view device_id)
 void DeviceWriteBehind::FlusherLoop() {
   NameThisThread("wp-registry");
   std::unique_lock lock(queue_mutex_);
+  bool failed = false;
   while (!stopping_) {
-    wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.flush_period),
-                   [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+    // After a refused batch the whole period, however full the queue: a
+    // batch put back must not turn into a busy loop against a store that
+    // is away.
+    wake_.wait_for(lock, absl::ToChronoMilliseconds(options_.flush_period), [&] {
+      return stopping_ || (!failed && queue_.size() >= options_.max_batch);
+    });
     if (stopping_) break;
     lock.unlock();
-    while (FlushOnce() == options_.max_batch) {
+    // Full batches back to back while the store takes them.
+    failed = false;
+    while (FlushBatch(&failed) == options_.max_batch && !failed) {
     }
     lock.lock();
   }
@@ -169,6 +201,7 @@ WriteBehindCounters DeviceWriteBehind::counters() const {
   out.flushed = flushed_.load();
   out.failed_batches = failed_batches_.load();
   out.failed_records = failed_records_.load();
+  out.requeued = requeued_.load();
   out.written_through = written_through_.load();
   return out;
 }

@@ -2,6 +2,13 @@
 // resolve path only appends to memory, a flusher thread writes batches.
 // Registry freshness is soft state, so when the queue is full a record is
 // dropped and counted rather than making a device wait on the disk.
+//
+// A batch the store refuses as UNAVAILABLE (the database away, its volume
+// full, a lock held past the deadline) goes back to the front of the queue,
+// as far as the capacity allows, and is written once the store answers
+// again: a device first seen during an outage would otherwise stay unknown
+// until its next resolve, and its reports be refused NOT_FOUND meanwhile.
+// Any other error (the records themselves refused) loses the batch.
 #pragma once
 
 #include <array>
@@ -41,8 +48,10 @@ struct WriteBehindCounters {
   uint64_t dropped = 0;         // queue full, or enqueued after Shutdown
   uint64_t coalesced = 0;       // superseded by a newer record of the same device in a batch
   uint64_t flushed = 0;         // records the sink accepted
-  uint64_t failed_batches = 0;  // sink errors; those records are lost (soft state)
-  uint64_t failed_records = 0;
+  uint64_t failed_batches = 0;  // sink errors, each batch as often as it failed
+  uint64_t failed_records = 0;  // records lost to them: not put back (no room,
+                                // shutting down, not UNAVAILABLE)
+  uint64_t requeued = 0;        // records of failed batches put back for a retry
   uint64_t written_through = 0;  // records written ahead of their batch by WriteThrough
 };
 
@@ -85,7 +94,8 @@ class DeviceWriteBehind {
   bool TryEnqueue(EncodedDevice record);
 
   // Writes one batch (up to max_batch records, the oldest first) in the
-  // calling thread; returns how many queued records it took.
+  // calling thread; returns how many queued records it took (a batch put
+  // back after an UNAVAILABLE counts too: it was taken, and is queued again).
   size_t FlushOnce();
 
   // For a report that found no registered device: if `device_id` was
@@ -107,6 +117,8 @@ class DeviceWriteBehind {
 
  private:
   void FlusherLoop();
+  // FlushOnce, saying whether the sink failed.
+  size_t FlushBatch(bool* failed);
 
   const Sink sink_;
   const WriteBehindOptions options_;
@@ -127,6 +139,7 @@ class DeviceWriteBehind {
   std::atomic<uint64_t> flushed_{0};
   std::atomic<uint64_t> failed_batches_{0};
   std::atomic<uint64_t> failed_records_{0};
+  std::atomic<uint64_t> requeued_{0};
   std::atomic<uint64_t> written_through_{0};
 };
 

@@ -354,5 +354,53 @@ TEST_F(AgentArtifactFetcher, PartialFileThatIsNotARegularFileIsReplaced) {
   EXPECT_EQ(ReadTextFile(result->path), ArtifactBytes(kArtifactBytes, 26));
 }
 
+// A mirror answering 500 sends no artifact bytes: nothing is left behind
+// (the partial file used to stay, empty), and a partial file from before
+// keeps its bytes for the next resume.
+TEST_F(AgentArtifactFetcher, ServerErrorLeavesNoEmptyPartialAndKeepsEarlierBytes) {
+  v1::Artifact artifact = Served("error.bin", 27);
+  const std::string honest_uri = artifact.uri();
+  artifact.set_uri(honest_uri + "?status=500");
+  ArtifactFetcher fetcher(cache_.path());
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("answered HTTP 500")));
+  EXPECT_FALSE(fs::exists(Partial(artifact)));
+
+  WriteTextFile(Partial(artifact), ArtifactBytes(kArtifactBytes, 27).substr(0, 1000));
+  EXPECT_THAT(fetcher.Fetch(artifact, kTimeLimit),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("answered HTTP 500"), HasSubstr("1000 of 300000"),
+                             HasSubstr("kept for resume"))));
+  EXPECT_EQ(ReadTextFile(Partial(artifact)), ArtifactBytes(kArtifactBytes, 27).substr(0, 1000));
+  artifact.set_uri(honest_uri);
+  absl::StatusOr<FetchResult> resumed = fetcher.Fetch(artifact, kTimeLimit);
+  ASSERT_THAT(resumed, IsOk());
+  EXPECT_EQ(resumed->resumed_from, 1000u);
+  EXPECT_EQ(ReadTextFile(resumed->path), ArtifactBytes(kArtifactBytes, 27));
+}
+
+// A Content-Length longer than the artifact, and the connection closed after
+// its last byte: libcurl calls the transfer partial, but every byte is here
+// and the digest vouches for them (it used to fall back, keeping them).
+TEST_F(AgentArtifactFetcher, TransferCutAfterTheLastByteIsVerifiedAndInstalled) {
+  v1::Artifact artifact = Served("claims-more.bin", 28);
+  artifact.set_uri(absl::StrCat(artifact.uri(), "?claim_length=", kArtifactBytes + 1000));
+  ArtifactFetcher fetcher(cache_.path());
+  absl::StatusOr<FetchResult> result = fetcher.Fetch(artifact, kTimeLimit);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_TRUE(result->downloaded);
+  EXPECT_EQ(ReadTextFile(result->path), ArtifactBytes(kArtifactBytes, 28));
+  EXPECT_FALSE(fs::exists(Partial(artifact)));
+
+  // The same with bytes that are not the artifact's: refused, and gone.
+  v1::Artifact wrong = Served("claims-more-wrong.bin", 29);
+  WriteTextFile(served_.Sub("claims-more-wrong.bin"), ArtifactBytes(kArtifactBytes, 30));
+  wrong.set_uri(absl::StrCat(wrong.uri(), "?claim_length=", kArtifactBytes + 1000));
+  EXPECT_THAT(fetcher.Fetch(wrong, kTimeLimit),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is corrupted")));
+  EXPECT_FALSE(fs::exists(Cached(wrong)));
+  EXPECT_FALSE(fs::exists(Partial(wrong)));
+}
+
 }  // namespace
 }  // namespace weightpath::agent

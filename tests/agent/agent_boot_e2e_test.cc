@@ -676,5 +676,172 @@ TEST_F(AgentBootEndToEnd, PoisonedLastGoodDecisionIsRefusedAndTheUnitRunsNothing
   EXPECT_FALSE(fs::exists(marker));
 }
 
+// Hostile artifact mirrors (tests/README.md, "Faults with real processes"):
+// 500s, bytes trickled slower than the budget allows, and a Content-Length
+// that is not the artifact's, shorter and longer. None may install a wrong
+// artifact, touch the last good one, or lose a partial download the design
+// means to resume.
+class AgentBootHostileMirror : public AgentBootEndToEnd {
+ protected:
+  // A first boot against the honest mirror: the device has a last good
+  // decision and its artifact.
+  void BootOnceHonestly() {
+    WriteAgentConfig(StartServer(catalog_path()));
+    const ProcessResult boot = Boot();
+    ASSERT_EQ(boot.exit_code, 0) << boot.err;
+    previous_ = expected_artifact();
+    last_good_json_ = ReadTextFile(device("state/last_good_decision.json"));
+  }
+
+  // A new build of the device's path, published with `query` appended to
+  // its URI (the mirror's fault), and a server that hands it out.
+  v1::Artifact PublishNewBuild(const std::string& query,
+                               const std::string& timing = kServerTiming) {
+    StopServer();
+    const std::string name = expected_path_ + "-v2.bin";
+    v1::Artifact& artifact = artifacts_.at(expected_path_);
+    artifact = WriteArtifact(served() + "/" + name, ArtifactBytes(kArtifactBytes, 77),
+                             http_->Url(name));
+    WriteCatalog(work_.Sub("catalog-v2.yaml"), {{expected_path_, artifact.uri() + query}});
+    WriteAgentConfig(StartServer(work_.Sub("catalog-v2.yaml")), "", timing);
+    return artifact;
+  }
+
+  // The boot fell back to the last good decision, byte for byte, and
+  // nothing of `refused` is installed.
+  void ExpectLastGoodKept(const v1::Artifact& refused) {
+    EXPECT_FALSE(fs::exists(device("cache/" + refused.sha256())));
+    const DecisionRecord decision = Decision();
+    EXPECT_EQ(decision.source, DecisionSource::kLastGood);
+    EXPECT_EQ(decision.response.artifact().sha256(), previous_.sha256());
+    EXPECT_EQ(decision.artifact_path, device("cache/" + previous_.sha256()));
+    EXPECT_EQ(EnvVariable("WEIGHTPATH_ARTIFACT"), device("cache/" + previous_.sha256()));
+    EXPECT_EQ(ReadTextFile(device("cache/" + previous_.sha256())),
+              ReadTextFile(served() + "/" + expected_path_ + ".bin"));
+    EXPECT_EQ(ReadTextFile(device("state/last_good_decision.json")), last_good_json_);
+  }
+
+  std::string Partial(const v1::Artifact& artifact) const {
+    return device("cache/" + artifact.sha256() + ".partial");
+  }
+  std::string ServedBytes(const v1::Artifact& artifact) const {
+    return ReadTextFile(served() + "/" + fs::path(artifact.uri()).filename().string());
+  }
+
+  v1::Artifact previous_;
+  std::string last_good_json_;
+};
+
+TEST_F(AgentBootHostileMirror, FiveHundredsAreRefusedAndTheLastGoodDecisionKept) {
+  BootOnceHonestly();
+  const v1::Artifact refused = PublishNewBuild("?status=500");
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("UNAVAILABLE"), HasSubstr("answered HTTP 500"),
+                              HasSubstr("using the last good decision")));
+  EXPECT_THAT(http_->RequestLog(), Contains(HasSubstr("-v2.bin?status=500 range=- status=500")));
+  EXPECT_FALSE(fs::exists(Partial(refused))) << "the error page is not artifact bytes";
+  ExpectLastGoodKept(refused);
+}
+
+TEST_F(AgentBootHostileMirror, APartialDownloadOutlivesFiveHundredsAndResumes) {
+  const std::string uri = expected_artifact().uri();
+  WriteCatalog(work_.Sub("catalog-cut.yaml"), {{expected_path_, uri + "?cut_after=100000"}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-cut.yaml")));
+  ASSERT_EQ(Boot().exit_code, 4);
+  ASSERT_EQ(fs::file_size(cached_artifact() + ".partial"), 100000u);
+
+  StopServer();
+  WriteCatalog(work_.Sub("catalog-500.yaml"), {{expected_path_, uri + "?status=500"}});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-500.yaml")));
+  const ProcessResult refused = Boot();
+  ASSERT_EQ(refused.exit_code, 4) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("answered HTTP 500"));
+  EXPECT_THAT(http_->RequestLog(), Contains(HasSubstr("range=bytes=100000- status=500")));
+  EXPECT_EQ(ReadTextFile(cached_artifact() + ".partial"),
+            ReadTextFile(served() + "/" + expected_path_ + ".bin").substr(0, 100000))
+      << "the 500 left the kept bytes as they were";
+  EXPECT_FALSE(fs::exists(cached_artifact()));
+
+  StopServer();
+  WriteAgentConfig(StartServer(catalog_path()));
+  const ProcessResult resumed = Boot();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, HasSubstr("resumed from byte 100000"));
+  EXPECT_EQ(ReadTextFile(cached_artifact()),
+            ReadTextFile(served() + "/" + expected_path_ + ".bin"));
+}
+
+// 4 KiB every 100 ms: 256 KiB would take 6.4 s, the budget is 4 s.
+TEST_F(AgentBootHostileMirror, TricklingBytesAreCutOffAtTheBudgetAndResumedByTheNextBoot) {
+  BootOnceHonestly();
+  const v1::Artifact slow = PublishNewBuild("?trickle=4096", kFallbackTiming);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_GE(boot.wall_time, absl::Seconds(2)) << "the download had the rest of the budget";
+  EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("DEADLINE_EXCEEDED"), HasSubstr("ran out of time"),
+                              HasSubstr("(kept for resume)")));
+  ExpectLastGoodKept(slow);
+  ASSERT_TRUE(fs::exists(Partial(slow)));
+  const std::string kept = ReadTextFile(Partial(slow));
+  EXPECT_GT(kept.size(), 0u);
+  EXPECT_LT(kept.size(), kArtifactBytes);
+  EXPECT_EQ(kept, ServedBytes(slow).substr(0, kept.size())) << "kept bytes are the artifact's";
+  RecordProperty("kept_bytes", static_cast<int>(kept.size()));
+  RecordProperty("boot_ms", static_cast<int>(absl::ToInt64Milliseconds(boot.wall_time)));
+
+  // The mirror mends: the next boot asks only for the rest.
+  StopServer();
+  WriteCatalog(work_.Sub("catalog-v2-mended.yaml"), {});
+  WriteAgentConfig(StartServer(work_.Sub("catalog-v2-mended.yaml")));
+  const ProcessResult resumed = Boot();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, HasSubstr(absl::StrCat("resumed from byte ", kept.size())));
+  EXPECT_THAT(http_->RequestLog(),
+              Contains(HasSubstr(absl::StrCat("range=bytes=", kept.size(), "- status=206"))));
+  EXPECT_EQ(ReadTextFile(device("cache/" + slow.sha256())), ServedBytes(slow));
+  EXPECT_EQ(Decision().response.artifact().sha256(), slow.sha256());
+}
+
+TEST_F(AgentBootHostileMirror, AShorterContentLengthIsRefusedAsTruncated) {
+  BootOnceHonestly();
+  const v1::Artifact shorter =
+      PublishNewBuild(absl::StrCat("?claim_length=", kArtifactBytes - 1000));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("DATA_LOSS"),
+                              HasSubstr(absl::StrCat("is truncated: got ", kArtifactBytes - 1000,
+                                                     " bytes, artifact.size_bytes is ",
+                                                     kArtifactBytes))));
+  EXPECT_FALSE(fs::exists(Partial(shorter)));
+  ExpectLastGoodKept(shorter);
+}
+
+TEST_F(AgentBootHostileMirror, ALongerBodyIsRefusedBeforeItFillsTheDisk) {
+  BootOnceHonestly();
+  const v1::Artifact longer =
+      PublishNewBuild(absl::StrCat("?claim_length=", kArtifactBytes + 1000, "&pad=1"));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err,
+              AllOf(HasSubstr("DATA_LOSS"), HasSubstr("is larger than artifact.size_bytes")));
+  EXPECT_FALSE(fs::exists(Partial(longer)));
+  ExpectLastGoodKept(longer);
+}
+
+// A longer Content-Length whose body ends with the artifact's last byte (the
+// connection closes there): every byte is in, and they verify.
+TEST_F(AgentBootHostileMirror, ALongerContentLengthOverTheWholeArtifactInstallsItVerified) {
+  BootOnceHonestly();
+  const v1::Artifact whole = PublishNewBuild(absl::StrCat("?claim_length=", kArtifactBytes + 1000));
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  EXPECT_THAT(boot.err, HasSubstr("decision from the server"));
+  EXPECT_EQ(Decision().artifact_path, device("cache/" + whole.sha256()));
+  EXPECT_EQ(ReadTextFile(device("cache/" + whole.sha256())), ServedBytes(whole));
+  EXPECT_FALSE(fs::exists(Partial(whole)));
+}
+
 }  // namespace
 }  // namespace weightpath::agent

@@ -12,6 +12,14 @@ A query of ?cut_after=N makes the server announce the full length, send only
 N bytes of the body, and close the connection: an interrupted download.
 A query of ?stall_after=N sends N bytes of the body and then nothing, with
 the connection open: a mirror that hangs mid-transfer.
+
+Hostile mirrors (tests/README.md, "Faults with real processes"):
+  ?status=500        answers that status (a short text body) to every GET
+  ?trickle=N         sends the body N bytes at a time, 100 ms apart
+  ?claim_length=N    announces Content-Length: N whatever the file's length;
+                     sends min(N, length) bytes of the file, then (with
+                     &pad=1 and N > length) N - length bytes of garbage, then
+                     closes the connection
 """
 import argparse
 import os
@@ -52,6 +60,16 @@ class RangeHandler(BaseHTTPRequestHandler):
             self.record(404, 0)
             self.send_error(404)
             return
+        if "status" in query:
+            fault = int(query["status"][0])
+            body = "mirror fault {}\n".format(fault).encode()
+            self.record(fault, len(body))
+            self.send_response(fault)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         size = os.path.getsize(path)
         start, end, status = 0, size - 1, 200
         range_header = self.headers.get("Range")
@@ -73,10 +91,15 @@ class RangeHandler(BaseHTTPRequestHandler):
         stall_after = int(query["stall_after"][0]) if "stall_after" in query else None
         if stall_after is not None:
             cut_after = stall_after
+        trickle = int(query["trickle"][0]) if "trickle" in query else None
+        claim_length = int(query["claim_length"][0]) if "claim_length" in query else None
+        pad = claim_length is not None and "pad" in query and claim_length > length
+        if claim_length is not None:
+            cut_after = min(length, claim_length)
 
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(length))
+        self.send_header("Content-Length", str(length if claim_length is None else claim_length))
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             self.send_header("Content-Range", "bytes {}-{}/{}".format(start, end, size))
@@ -90,12 +113,21 @@ class RangeHandler(BaseHTTPRequestHandler):
         with open(path, "rb") as source:
             source.seek(start)
             while sent < to_send:
-                chunk = source.read(min(CHUNK_BYTES, to_send - sent))
+                chunk = source.read(min(trickle or CHUNK_BYTES, to_send - sent))
                 if not chunk:
                     break
                 self.wfile.write(chunk)
                 sent += len(chunk)
+                if trickle:
+                    self.wfile.flush()
+                    time.sleep(0.1)
+        if pad:
+            self.wfile.write(b"\xa5" * (claim_length - length))
         self.wfile.flush()
+        if claim_length is not None:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         if stall_after is not None and sent < length:
             time.sleep(3600)  # the thread is a daemon: the server's exit ends it
             return

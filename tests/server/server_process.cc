@@ -133,6 +133,8 @@ void ServerProcess::Signal(int signal_number) const {
   if (process_ != nullptr) process_->Signal(signal_number);
 }
 
+bool ServerProcess::Running() const { return process_ != nullptr && !process_->Poll().has_value(); }
+
 pid_t ServerProcess::pid() const { return process_ != nullptr ? process_->pid() : -1; }
 
 ExitResult ServerProcess::WaitForExit(absl::Duration timeout) {

@@ -52,6 +52,8 @@ class ServerProcess {
   const std::string& metrics_address() const { return metrics_address_; }
   pid_t pid() const;
   void Signal(int signal_number) const;
+  // Whether it has not ended (by itself or a signal) yet; never blocks.
+  bool Running() const;
   // Waits for the process to end; kills it after `timeout`.
   ExitResult WaitForExit(absl::Duration timeout);
   // The log so far.

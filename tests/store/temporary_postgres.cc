@@ -129,10 +129,13 @@ absl::Status TemporaryPostgres::StartServer(const std::string& directory, int po
       "/server.log -w -t 120 start >/dev/null"));
 }
 
-absl::Status TemporaryPostgres::Stop() {
+absl::Status TemporaryPostgres::Stop(const std::string& mode) {
   if (!attached_url_.empty()) return NotOwned("Stop");
-  absl::Status status =
-      RunAsPostgres(absl::StrCat(kBin, "/pg_ctl -D ", directory_, "/data -m fast -w stop >/dev/null"));
+  if (mode != "fast" && mode != "immediate" && mode != "smart") {
+    return absl::InvalidArgumentError(absl::StrCat("pg_ctl stop mode \"", mode, "\""));
+  }
+  absl::Status status = RunAsPostgres(
+      absl::StrCat(kBin, "/pg_ctl -D ", directory_, "/data -m ", mode, " -w stop >/dev/null"));
   if (status.ok()) started_ = false;
   return status;
 }

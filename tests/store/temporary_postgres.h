@@ -39,7 +39,10 @@ class TemporaryPostgres {
   ~TemporaryPostgres();
 
   // Own cluster only: stops the server, keeping its data (a database outage).
-  absl::Status Stop();
+  // `mode` is pg_ctl's -m: "fast" (sessions are ended, a clean shutdown) or
+  // "immediate" (every process quits at once; the next start recovers from
+  // the WAL, as after a crash).
+  absl::Status Stop(const std::string& mode = "fast");
   // Own cluster only: starts it again on the same port and data.
   absl::Status StartAgain();
   // Creates an empty database and returns its postgres:// URL. Attached,

@@ -3,10 +3,12 @@
 // the subject.
 #include "store/write_behind.h"
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/store.h"
@@ -95,7 +97,7 @@ TEST(StoreWriteBehind, BatchesAreCappedInQueueOrder) {
 TEST(StoreWriteBehind, SinkErrorsAreCountedAndDoNotBlockLaterBatches) {
   RecordingSink sink;
   DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
-  sink.next_status = absl::UnavailableError("store down");
+  sink.next_status = absl::InvalidArgumentError("a record the store refuses");
   queue.TryEnqueue(Record("a", "p"));
   queue.TryEnqueue(Record("b", "p"));
   queue.FlushOnce();
@@ -104,7 +106,106 @@ TEST(StoreWriteBehind, SinkErrorsAreCountedAndDoNotBlockLaterBatches) {
   queue.FlushOnce();
   EXPECT_EQ(queue.counters().failed_batches, 1u);
   EXPECT_EQ(queue.counters().failed_records, 2u);
+  EXPECT_EQ(queue.counters().requeued, 0u);
   EXPECT_EQ(queue.counters().flushed, 1u);
+}
+
+// The store away (PostgreSQL stopped, the SQLite volume full): the batch
+// waits at the front of the queue and is written once the store is back, so
+// a device first seen during the outage is registered after it (its reports
+// were refused NOT_FOUND until its next resolve).
+TEST(StoreWriteBehind, BatchRefusedAsUnavailableIsQueuedAgainAndWrittenLater) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 10));
+  sink.next_status = absl::UnavailableError("store down");
+  queue.TryEnqueue(Record("a", "old"));
+  queue.TryEnqueue(Record("b", "p"));
+  EXPECT_EQ(queue.FlushOnce(), 2u);
+  EXPECT_EQ(queue.pending(), 2u);
+  queue.TryEnqueue(Record("a", "new"));
+  EXPECT_EQ(queue.FlushOnce(), 3u);  // still down; a's two records fold into one
+  EXPECT_EQ(queue.pending(), 2u);
+  sink.next_status = absl::OkStatus();
+  queue.TryEnqueue(Record("c", "p"));
+  EXPECT_EQ(queue.FlushOnce(), 3u);
+  EXPECT_EQ(queue.pending(), 0u);
+  EXPECT_THAT(sink.batches.back(), ElementsAre("a:new", "b:p", "c:p"));
+  EXPECT_EQ(queue.counters().failed_batches, 2u);
+  EXPECT_EQ(queue.counters().requeued, 4u);  // two records, twice
+  EXPECT_EQ(queue.counters().failed_records, 0u);
+  EXPECT_EQ(queue.counters().flushed, 3u);
+  // WriteThrough finds a queued-again record too.
+  sink.next_status = absl::UnavailableError("store down");
+  queue.TryEnqueue(Record("d", "p"));
+  queue.FlushOnce();
+  sink.next_status = absl::OkStatus();
+  EXPECT_THAT(queue.WriteThrough("d"), ::weightpath::testing::IsOkAndHolds(true));
+  EXPECT_THAT(sink.batches.back(), ElementsAre("d:p"));
+}
+
+// Put back only as far as the capacity allows: what does not fit is lost and
+// counted; nothing newer is pushed out for it.
+TEST(StoreWriteBehind, RefusedBatchPutBackOnlyWithinTheCapacity) {
+  std::vector<std::vector<std::string>> batches;
+  DeviceWriteBehind* self = nullptr;
+  DeviceWriteBehind queue(
+      [&](const std::vector<EncodedDevice>& batch) {
+        std::vector<std::string> names;
+        for (const auto& d : batch) names.push_back(d.device_id);
+        batches.push_back(names);
+        if (batches.size() > 1) return absl::OkStatus();
+        self->TryEnqueue(Record("d", "p"));  // a resolve while the store is tried
+        return absl::UnavailableError("store down");
+      },
+      Manual(3, 2));
+  self = &queue;
+  for (const char* id : {"a", "b", "c"}) queue.TryEnqueue(Record(id, "p"));
+  queue.FlushOnce();  // a, b refused; c, d queued: room for one of them
+  EXPECT_EQ(queue.pending(), 3u);
+  EXPECT_EQ(queue.counters().requeued, 1u);
+  EXPECT_EQ(queue.counters().failed_records, 1u);
+  while (queue.FlushOnce() > 0) {
+  }
+  EXPECT_THAT(batches, ElementsAre(ElementsAre("a", "b"), ElementsAre("a", "c"), ElementsAre("d")));
+  EXPECT_EQ(queue.counters().flushed, 3u);
+}
+
+// A full batch put back would satisfy the flusher's "a batch is waiting"
+// wake-up at once: against a store that is away that was a busy loop. Now
+// one try per flush period (20 here in 1 s at most; a loop makes thousands).
+TEST(StoreWriteBehind, FlusherRetriesARefusedFullBatchOncePerPeriod) {
+  std::atomic<int> calls{0};
+  WriteBehindOptions options;
+  options.capacity = 100;
+  options.max_batch = 2;
+  options.flush_period = absl::Milliseconds(50);
+  DeviceWriteBehind queue(
+      [&](const std::vector<EncodedDevice>&) {
+        calls.fetch_add(1);
+        return absl::UnavailableError("store down");
+      },
+      options);
+  for (const char* id : {"a", "b", "c", "d", "e", "f"}) queue.TryEnqueue(Record(id, "p"));
+  absl::SleepFor(absl::Seconds(1));  // the rate over a while is the subject
+  const int tried = calls.load();
+  EXPECT_GE(tried, 1);
+  EXPECT_LE(tried, 25);
+  EXPECT_GE(queue.pending(), 4u);  // all six, less a batch being tried
+  queue.Shutdown();  // tries each record once more, then ends
+  EXPECT_EQ(queue.counters().failed_records, 6u);
+}
+
+// Shutdown writes what is queued once: with the store away it ends anyway,
+// and counts the records lost.
+TEST(StoreWriteBehind, ShutdownWithTheStoreAwayEndsAndCountsTheLoss) {
+  RecordingSink sink;
+  DeviceWriteBehind queue(sink.AsSink(), Manual(100, 2));
+  sink.next_status = absl::UnavailableError("store down");
+  for (const char* id : {"a", "b", "c"}) queue.TryEnqueue(Record(id, "p"));
+  queue.Shutdown();
+  EXPECT_EQ(queue.pending(), 0u);
+  EXPECT_EQ(queue.counters().failed_records, 3u);
+  EXPECT_EQ(queue.counters().requeued, 0u);
 }
 
 TEST(StoreWriteBehind, ShutdownFlushesEverythingQueuedAndRefusesMore) {
