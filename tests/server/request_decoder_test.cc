@@ -282,8 +282,9 @@ TEST(ParseResolveRequestTest, DeclinedRequestsAreExactlyProtobufsProfileIncluded
   ExpectParseResolveRequestSameAsProtobuf(scratch, no_profile_wire);
   EXPECT_FALSE(scratch.request.has_profile());
   EXPECT_EQ(scratch.request.device_id(), "d3");
-  EXPECT_EQ(ValidateResolveRequest(scratch.request),
-            absl::InvalidArgumentError("profile is required"));
+  const absl::Status refused = ValidateResolveRequest(scratch.request);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "profile is required");
 }
 
 }  // namespace
