@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "policy/profile_json.h"
 #include "server/config_watcher.h"
-#include "server/resolver.h"
+#include "server/resolve/resolver.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::bench {

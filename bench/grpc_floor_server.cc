@@ -19,7 +19,7 @@
 #include "bench/bench_request.h"
 #include "common/deterministic_bytes.h"
 #include "server/config_watcher.h"
-#include "server/resolver.h"
+#include "server/resolve/resolver.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace {

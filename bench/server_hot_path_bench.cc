@@ -14,12 +14,12 @@
 #include "bench/bench_request.h"
 #include "absl/strings/str_format.h"
 #include "server/config_watcher.h"
-#include "server/device_call_limits.h"
-#include "server/device_record.h"
-#include "server/request_validation.h"
-#include "server/resolve_wire.h"
-#include "server/resolver.h"
-#include "server/response_cache.h"
+#include "server/security/device_call_limits.h"
+#include "server/fleet/device_record.h"
+#include "server/resolve/request_validation.h"
+#include "server/wire/resolve_wire.h"
+#include "server/resolve/resolver.h"
+#include "server/wire/response_cache.h"
 #include "store/write_behind.h"
 
 namespace weightpath::server {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
-#include "server/content_hash.h"
-#include "server/demo_catalog.h"
+#include "server/config/content_hash.h"
+#include "server/config/demo_catalog.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {

@@ -13,10 +13,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/file_fingerprint.h"
-#include "server/metrics.h"
-#include "server/policy_snapshot.h"
-#include "server/signed_catalog.h"
+#include "server/config/file_fingerprint.h"
+#include "server/observability/metrics.h"
+#include "server/config/policy_snapshot.h"
+#include "server/config/signed_catalog.h"
 
 namespace weightpath::server {
 

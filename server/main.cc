@@ -12,9 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "server/logging.h"
+#include "server/observability/logging.h"
 #include "server/server.h"
-#include "server/server_config.h"
+#include "server/config/server_config.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 #include "server/server.h"
 
-#include "server/rollout_explain.h"
+#include "server/api/rollout_explain.h"
 
 #include <exception>
 #include <utility>
@@ -11,8 +11,8 @@
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
-#include "server/reflection_v1.h"
-#include "server/tls.h"
+#include "server/api/reflection_v1.h"
+#include "server/security/tls.h"
 #include "store/store.h"
 #include "spdlog/spdlog.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
-#include "server/file_fingerprint.h"
+#include "server/config/file_fingerprint.h"
 #include "spdlog/spdlog.h"
 #include "trust/crypto.h"
 #include "trust/metadata.h"

@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/metrics.h"
-#include "server/signed_catalog.h"
+#include "server/observability/metrics.h"
+#include "server/config/signed_catalog.h"
 #include "trust/repository.h"
 
 namespace weightpath::server {

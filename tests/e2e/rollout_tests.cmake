@@ -16,16 +16,13 @@ weightpath_warnings(rollout_ctl_tests)
 gtest_discover_tests(rollout_ctl_tests TEST_PREFIX Rollout. DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 120)
 
-if(NOT TARGET weightpath_server_rollout)
-  include(${PROJECT_SOURCE_DIR}/server/rollout.cmake)
-endif()
 add_executable(rollout_server_tests
   ${PROJECT_SOURCE_DIR}/tests/server/rollout_server_test.cc
 )
 target_compile_definitions(rollout_server_tests PRIVATE
   WEIGHTPATH_EXAMPLE_PROFILES_DIR="${PROJECT_SOURCE_DIR}/examples/profiles")
 target_link_libraries(rollout_server_tests PRIVATE
-  weightpath_server_rollout weightpath_store_testing weightpath_testing prometheus-cpp::core)
+  weightpath_server_rollout weightpath_server_resolve weightpath_store_testing weightpath_testing prometheus-cpp::core)
 weightpath_warnings(rollout_server_tests)
 # One CTest test for the binary: one PostgreSQL (the run's shared one, or its own
 # under a plain ctest) for all its cases.

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "policy/policy.h"
-#include "server/catalog.h"
+#include "server/config/catalog.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace weightpath::fuzz {

@@ -27,12 +27,12 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "server/config_watcher.h"
-#include "server/policy_snapshot.h"
-#include "server/request_decoder.h"
-#include "server/request_validation.h"
-#include "server/resolve_wire.h"
-#include "server/resolver.h"
-#include "server/response_cache.h"
+#include "server/config/policy_snapshot.h"
+#include "server/wire/request_decoder.h"
+#include "server/resolve/request_validation.h"
+#include "server/wire/resolve_wire.h"
+#include "server/resolve/resolver.h"
+#include "server/wire/response_cache.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace weightpath::fuzz {

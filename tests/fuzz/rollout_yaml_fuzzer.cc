@@ -16,7 +16,7 @@
 #include "policy/hardware_class.h"
 #include "policy/policy.h"
 #include "server/config_watcher.h"
-#include "server/resolver.h"
+#include "server/resolve/resolver.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace weightpath::fuzz {

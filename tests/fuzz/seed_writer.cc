@@ -24,7 +24,7 @@
 #include "agent/decision_record.h"
 #include "policy/profile_json.h"
 #include "server/config_watcher.h"
-#include "server/resolver.h"
+#include "server/resolve/resolver.h"
 #include "trust/crypto.h"
 #include "trust/json.h"
 #include "trust/metadata.h"

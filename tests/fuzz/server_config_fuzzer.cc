@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
-#include "server/server_config.h"
+#include "server/config/server_config.h"
 #include "tests/fuzz/fuzz_support.h"
 
 ABSL_DECLARE_FLAG(std::string, config);

@@ -1,4 +1,4 @@
-#include "server/catalog.h"
+#include "server/config/catalog.h"
 
 #include <string>
 #include <utility>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
-#include "server/demo_catalog.h"
+#include "server/config/demo_catalog.h"
 #include "tests/testing/status_matchers.h"
 #include "weightpath/v1/weightpath.pb.h"
 

@@ -27,12 +27,12 @@
 #include "policy/policy.h"
 #include "prometheus/text_serializer.h"
 #include "server/config_watcher.h"
-#include "server/demo_catalog.h"
-#include "server/metrics.h"
-#include "server/policy_snapshot.h"
-#include "server/published.h"
-#include "server/resolver.h"
-#include "server/response_cache.h"
+#include "server/config/demo_catalog.h"
+#include "server/observability/metrics.h"
+#include "server/config/policy_snapshot.h"
+#include "server/config/published.h"
+#include "server/resolve/resolver.h"
+#include "server/wire/response_cache.h"
 #include "tests/server/server_process.h"
 
 namespace weightpath::server {

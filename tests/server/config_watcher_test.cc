@@ -10,8 +10,8 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "prometheus/text_serializer.h"
-#include "server/content_hash.h"
-#include "server/demo_catalog.h"
+#include "server/config/content_hash.h"
+#include "server/config/demo_catalog.h"
 #include "tests/server/server_process.h"
 #include "tests/testing/status_matchers.h"
 

@@ -5,9 +5,9 @@
 
 #include "gtest/gtest.h"
 #include "policy/policy.h"
-#include "server/catalog.h"
-#include "server/content_hash.h"
-#include "server/demo_catalog.h"
+#include "server/config/catalog.h"
+#include "server/config/content_hash.h"
+#include "server/config/demo_catalog.h"
 #include "tests/server/server_process.h"
 
 namespace weightpath::server {

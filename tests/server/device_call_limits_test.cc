@@ -1,6 +1,6 @@
 // The overload guards on their own, with an injected clock: token buckets
 // per device, the in-flight count, and the pushback each refusal carries.
-#include "server/device_call_limits.h"
+#include "server/security/device_call_limits.h"
 
 #include <optional>
 #include <string>

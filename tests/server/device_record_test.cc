@@ -1,14 +1,14 @@
 // The registry record a resolve leaves: the direct encoding must be byte for
 // byte what encoding the filled v1::Device gives, or every device's body
 // would look changed and be rewritten at its next resolve.
-#include "server/device_record.h"
+#include "server/fleet/device_record.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "server/config_watcher.h"
-#include "server/resolver.h"
+#include "server/resolve/resolver.h"
 #include "store/time_convert.h"
 #include "tests/server/example_requests.h"
 

@@ -1,7 +1,7 @@
 // Reading the organisational units out of a certificate subject as gRPC
 // reports it (RFC 2253/4514 form), where an operator identity is matched
 // exactly: an escaped character is part of the value and never trimmed.
-#include "server/operator_auth.h"
+#include "server/security/operator_auth.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

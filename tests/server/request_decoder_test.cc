@@ -1,7 +1,7 @@
 // The hot path's request decoder against protobuf's parser: whatever bytes
 // come in, a message the decoder accepts is exactly the one protobuf parses,
 // and every call starts clean however the previous ones went.
-#include "server/request_decoder.h"
+#include "server/wire/request_decoder.h"
 
 #include <random>
 #include <string>
@@ -11,8 +11,8 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "server/request_validation.h"
-#include "server/resolve_wire.h"
+#include "server/resolve/request_validation.h"
+#include "server/wire/resolve_wire.h"
 #include "tests/server/example_requests.h"
 
 namespace weightpath::server {

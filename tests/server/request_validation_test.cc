@@ -1,4 +1,4 @@
-#include "server/request_validation.h"
+#include "server/resolve/request_validation.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 // Per-thread resolve counters summed at scrape time: every call recorded
 // before a Collect is in it, from any number of threads, under the same
 // names, labels and buckets the prometheus-cpp families had.
-#include "server/resolve_stats.h"
+#include "server/observability/resolve_stats.h"
 
 #include <map>
 #include <string>

@@ -1,7 +1,7 @@
 // The hot path's response: the decided part encoded once and cached, plus
 // the per-call part, must read back as exactly the response Resolve builds,
 // and the cache must never answer from a snapshot other than the call's.
-#include "server/response_cache.h"
+#include "server/wire/response_cache.h"
 
 #include <fstream>
 #include <sstream>
@@ -12,8 +12,8 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "server/config_watcher.h"
-#include "server/resolve_wire.h"
-#include "server/resolver.h"
+#include "server/wire/resolve_wire.h"
+#include "server/resolve/resolver.h"
 #include "tests/server/example_requests.h"
 
 namespace weightpath::server {

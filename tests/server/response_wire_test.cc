@@ -15,9 +15,9 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "server/config_watcher.h"
-#include "server/resolve_wire.h"
-#include "server/resolver.h"
-#include "server/response_cache.h"
+#include "server/wire/resolve_wire.h"
+#include "server/resolve/resolver.h"
+#include "server/wire/response_cache.h"
 #include "tests/server/example_requests.h"
 
 namespace weightpath::server {

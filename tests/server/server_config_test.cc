@@ -1,5 +1,5 @@
 // Flags and --config FILE: the file adds values, the command line wins.
-#include "server/server_config.h"
+#include "server/config/server_config.h"
 
 #include <string>
 

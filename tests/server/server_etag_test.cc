@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "policy/profile_json.h"
-#include "server/demo_catalog.h"
+#include "server/config/demo_catalog.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"

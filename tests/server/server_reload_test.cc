@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
-#include "server/content_hash.h"
+#include "server/config/content_hash.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
 

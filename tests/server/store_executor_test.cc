@@ -1,7 +1,7 @@
 // The store executor alone: work leaves the caller's thread, the queue is
 // bounded, and a task still queued at its deadline is expired on time even
 // while every worker is stuck.
-#include "server/store_executor.h"
+#include "server/fleet/store_executor.h"
 
 #include <atomic>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "server/tls.h"
+#include "server/security/tls.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

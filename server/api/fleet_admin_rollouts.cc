@@ -1,0 +1,118 @@
+// FleetAdmin's rollout RPCs and ExplainDecision: admit the operator, then
+// hand over to RolloutAdmin / the explainer. Kept apart from
+// fleet_admin_service.cc so each RPC group lives in its own file.
+#include <utility>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "server/api/fleet_admin_service.h"
+
+namespace weightpath::server {
+
+void FleetAdminService::SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain) {
+  rollouts_ = rollouts;
+  explain_ = std::move(explain);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::CreateRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleCreateRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::GetRollout(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::ListRollouts(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleListRollouts);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::PauseRollout(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandlePauseRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::ResumeRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleResumeRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::AdvanceRollout(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleAdvanceRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::AbortRollout(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleAbortRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleExplainDecision);
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleCreateRollout(
+    const grpc::ServerContextBase& context, const v1::CreateRolloutRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "CreateRollout", Needs::kRollouts));
+  return rollouts_->Create(request.rollout());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleGetRollout(
+    const grpc::ServerContextBase& context, const v1::GetRolloutRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "GetRollout", Needs::kRollouts));
+  return rollouts_->Get(request.id());
+}
+
+absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
+    const grpc::ServerContextBase& context, const v1::ListRolloutsRequest& /*request*/) {
+  RETURN_IF_ERROR(Admit(context, "ListRollouts", Needs::kRollouts));
+  ASSIGN_OR_RETURN(std::vector<v1::Rollout> listed, rollouts_->List());
+  v1::ListRolloutsResponse response;
+  for (v1::Rollout& rollout : listed) *response.add_rollouts() = std::move(rollout);
+  return response;
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandlePauseRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "PauseRollout", Needs::kRollouts));
+  return rollouts_->Pause(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleResumeRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "ResumeRollout", Needs::kRollouts));
+  return rollouts_->Resume(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleAdvanceRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "AdvanceRollout", Needs::kRollouts));
+  return rollouts_->Advance(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleAbortRollout(
+    const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "AbortRollout", Needs::kRollouts));
+  return rollouts_->Abort(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(
+    const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request) {
+  // A full request needs no store, so only the operator check applies here.
+  RETURN_IF_ERROR(Admit(context, "ExplainDecision", Needs::kOperatorOnly));
+  if (!explain_) return absl::UnimplementedError("ExplainDecision is not wired");
+  return explain_(request);
+}
+
+}  // namespace weightpath::server

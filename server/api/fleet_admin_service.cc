@@ -1,0 +1,84 @@
+#include "server/api/fleet_admin_service.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::server {
+
+absl::Status FleetAdminService::Admit(const grpc::ServerContextBase& context, const char* method,
+                                      Needs needs) const {
+  absl::Status status = auth_->Authorize(context);
+  if (!status.ok()) {
+    spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(), status.ToString());
+    return status;
+  }
+  switch (needs) {
+    case Needs::kOperatorOnly:
+      break;
+    case Needs::kFleetRegistry:
+      if (fleet_queries_ == nullptr) {
+        return absl::FailedPreconditionError(
+            "the server runs with --store=none: there is no fleet registry to read");
+      }
+      break;
+    case Needs::kRollouts:
+      if (rollouts_ == nullptr) {
+        return absl::FailedPreconditionError(
+            "the server runs with --store=none: rollouts need a fleet store shared by the replicas");
+      }
+      break;
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::ListDevices(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleListDevices);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::GetDevice(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetDevice);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::FleetSummary(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleFleetSummary);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::GetVerificationMatrix(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleGetVerificationMatrix);
+}
+
+absl::StatusOr<v1::ListDevicesResponse> FleetAdminService::HandleListDevices(
+    const grpc::ServerContextBase& context, const v1::ListDevicesRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "ListDevices", Needs::kFleetRegistry));
+  return fleet_queries_->ListDevices(request);
+}
+
+absl::StatusOr<v1::Device> FleetAdminService::HandleGetDevice(const grpc::ServerContextBase& context,
+                                                              const v1::GetDeviceRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "GetDevice", Needs::kFleetRegistry));
+  return fleet_queries_->GetDevice(request);
+}
+
+absl::StatusOr<v1::FleetSummaryResponse> FleetAdminService::HandleFleetSummary(
+    const grpc::ServerContextBase& context, const v1::FleetSummaryRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "FleetSummary", Needs::kFleetRegistry));
+  return fleet_queries_->FleetSummary(request);
+}
+
+absl::StatusOr<v1::GetVerificationMatrixResponse> FleetAdminService::HandleGetVerificationMatrix(
+    const grpc::ServerContextBase& context, const v1::GetVerificationMatrixRequest& /*request*/) {
+  RETURN_IF_ERROR(Admit(context, "GetVerificationMatrix", Needs::kFleetRegistry));
+  return fleet_queries_->VerificationMatrix();
+}
+
+}  // namespace weightpath::server

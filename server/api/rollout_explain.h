@@ -1,0 +1,38 @@
+// ExplainDecision: why a device gets its decision. For a full request the
+// answer is exact; for a device id the request is rebuilt from the registry
+// (labels, model, and the profile summary it keeps: arch, CPU model, flags,
+// accelerator), and the trace says so, because the registry does not keep
+// the whole profile (memory, GPU details) some rules may read.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/config/policy_snapshot.h"
+#include "store/store.h"
+#include "weightpath/v1/rollout.pb.h"
+
+namespace weightpath::server {
+
+struct ExplainContext {
+  const Snapshot* snapshot = nullptr;
+  const std::vector<v1::Rollout>* rollouts = nullptr;
+  store::FleetStore* store = nullptr;  // null: device ids cannot be explained
+  // Replaces the policy-only verification with the fleet's evidence (the
+  // same step a resolve takes); may be empty.
+  std::function<void(const v1::ResolveWeightPathRequest&, v1::ResolveWeightPathResponse*)>
+      apply_verification;
+  absl::Time now;
+};
+
+// INVALID_ARGUMENT naming the field when neither subject is set or the
+// request is invalid; NOT_FOUND naming the device id; FAILED_PRECONDITION
+// when a device id is asked and there is no store.
+absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDecisionRequest& request,
+                                                            const ExplainContext& context);
+
+// The request the registry's record of a device stands for.
+v1::ResolveWeightPathRequest RequestFromRegistry(const v1::Device& device);
+
+}  // namespace weightpath::server

@@ -1,0 +1,58 @@
+#include "server/api/store_call.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/slice.h"
+
+namespace weightpath::server::store_call_internal {
+namespace {
+
+// What an answer needs to get back to its caller: a tenth of the call's
+// budget, at most this (a WAN round trip with room to spare).
+constexpr absl::Duration kMaxReplyMargin = absl::Milliseconds(250);
+
+}  // namespace
+
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* request) {
+  // The copy shares the received slices; the reader needs a mutable buffer.
+  grpc::ByteBuffer shared(bytes);
+  grpc::ProtoBufferReader reader(&shared);
+  if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) return absl::OkStatus();
+  request->Clear();
+  return absl::InvalidArgumentError(absl::StrCat("request: the message is not a valid ",
+                                                 request->GetDescriptor()->full_name()));
+}
+
+void SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* bytes) {
+  grpc::Slice slice(response.ByteSizeLong());
+  response.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+  grpc::ByteBuffer serialized(&slice, 1);
+  bytes->Swap(&serialized);
+}
+
+absl::Time StoreDeadline(const grpc::CallbackServerContext& context) {
+  const std::chrono::system_clock::time_point deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  const absl::Time call_deadline = absl::FromChrono(deadline);
+  const absl::Duration budget = std::max(absl::ZeroDuration(), call_deadline - absl::Now());
+  return call_deadline - std::min(budget / 10, kMaxReplyMargin);
+}
+
+absl::Status QueueFull(const StoreExecutor& executor) {
+  return absl::UnavailableError(absl::StrCat("fleet store: all ", executor.threads(),
+                                             " store workers are busy and ", executor.max_queued(),
+                                             " calls already wait for one; retry later"));
+}
+
+absl::Status ExpiredInQueue() {
+  return absl::UnavailableError(
+      "fleet store: every store worker stayed busy (the store is slow or locked) until the "
+      "call's deadline; retry later");
+}
+
+}  // namespace weightpath::server::store_call_internal

@@ -1,0 +1,116 @@
+// The gRPC face of the resolver: validate, check the caller's identity under
+// mutual TLS, resolve against the current snapshot, count, answer. Uses the
+// callback API so no thread is parked per call, and serves
+// ResolveWeightPath as a raw method (server/resolve_wire.h says why); the
+// reports are raw methods too, run on the store executor
+// (server/store_call.h).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/grpc_status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "server/security/device_call_limits.h"
+#include "server/fleet/fleet_state.h"
+#include "server/rollout/rollout_cache.h"
+#include "server/rollout/rollout_metrics.h"
+#include "server/observability/metrics.h"
+#include "server/config/policy_snapshot.h"
+#include "server/fleet/store_executor.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace weightpath::server {
+
+// Answers a unary callback call with `status` through ToGrpcStatus
+// (common/grpc_status.h); a retry pushback it carries
+// (common/retry_pushback.h) goes out as the grpc-retry-pushback-ms trailer.
+void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                const absl::Status& status);
+
+// With a fleet (not --store=none) each answered resolve is recorded and its
+// verification comes from fleet evidence; ReportMeasurement stores what the
+// device measured, ReportOutcome how a rollout went for it.
+//
+// All three methods are raw: clients see the ordinary typed methods.
+class WeightPathService final
+    : public v1::WeightPath::WithRawCallbackMethod_ResolveWeightPath<
+          v1::WeightPath::WithRawCallbackMethod_ReportMeasurement<
+              v1::WeightPath::WithRawCallbackMethod_ReportOutcome<v1::WeightPath::CallbackService>>> {
+ public:
+  // `fleet`: null with --store=none. `store_executor` runs the reports
+  // (they commit before answering), and must outlive every call. `limits`
+  // (may be null: none) admit each device call before its work.
+  WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
+                    bool require_client_identity, FleetState* fleet,
+                    StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr);
+
+  // Answered on the callback thread: a resolve never touches the store.
+  grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request_bytes,
+                                              grpc::ByteBuffer* response_bytes) override;
+
+  // Both through ServeStoreCall (server/store_call.h): their commits run on
+  // the store executor.
+  grpc::ServerUnaryReactor* ReportMeasurement(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request_bytes,
+                                              grpc::ByteBuffer* response_bytes) override;
+  grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request_bytes,
+                                          grpc::ByteBuffer* response_bytes) override;
+
+  // Resolves consult `cache` (never the database) and ReportOutcome records
+  // into the fleet store; set once before serving.
+  void SetRollouts(RolloutCache* cache, RolloutMetrics* metrics) {
+    rollouts_ = cache;
+    rollout_metrics_ = metrics;
+  }
+
+ private:
+  // What every device call checks first: the request's own validation, then
+  // under mutual TLS that the caller's certificate names `device_id`.
+  absl::Status AdmitDevice(const grpc::CallbackServerContext& context, absl::Status validation,
+                           const std::string& device_id) const;
+  // The overload guards for one device call (OK and nothing held when there
+  // are none); a refusal is counted, not logged: a device in a retry loop
+  // would otherwise write a line per call.
+  absl::StatusOr<DeviceCallLimits::Admission> AdmitLoad(DeviceCallMethod method,
+                                                        absl::string_view device_id,
+                                                        int64_t now_ns) const;
+  // A refused device call, logged with its code; `device_id` is echoed only
+  // once it is valid, so a hostile value never reaches the log verbatim.
+  static void LogRefused(absl::string_view method, const std::string& device_id,
+                         const absl::Status& status);
+  // The typed reports, run on a store worker. ReportOutcome's is in
+  // rollout_report_outcome.cc and needs SetRollouts (a fleet store).
+  absl::StatusOr<v1::ReportMeasurementResponse> RecordMeasurement(
+      const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request);
+  absl::StatusOr<v1::ReportOutcomeResponse> RecordOutcome(const grpc::CallbackServerContext& context,
+                                                          const v1::ReportOutcomeRequest& request);
+  // `result`, with a refusal logged.
+  template <typename Response>
+  static absl::StatusOr<Response> LoggedIfRefused(absl::string_view method,
+                                                  const std::string& device_id,
+                                                  absl::StatusOr<Response> result) {
+    if (!result.ok()) LogRefused(method, device_id, result.status());
+    return result;
+  }
+
+  // Everything after parsing: validation, identity, decision, fleet, the
+  // encoded answer.
+  absl::Status AnswerResolve(grpc::CallbackServerContext* context,
+                             const v1::ResolveWeightPathRequest& request,
+                             v1::ResolveWeightPathResponse* per_call, ResolveSummary* summary,
+                             grpc::ByteBuffer* response_bytes);
+
+  const SnapshotHolder* const snapshots_;
+  ServerMetrics* const metrics_;
+  const bool require_client_identity_;
+  FleetState* const fleet_;
+  StoreExecutor* const store_executor_;
+  DeviceCallLimits* const limits_;
+  RolloutCache* rollouts_ = nullptr;
+  RolloutMetrics* rollout_metrics_ = nullptr;
+};
+
+
+}  // namespace weightpath::server

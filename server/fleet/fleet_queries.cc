@@ -1,0 +1,70 @@
+#include "server/fleet/fleet_queries.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/field_violation.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
+#include "deploy/label_selector.h"
+
+namespace weightpath::server {
+namespace {
+
+absl::StatusOr<absl::Time> TimeFrom(const google::protobuf::Timestamp& timestamp,
+                                    absl::string_view field) {
+  // Before 1970 no device was seen: such a bound is a client's mistake.
+  if (timestamp.seconds() < 0 || !IsValidProtoTime(timestamp)) {
+    return InvalidArgumentForField(field, absl::StrCat(field, " is not a valid timestamp"));
+  }
+  return FromProtoTime(timestamp);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
+    const v1::ListDevicesRequest& request) {
+  store::DeviceQuery query;
+  query.hardware_class = request.hardware_class();
+  query.path = request.path();
+  if (request.has_seen_since()) {
+    ASSIGN_OR_RETURN(query.seen_since, TimeFrom(request.seen_since(), "seen_since"));
+  }
+  if (!request.label_selector().empty()) {
+    absl::StatusOr<v1::DeviceSelector> selector = deploy::ParseLabelSelector(request.label_selector());
+    if (!selector.ok()) {
+      return InvalidArgumentForField(
+          "label_selector", absl::StrCat("label_selector: ", selector.status().message()));
+    }
+    query.label_predicate = [selector = *std::move(selector)](const store::DeviceLabels& labels) {
+      return deploy::MatchesLabels(selector, labels);
+    };
+  }
+  query.page_size = request.page_size();
+  query.page_token = request.page_token();
+  ASSIGN_OR_RETURN(store::DevicePage page, fleet_->store().ListDevices(query));
+  v1::ListDevicesResponse response;
+  for (v1::Device& device : page.devices) *response.add_devices() = std::move(device);
+  response.set_next_page_token(page.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::Device> FleetQueries::GetDevice(const v1::GetDeviceRequest& request) {
+  if (request.device_id().empty()) return InvalidArgumentForField("device_id", "device_id is required");
+  return fleet_->store().GetDevice(request.device_id());
+}
+
+absl::StatusOr<v1::FleetSummaryResponse> FleetQueries::FleetSummary(
+    const v1::FleetSummaryRequest& request) {
+  absl::Time since = absl::InfinitePast();
+  if (request.has_seen_since()) {
+    ASSIGN_OR_RETURN(since, TimeFrom(request.seen_since(), "seen_since"));
+  }
+  return fleet_->store().FleetSummary(since);
+}
+
+absl::StatusOr<v1::GetVerificationMatrixResponse> FleetQueries::VerificationMatrix() {
+  return fleet_->VerificationMatrix();
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,28 @@
+// What FleetAdmin answers about the fleet: the device registry, the counts
+// by class x path, and the verification matrix. Independent of gRPC and of
+// who is asking (FleetAdminService checks the operator first).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "server/fleet/fleet_state.h"
+#include "weightpath/v1/fleet.pb.h"
+
+namespace weightpath::server {
+
+class FleetQueries {
+ public:
+  explicit FleetQueries(FleetState* fleet) : fleet_(fleet) {}
+
+  // INVALID_ARGUMENT naming label_selector, page_size or page_token.
+  absl::StatusOr<v1::ListDevicesResponse> ListDevices(const v1::ListDevicesRequest& request);
+  // INVALID_ARGUMENT for an empty device_id; NOT_FOUND naming it.
+  absl::StatusOr<v1::Device> GetDevice(const v1::GetDeviceRequest& request);
+  // Without seen_since: every device ever recorded.
+  absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(const v1::FleetSummaryRequest& request);
+  absl::StatusOr<v1::GetVerificationMatrixResponse> VerificationMatrix();
+
+ private:
+  FleetState* const fleet_;
+};
+
+}  // namespace weightpath::server

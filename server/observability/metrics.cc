@@ -1,0 +1,409 @@
+#include "server/observability/metrics.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "policy/hardware_class.h"
+#include "weightpath/v1/fleet_admin.grpc.pb.h"
+#include "weightpath/v1/weightpath.grpc.pb.h"
+
+namespace weightpath::server {
+ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)),
+      resolve_stats_(std::make_shared<ResolveStats>()),
+      process_stats_(std::make_shared<ProcessStats>()),
+      reloads_(prometheus::BuildCounter()
+                   .Name("weightpath_policy_reloads_total")
+                   .Help("Policy and catalog reloads by result; an error keeps the last "
+                         "good pair serving")
+                   .Register(*registry_)),
+      reloads_succeeded_(reloads_.Add({{"result", "success"}})),
+      reloads_failed_(reloads_.Add({{"result", "error"}})),
+      policy_info_(prometheus::BuildGauge()
+                       .Name("weightpath_policy_info")
+                       .Help("Always 1; labelled with the policy and catalog versions in force")
+                       .Register(*registry_)),
+      catalog_signed_(prometheus::BuildGauge()
+                          .Name("weightpath_catalog_signed")
+                          .Help("1 when the catalog in force comes from TUF targets metadata the "
+                                "server verified against its trusted root (--catalog DIR with "
+                                "--catalog_root), 0 for a plain YAML catalog (unsigned)")
+                          .Register(*registry_)
+                          .Add({})),
+      catalog_expires_(prometheus::BuildGauge()
+                           .Name("weightpath_catalog_metadata_expires_timestamp_seconds")
+                           .Help("Signed catalog only: when the first of its verified root, "
+                                 "timestamp, snapshot and targets expires (Unix seconds); "
+                                 "devices refuse new artifacts from then on")
+                           .Register(*registry_)),
+      measurements_(prometheus::BuildCounter()
+                        .Name("weightpath_measurements_total")
+                        .Help("Measurements recorded (retries of a known key excluded), by the "
+                              "device's hardware class and the path measured")
+                        .Register(*registry_)),
+      measurement_regressions_(prometheus::BuildCounter()
+                                   .Name("weightpath_measurement_regressions_total")
+                                   .Help("Recorded measurements below the configured fraction "
+                                         "of the policy's expectation for the same CPU")
+                                   .Register(*registry_)),
+      fleet_records_dropped_(prometheus::BuildCounter()
+                                 .Name("weightpath_fleet_records_dropped_total")
+                                 .Help("Device records dropped because the write-behind queue "
+                                       "was full; resolving went on")
+                                 .Register(*registry_)
+                                 .Add({})),
+      fleet_records_flushed_(prometheus::BuildCounter()
+                                 .Name("weightpath_fleet_records_flushed_total")
+                                 .Help("Device records the write-behind queue wrote to the store")
+                                 .Register(*registry_)
+                                 .Add({})),
+      fleet_flush_failed_batches_(prometheus::BuildCounter()
+                                      .Name("weightpath_fleet_flush_failed_batches_total")
+                                      .Help("Write-behind batches the store refused")
+                                      .Register(*registry_)
+                                      .Add({})),
+      fleet_flush_failed_records_(prometheus::BuildCounter()
+                                      .Name("weightpath_fleet_flush_failed_records_total")
+                                      .Help("Device records lost in refused write-behind batches")
+                                      .Register(*registry_)
+                                      .Add({})),
+      fleet_flush_requeued_records_(
+          prometheus::BuildCounter()
+              .Name("weightpath_fleet_flush_requeued_records_total")
+              .Help("Device records of batches the store refused as unavailable, queued again "
+                    "for the next flush (once per refusal)")
+              .Register(*registry_)
+              .Add({})),
+      fleet_queue_pending_(prometheus::BuildGauge()
+                               .Name("weightpath_fleet_queue_pending_records")
+                               .Help("Device records waiting in the write-behind queue at the "
+                                     "last fleet refresh (--fleet_refresh_interval)")
+                               .Register(*registry_)
+                               .Add({})),
+      store_up_(prometheus::BuildGauge()
+                    .Name("weightpath_store_up")
+                    .Help("1 while the fleet store answers, 0 while it cannot be reached")
+                    .Register(*registry_)
+                    .Add({})),
+      devices_seen_(prometheus::BuildGauge()
+                        .Name("weightpath_devices_seen")
+                        .Help("Devices whose last resolve is within --devices_seen_window, by "
+                              "hardware class and path, read from the store")
+                        .Register(*registry_)),
+      path_verified_(prometheus::BuildGauge()
+                         .Name("weightpath_path_verified")
+                         .Help("1 when the path is verified on the hardware class (by the "
+                               "policy or fleet evidence for some CPU model), else 0")
+                         .Register(*registry_)) {
+  prometheus::Family<prometheus::Counter>& timestamps =
+      prometheus::BuildCounter()
+          .Name("weightpath_timestamp_signatures_total")
+          .Help("timestamp.json versions the server signed with --timestamp_key (success), and "
+                "rounds that failed (error)")
+          .Register(*registry_);
+  timestamps_signed_ = &timestamps.Add({{"result", "success"}});
+  timestamps_failed_ = &timestamps.Add({{"result", "error"}});
+  prometheus::Family<prometheus::Counter>& shed =
+      prometheus::BuildCounter()
+          .Name("weightpath_device_calls_shed_total")
+          .Help("Device calls refused RESOURCE_EXHAUSTED by --device_rate_limit (limit "
+                "\"device_rate\") or --max_inflight_device_calls (\"inflight\")")
+          .Register(*registry_);
+  const char* const methods[] = {"ResolveWeightPath", "ReportMeasurement", "ReportOutcome"};
+  const char* const limits[] = {"device_rate", "inflight"};
+  for (int method = 0; method < 3; ++method) {
+    for (int limit = 0; limit < 2; ++limit) {
+      shed_[method][limit] = &shed.Add({{"method", methods[method]}, {"limit", limits[limit]}});
+    }
+  }
+  prometheus::BuildGauge()
+      .Name("weightpath_build_info")
+      .Help("Always 1; labelled with the server's version")
+      .Register(*registry_)
+      .Add({{"version", WEIGHTPATH_VERSION}})
+      .Set(1);
+}
+
+void ServerMetrics::RecordResolve(const ResolveSummary& summary, int code, double seconds) {
+  resolve_stats_->Record(summary, code, seconds);
+}
+
+void ServerMetrics::RecordReload(bool succeeded) {
+  (succeeded ? reloads_succeeded_ : reloads_failed_).Increment();
+}
+
+void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
+                                  absl::string_view catalog_version) {
+  absl::MutexLock lock(&policy_info_mutex_);
+  if (policy_info_series_ != nullptr) policy_info_.Remove(policy_info_series_);
+  policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
+                                           {"catalog_version", std::string(catalog_version)}});
+  policy_info_series_->Set(1);
+}
+
+void ServerMetrics::SetCatalogTrust(const CatalogTrust& trust) {
+  catalog_signed_.Set(trust.signed_catalog ? 1 : 0);
+  absl::MutexLock lock(&policy_info_mutex_);
+  if (!trust.signed_catalog || trust.metadata_expires == absl::InfiniteFuture()) {
+    if (catalog_expires_series_ != nullptr) catalog_expires_.Remove(catalog_expires_series_);
+    catalog_expires_series_ = nullptr;
+    return;
+  }
+  if (catalog_expires_series_ == nullptr) catalog_expires_series_ = &catalog_expires_.Add({});
+  catalog_expires_series_->Set(static_cast<double>(absl::ToUnixSeconds(trust.metadata_expires)));
+}
+
+void ServerMetrics::RecordTimestampSigned(bool succeeded) {
+  (succeeded ? timestamps_signed_ : timestamps_failed_)->Increment();
+}
+
+void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
+                                      bool regression) {
+  const prometheus::Labels labels = {{"hardware_class", std::string(hardware_class)},
+                                     {"path", std::string(path)}};
+  measurements_.Add(labels).Increment();
+  if (regression) measurement_regressions_.Add(labels).Increment();
+}
+
+void ServerMetrics::RecordFleetRecordDropped() { fleet_records_dropped_.Increment(); }
+
+void ServerMetrics::SetWriteBehind(const store::WriteBehindCounters& counters) {
+  absl::MutexLock lock(&fleet_mutex_);
+  fleet_records_flushed_.Increment(
+      static_cast<double>(counters.flushed - last_write_behind_.flushed));
+  fleet_flush_failed_batches_.Increment(
+      static_cast<double>(counters.failed_batches - last_write_behind_.failed_batches));
+  fleet_flush_failed_records_.Increment(
+      static_cast<double>(counters.failed_records - last_write_behind_.failed_records));
+  fleet_flush_requeued_records_.Increment(
+      static_cast<double>(counters.requeued - last_write_behind_.requeued));
+  last_write_behind_ = counters;
+}
+
+void ServerMetrics::SetWriteBehindPending(size_t records) {
+  fleet_queue_pending_.Set(static_cast<double>(records));
+}
+
+void ServerMetrics::SetStoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
+
+namespace {
+
+// Sets every series in `values`, zeroes the ones that vanished (a class and
+// path nobody runs any more still answers 0 rather than a stale count).
+template <typename Value>
+void ReplaceGaugeSeries(const std::map<ServerMetrics::ClassAndPath, Value>& values,
+                        prometheus::Family<prometheus::Gauge>& family,
+                        std::map<ServerMetrics::ClassAndPath, prometheus::Gauge*>& series) {
+  for (auto& [key, gauge] : series) {
+    if (values.count(key) == 0) gauge->Set(0);
+  }
+  for (const auto& [key, value] : values) {
+    prometheus::Gauge*& gauge = series[key];
+    if (gauge == nullptr) {
+      gauge = &family.Add({{"hardware_class", key.first}, {"path", key.second}});
+    }
+    gauge->Set(static_cast<double>(value));
+  }
+}
+
+}  // namespace
+
+void ServerMetrics::SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts) {
+  absl::MutexLock lock(&fleet_mutex_);
+  ReplaceGaugeSeries(counts, devices_seen_, devices_seen_series_);
+}
+
+void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified) {
+  absl::MutexLock lock(&fleet_mutex_);
+  // Every class and path the policy or the fleet knows gets its measurement
+  // counters at 0, so increase() sees the first measurement and regression.
+  for (const auto& [key, unused] : verified) {
+    const prometheus::Labels labels = {{"hardware_class", key.first}, {"path", key.second}};
+    measurements_.Add(labels);
+    measurement_regressions_.Add(labels);
+  }
+  ReplaceGaugeSeries(verified, path_verified_, path_verified_series_);
+}
+
+namespace {
+
+// gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
+constexpr int kStatusCodes = 17;
+using CountersByCode = std::array<prometheus::Counter*, kStatusCodes>;
+
+class CallCounter final : public grpc::experimental::Interceptor {
+ public:
+  explicit CallCounter(const CountersByCode& counters) : counters_(counters) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const int code = methods->GetSendStatus().error_code();
+      if (code >= 0 && code < kStatusCodes) counters_[code]->Increment();
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const CountersByCode& counters_;
+};
+
+// Keyed by the full method path gRPC reports ("/weightpath.v1.FleetAdmin/
+// ListDevices"); a path outside the map (another service, a method nobody
+// serves) is not counted, so clients cannot add series.
+class CallCounterFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit CallCounterFactory(absl::flat_hash_map<std::string, CountersByCode> counters)
+      : counters_(std::move(counters)) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    const auto found = counters_.find(info->method());
+    return found == counters_.end() ? nullptr : new CallCounter(found->second);
+  }
+
+ private:
+  const absl::flat_hash_map<std::string, CountersByCode> counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+ServerMetrics::MakeCallCounter() {
+  prometheus::Family<prometheus::Counter>& family =
+      prometheus::BuildCounter()
+          .Name("weightpath_rpc_requests_total")
+          .Help("FleetAdmin calls and ReportMeasurement / ReportOutcome calls by method "
+                "(Service/Method) and gRPC status code; ResolveWeightPath is "
+                "weightpath_resolve_requests_total")
+          .Register(*registry_);
+  std::vector<std::pair<const google::protobuf::ServiceDescriptor*, std::string>> methods;
+  const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
+  const google::protobuf::ServiceDescriptor* admin =
+      pool->FindServiceByName(v1::FleetAdmin::service_full_name());
+  for (int i = 0; i < admin->method_count(); ++i) methods.emplace_back(admin, admin->method(i)->name());
+  const google::protobuf::ServiceDescriptor* device =
+      pool->FindServiceByName(v1::WeightPath::service_full_name());
+  methods.emplace_back(device, "ReportMeasurement");
+  methods.emplace_back(device, "ReportOutcome");
+  absl::flat_hash_map<std::string, CountersByCode> counters;
+  for (const auto& [service, method] : methods) {
+    CountersByCode& by_code = counters[absl::StrCat("/", service->full_name(), "/", method)];
+    for (int code = 0; code < kStatusCodes; ++code) {
+      by_code[code] = &family.Add(
+          {{"method", absl::StrCat(service->name(), "/", method)},
+           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+    }
+  }
+  return std::make_unique<CallCounterFactory>(std::move(counters));
+}
+
+void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {
+  if (reason == ShedReason::kNone) return;
+  shed_[static_cast<int>(method)][reason == ShedReason::kDeviceRate ? 0 : 1]->Increment();
+}
+
+namespace {
+
+prometheus::MetricFamily OneSample(const std::string& name, const std::string& help,
+                                   prometheus::MetricType type, double value) {
+  prometheus::MetricFamily family;
+  family.name = name;
+  family.help = help;
+  family.type = type;
+  prometheus::ClientMetric metric;
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(metric);
+  return family;
+}
+
+// Fields of /proc/self/stat from the third (state) on: the second, the
+// command name in parentheses, may itself hold spaces and parentheses.
+std::vector<std::string> StatFields() {
+  std::ifstream file("/proc/self/stat");
+  const std::string line((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t name_end = line.rfind(')');
+  if (name_end == std::string::npos) return {};
+  std::istringstream rest(line.substr(name_end + 1));
+  return {std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
+}
+
+// The kernel's boot time (Unix seconds), from /proc/stat's btime line.
+double BootTimeSeconds() {
+  std::ifstream file("/proc/stat");
+  std::string key;
+  double value = 0;
+  while (file >> key) {
+    if (key == "btime" && file >> value) return value;
+    file.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+int OpenFds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count - 1;  // the descriptor opendir itself holds
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> ProcessStats::Collect() const {
+  using prometheus::MetricType;
+  std::vector<prometheus::MetricFamily> families;
+  const std::vector<std::string> stat = StatFields();
+  // Indexes into StatFields(): proc(5) field numbers minus 3.
+  constexpr size_t kUserTicks = 11, kSystemTicks = 12, kStartTicks = 19, kVirtualBytes = 20,
+                   kResidentPages = 21;
+  if (stat.size() > kResidentPages) {
+    const double ticks_per_second = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const auto number = [&](size_t index) { return std::strtod(stat[index].c_str(), nullptr); };
+    families.push_back(OneSample("process_cpu_seconds_total",
+                                 "Total user and system CPU time spent in seconds.",
+                                 MetricType::Counter,
+                                 (number(kUserTicks) + number(kSystemTicks)) / ticks_per_second));
+    families.push_back(OneSample("process_resident_memory_bytes", "Resident memory size in bytes.",
+                                 MetricType::Gauge,
+                                 number(kResidentPages) * static_cast<double>(sysconf(_SC_PAGESIZE))));
+    families.push_back(OneSample("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                                 MetricType::Gauge, number(kVirtualBytes)));
+    families.push_back(OneSample(
+        "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+        MetricType::Gauge, BootTimeSeconds() + number(kStartTicks) / ticks_per_second));
+  }
+  const int open_fds = OpenFds();
+  if (open_fds >= 0) {
+    families.push_back(OneSample("process_open_fds", "Number of open file descriptors.",
+                                 MetricType::Gauge, open_fds));
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    families.push_back(OneSample("process_max_fds", "Maximum number of open file descriptors.",
+                                 MetricType::Gauge, static_cast<double>(limit.rlim_cur)));
+  }
+  return families;
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,129 @@
+// Every metric the server exports, defined in one place. Families are built
+// once and children looked up, never added, on the paths that run often; the
+// two resolve metrics are per-thread shards summed at scrape time
+// (server/resolve_stats.h).
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/security/device_call_limits.h"
+#include "server/observability/resolve_stats.h"
+#include "server/resolve/resolver.h"
+#include "store/write_behind.h"
+
+namespace weightpath::server {
+
+// The standard process_* metrics (CPU seconds, resident and virtual memory,
+// open and maximum fds, start time), read from /proc/self at scrape time:
+// prometheus-cpp has no process collector.
+class ProcessStats final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override;
+};
+
+// The device RPCs, as weightpath_device_calls_shed_total labels them.
+enum class DeviceCallMethod { kResolve, kReportMeasurement, kReportOutcome };
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+  // The resolve counters and latency (server/resolve_stats.h); whatever
+  // exposes registry() must expose this too.
+  const std::shared_ptr<ResolveStats>& resolve_stats() const { return resolve_stats_; }
+  // Likewise, the process_* metrics.
+  const std::shared_ptr<ProcessStats>& process_stats() const { return process_stats_; }
+
+  // `code` is an absl/gRPC status code number (they share the numbering).
+  void RecordResolve(const ResolveSummary& summary, int code, double seconds);
+  void RecordReload(bool succeeded);
+  // Replaces the single weightpath_policy_info series.
+  void SetPolicyInfo(absl::string_view policy_version, absl::string_view catalog_version);
+
+  // Whether the catalog in force was verified (weightpath_catalog_signed
+  // 1/0) and, for a signed one, when its metadata expires first.
+  void SetCatalogTrust(const CatalogTrust& trust);
+  // A timestamp.json the server signed with --timestamp_key, or a round
+  // that failed (server/timestamp_signer.h).
+  void RecordTimestampSigned(bool succeeded);
+
+  // Fleet registry and verification evidence (see server/fleet_state.h).
+  using ClassAndPath = std::pair<std::string, std::string>;
+  void RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
+                         bool regression);
+  void RecordFleetRecordDropped();
+  // The queue keeps running totals; the counters advance by what is new.
+  void SetWriteBehind(const store::WriteBehindCounters& counters);
+  // Records waiting in the write-behind queue.
+  void SetWriteBehindPending(size_t records);
+  void SetStoreUp(bool up);
+  // Replace the whole gauge: a pair missing from `counts` reads 0.
+  void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
+  void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
+
+  // Counts every FleetAdmin call and ReportMeasurement / ReportOutcome by
+  // method and status code (weightpath_rpc_requests_total), each pair at 0
+  // from the start; for grpc::ServerBuilder's interceptor creators.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeCallCounter();
+
+  // A device call refused by an overload guard (server/device_call_limits.h).
+  void RecordShed(DeviceCallMethod method, ShedReason reason);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  // Not in the registry: the exposer collects it next to it.
+  std::shared_ptr<ResolveStats> resolve_stats_;
+  std::shared_ptr<ProcessStats> process_stats_;
+  prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Counter& reloads_succeeded_;
+  prometheus::Counter& reloads_failed_;
+  prometheus::Family<prometheus::Gauge>& policy_info_;
+  prometheus::Gauge& catalog_signed_;
+  prometheus::Family<prometheus::Gauge>& catalog_expires_;
+  prometheus::Counter* timestamps_signed_ = nullptr;
+  prometheus::Counter* timestamps_failed_ = nullptr;
+
+  prometheus::Family<prometheus::Counter>& measurements_;
+  prometheus::Family<prometheus::Counter>& measurement_regressions_;
+  prometheus::Counter& fleet_records_dropped_;
+  prometheus::Counter& fleet_records_flushed_;
+  prometheus::Counter& fleet_flush_failed_batches_;
+  prometheus::Counter& fleet_flush_failed_records_;
+  prometheus::Counter& fleet_flush_requeued_records_;
+  prometheus::Gauge& fleet_queue_pending_;
+  prometheus::Gauge& store_up_;
+  prometheus::Family<prometheus::Gauge>& devices_seen_;
+  prometheus::Family<prometheus::Gauge>& path_verified_;
+  // [method][0: device rate, 1: in flight], all made at start.
+  prometheus::Counter* shed_[3][2] = {};
+
+  absl::Mutex fleet_mutex_;
+  store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);
+  std::map<ClassAndPath, prometheus::Gauge*> devices_seen_series_ ABSL_GUARDED_BY(fleet_mutex_);
+  std::map<ClassAndPath, prometheus::Gauge*> path_verified_series_ ABSL_GUARDED_BY(fleet_mutex_);
+
+  absl::Mutex policy_info_mutex_;
+  prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
+  prometheus::Gauge* catalog_expires_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
+};
+
+}  // namespace weightpath::server

@@ -1,0 +1,143 @@
+#include "server/observability/resolve_stats.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "policy/hardware_class.h"
+
+namespace weightpath::server {
+namespace {
+
+std::atomic<uint64_t> next_stats_id{1};
+
+std::string PriorityLabel(int8_t priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED: return "speed";
+    case v1::PRIORITY_FIDELITY: return "fidelity";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+size_t ResolveStats::KeyHash::operator()(const KeyView& key) const {
+  return absl::HashOf(key.hardware_class, key.path, key.priority, key.code);
+}
+
+ResolveStats::ResolveStats() : id_(next_stats_id.fetch_add(1)) {}
+
+ResolveStats::Shard& ResolveStats::ThreadShard() {
+  // Ids are never reused, so an entry of stats that no longer exist is
+  // never looked up again.
+  thread_local absl::flat_hash_map<uint64_t, Shard*> shards_of_thread;
+  thread_local uint64_t last_id = 0;
+  thread_local Shard* last_shard = nullptr;
+  if (last_id == id_) return *last_shard;
+  Shard*& shard = shards_of_thread[id_];
+  if (shard == nullptr) {
+    auto created = std::make_unique<Shard>();
+    shard = created.get();
+    absl::MutexLock lock(&shards_mutex_);
+    shards_.push_back(std::move(created));
+  }
+  last_id = id_;
+  last_shard = shard;
+  return *shard;
+}
+
+void ResolveStats::Record(const ResolveSummary& summary, int code, double seconds) {
+  const KeyView key{
+      static_cast<int8_t>(summary.hardware_class ? static_cast<int>(*summary.hardware_class) : -1),
+      summary.path_name, static_cast<int8_t>(summary.effective_priority), static_cast<int8_t>(code)};
+  const size_t bucket = static_cast<size_t>(
+      std::lower_bound(kBucketBounds.begin(), kBucketBounds.end(), seconds) - kBucketBounds.begin());
+  Shard& shard = ThreadShard();
+  absl::MutexLock lock(&shard.mutex);
+  auto it = shard.calls.find(key);
+  if (it == shard.calls.end()) {
+    // First call with this label tuple on this thread: the set is small and
+    // bounded (classes x path names x priorities x codes).
+    it = shard.calls.emplace(Key{key.hardware_class, std::string(key.path), key.priority, key.code}, 0)
+             .first;
+  }
+  ++it->second;
+  ++shard.buckets[bucket];
+  shard.seconds_sum += seconds;
+  if (summary.unchanged) ++shard.unchanged;
+}
+
+std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
+  using LabelTuple = std::tuple<int8_t, std::string, int8_t, int8_t>;
+  std::map<LabelTuple, uint64_t> calls;
+  std::array<uint64_t, kBucketBounds.size() + 1> buckets = {};
+  double seconds_sum = 0;
+  uint64_t unchanged = 0;
+  {
+    absl::MutexLock shards_lock(&shards_mutex_);
+    for (const std::unique_ptr<Shard>& shard : shards_) {
+      absl::MutexLock lock(&shard->mutex);
+      for (const auto& [key, count] : shard->calls) {
+        calls[{key.hardware_class, key.path, key.priority, key.code}] += count;
+      }
+      for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += shard->buckets[i];
+      seconds_sum += shard->seconds_sum;
+      unchanged += shard->unchanged;
+    }
+  }
+
+  prometheus::MetricFamily requests;
+  requests.name = "weightpath_resolve_requests_total";
+  requests.help = "ResolveWeightPath calls by hardware class, path, effective priority and gRPC status code";
+  requests.type = prometheus::MetricType::Counter;
+  for (const auto& [labels, count] : calls) {
+    const auto& [hardware_class, path, priority, code] = labels;
+    prometheus::ClientMetric metric;
+    metric.label = {
+        {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))},
+        {"hardware_class",
+         hardware_class < 0 ? std::string()
+                            : std::string(policy::HardwareClassName(
+                                  static_cast<policy::HardwareClass>(hardware_class)))},
+        {"path", path},
+        {"priority", PriorityLabel(priority)}};
+    metric.counter.value = static_cast<double>(count);
+    requests.metric.push_back(std::move(metric));
+  }
+
+  prometheus::MetricFamily duration;
+  duration.name = "weightpath_resolve_duration_seconds";
+  duration.help = "Time spent in the ResolveWeightPath handler, validation included";
+  duration.type = prometheus::MetricType::Histogram;
+  prometheus::ClientMetric histogram;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    cumulative += buckets[i];
+    prometheus::ClientMetric::Bucket bucket;
+    bucket.cumulative_count = cumulative;
+    bucket.upper_bound =
+        i < kBucketBounds.size() ? kBucketBounds[i] : std::numeric_limits<double>::infinity();
+    histogram.histogram.bucket.push_back(bucket);
+  }
+  histogram.histogram.sample_count = cumulative;
+  histogram.histogram.sample_sum = seconds_sum;
+  duration.metric.push_back(std::move(histogram));
+
+  // Apart from the requests counter, so its label set stays as it was; it
+  // exists at 0 from the start.
+  prometheus::MetricFamily unchanged_answers;
+  unchanged_answers.name = "weightpath_resolve_unchanged_total";
+  unchanged_answers.help =
+      "ResolveWeightPath calls answered \"unchanged\": the device already held the decision";
+  unchanged_answers.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric unchanged_metric;
+  unchanged_metric.counter.value = static_cast<double>(unchanged);
+  unchanged_answers.metric.push_back(std::move(unchanged_metric));
+  return {std::move(requests), std::move(duration), std::move(unchanged_answers)};
+}
+
+}  // namespace weightpath::server

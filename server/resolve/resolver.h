@@ -1,0 +1,90 @@
+// Turns a validated request and one snapshot into a response. Independent of
+// gRPC so fleet recording, verification evidence, rollouts and
+// ExplainDecision can wrap or reuse it.
+//
+// A response is built in two parts. The decided part (class, path, artifact,
+// engine kwargs, versions) depends only on the decision and the snapshot, so
+// the server encodes it once per decision (server/response_cache.h). The
+// per-call part carries what can differ between two devices given the same
+// decision: `verified` and its evidence, the rollout attribution, a pinned
+// artifact and the resolve interval. The response is the decided part
+// merged with the per-call part (protobuf merge: set fields of the second
+// win, sub-messages merge); server/resolve_wire.h writes that merged
+// message's encoding without building it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "policy/hardware_class.h"
+#include "server/config/catalog.h"
+#include "server/config/policy_snapshot.h"
+#include "server/resolve/rollout_resolve.h"
+#include "weightpath/v1/rollout.pb.h"
+#include "weightpath/v1/weightpath.pb.h"
+
+namespace weightpath::server {
+
+// What the metrics need to know about a call, filled as far as resolving got
+// (an unknown model still has a hardware class and a path).
+struct ResolveSummary {
+  std::optional<policy::HardwareClass> hardware_class;
+  absl::string_view path_name;  // owned by the snapshot's policy
+  v1::Priority effective_priority = v1::PRIORITY_UNSPECIFIED;
+  bool unchanged = false;  // answered "unchanged" to the device's known etag
+};
+
+// One device's decision against one snapshot; pointers into the snapshot.
+struct ResolvedDecision {
+  ShapedResolve shaped;
+  const policy::PathDefinition* path = nullptr;
+  const std::string* model = nullptr;  // the request's, or the catalog default
+  const CatalogArtifact* artifact = nullptr;
+
+  bool artifact_pinned() const { return shaped.resolution.pinned_artifact.has_value(); }
+};
+
+// NOT_FOUND naming the known models when `request.model` is not in the
+// catalog; INVALID_ARGUMENT when the profile cannot be classified.
+// `rollouts` (the in-memory cache's) may shape the decision
+// (deploy::ResolveWithRollouts). `request` and `snapshot` must outlive the
+// result.
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts = {});
+
+// Everything but the per-call fields; `verified` stays unset and the
+// artifact is left out when a rollout pinned one.
+void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* decided);
+// `verified` as the policy states it, the rollout attribution, a pinned
+// artifact and the resolve interval. decision_etag is the caller's to set,
+// once the per-call part is final.
+void FillPerCallPart(const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call);
+
+// What the decided part says that a device acts on (hardware class, the
+// spec's build fields, artifact, engine kwargs, effective priority, model),
+// as stable bytes: equal on every replica and every call for the same
+// decision. Rationale, notes, expected figures, versions and the matched
+// rule are left out: a device does nothing different when only they change.
+std::string ActedOnBytes(const v1::ResolveWeightPathResponse& decided);
+
+// decision_etag: a hash of ActedOnBytes(decided) and of what the per-call
+// part changes of it (rollout attribution, a pinned artifact). 32 hex digits.
+std::string DecisionEtag(absl::string_view acted_on_bytes,
+                         const v1::ResolveWeightPathResponse& per_call);
+
+// The whole response in one message: Decide, then both parts merged. When
+// given, `considered` receives why each rollout did or did not apply
+// (ExplainDecision). The response carries its decision_etag.
+absl::Status Resolve(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* response, ResolveSummary* summary,
+                     const std::vector<v1::Rollout>& rollouts = {},
+                     std::vector<std::string>* considered = nullptr);
+
+}  // namespace weightpath::server

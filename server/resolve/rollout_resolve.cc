@@ -1,0 +1,30 @@
+#include "server/resolve/rollout_resolve.h"
+
+namespace weightpath::server {
+
+absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
+                                            const v1::ResolveWeightPathRequest& request,
+                                            const std::vector<v1::Rollout>& rollouts,
+                                            const deploy::ResolveIntervalSettings& settings) {
+  absl::StatusOr<deploy::RolloutResolution> resolution = deploy::ResolveWithRollouts(
+      policy, request.profile(), request.priority(), request.labels(), request.device_id(),
+      rollouts);
+  if (!resolution.ok()) return resolution.status();
+  ShapedResolve shaped;
+  shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(
+      rollouts, request.labels(), resolution->decision.hardware_class, settings);
+  shaped.resolution = *std::move(resolution);
+  return shaped;
+}
+
+void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* response) {
+  if (!shaped.resolution.attribution.rollout_id().empty()) {
+    *response->mutable_rollout() = shaped.resolution.attribution;
+  }
+  if (shaped.resolution.pinned_artifact.has_value()) {
+    *response->mutable_artifact() = *shaped.resolution.pinned_artifact;
+  }
+  response->set_resolve_interval_seconds(shaped.resolve_interval_seconds);
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,57 @@
+// The rollout operations behind the FleetAdmin RPCs, over the store and the
+// in-memory cache, independent of gRPC so tests drive them directly:
+// create (validated by deploy::StartRollout), get, list, and the operator
+// transitions, each retried on a stale revision (another replica or the
+// reconcile loop wrote in between) by re-reading and re-applying.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "policy/policy.h"
+#include "server/rollout/rollout_cache.h"
+#include "server/rollout/rollout_metrics.h"
+#include "store/store.h"
+#include "weightpath/v1/rollout.pb.h"
+
+namespace weightpath::server {
+
+struct RolloutDependencies {
+  store::FleetStore* store = nullptr;
+  RolloutCache* cache = nullptr;
+  RolloutMetrics* metrics = nullptr;  // optional
+  std::function<std::shared_ptr<const policy::Policy>()> policy;
+  std::function<absl::Time()> now;
+};
+
+// How many times a transition re-reads after ABORTED before giving up.
+inline constexpr int kMaxRevisionRetries = 5;
+
+class RolloutAdmin {
+ public:
+  explicit RolloutAdmin(RolloutDependencies dependencies) : deps_(std::move(dependencies)) {}
+
+  // INVALID_ARGUMENT naming the field; ALREADY_EXISTS naming the id.
+  absl::StatusOr<v1::Rollout> Create(const v1::Rollout& spec);
+  // NOT_FOUND naming the id (INVALID_ARGUMENT for an empty one).
+  absl::StatusOr<v1::Rollout> Get(const std::string& id);
+  absl::StatusOr<std::vector<v1::Rollout>> List();
+  // FAILED_PRECONDITION naming the state (or the breached gate, for advance).
+  absl::StatusOr<v1::Rollout> Pause(const std::string& id, const std::string& reason);
+  absl::StatusOr<v1::Rollout> Resume(const std::string& id, const std::string& reason);
+  absl::StatusOr<v1::Rollout> Advance(const std::string& id, const std::string& reason);
+  absl::StatusOr<v1::Rollout> Abort(const std::string& id, const std::string& reason);
+
+ private:
+  using Transition = std::function<absl::StatusOr<v1::Rollout>(const v1::Rollout&)>;
+  // Read, transform, compare-and-swap; again from the read on ABORTED.
+  absl::StatusOr<v1::Rollout> Transact(const std::string& id, const Transition& transition);
+
+  RolloutDependencies deps_;
+};
+
+}  // namespace weightpath::server

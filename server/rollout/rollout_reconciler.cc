@@ -1,0 +1,94 @@
+#include "server/rollout/rollout_reconciler.h"
+
+#include "deploy/cohort_outcomes.h"
+#include "server/rollout/rollout_fleet.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::server {
+
+RolloutReconciler::RolloutReconciler(RolloutDependencies dependencies)
+    : deps_(std::move(dependencies)) {}
+
+RolloutReconciler::~RolloutReconciler() { Stop(); }
+
+absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() {
+  absl::StatusOr<std::vector<store::StoredRollout>> stored = deps_.store->ListRollouts();
+  if (!stored.ok()) return stored.status();
+  for (const store::StoredRollout& each : *stored) deps_.cache->Publish(each.rollout, each.revision);
+
+  std::vector<ReconcileResult> results;
+  bool any_progressing = false;
+  for (const store::StoredRollout& each : *stored) {
+    any_progressing |= each.rollout.state() == v1::ROLLOUT_STATE_PROGRESSING;
+    if (deps_.metrics != nullptr) deps_.metrics->SetRollout(each.rollout);
+  }
+  if (!any_progressing) return results;
+
+  absl::StatusOr<FleetSnapshot> fleet = LoadFleetSnapshot(*deps_.store);
+  if (!fleet.ok()) return fleet.status();
+  const absl::Time now = deps_.now();
+  for (const store::StoredRollout& each : *stored) {
+    const v1::Rollout& rollout = each.rollout;
+    if (rollout.state() != v1::ROLLOUT_STATE_PROGRESSING) continue;
+    const deploy::FleetSplit split = deploy::SplitFleet(rollout, FleetFor(*fleet, rollout.id()));
+    const deploy::RolloutVerdict verdict =
+        deploy::EvaluateRollout(rollout, split.members, split.control, now);
+    const v1::Rollout next = deploy::ApplyVerdict(rollout, verdict, now);
+
+    ReconcileResult result;
+    result.rollout_id = rollout.id();
+    result.step = verdict.step;
+    result.stage = verdict.stage;
+    result.reason = verdict.reason;
+    absl::StatusOr<int64_t> revision = deps_.store->UpdateRollout(next, each.revision);
+    if (revision.ok()) {
+      result.stored = true;
+      deps_.cache->Publish(next, *revision);
+      if (deps_.metrics != nullptr) {
+        deps_.metrics->SetRollout(next);
+        if (verdict.step == deploy::RolloutStep::kPause ||
+            verdict.step == deploy::RolloutStep::kRollback) {
+          for (const deploy::GateReading& gate : verdict.gates) {
+            if (gate.breached) deps_.metrics->CountGateBreach(rollout.id(), gate.gate);
+          }
+          for (const deploy::SequentialGateReading& gate : verdict.sequential_gates) {
+            if (gate.verdict == deploy::GateVerdict::kFail) {
+              deps_.metrics->CountGateBreach(rollout.id(), gate.gate);
+            }
+          }
+        }
+      }
+      if (verdict.step != deploy::RolloutStep::kHold) {
+        spdlog::info("rollout {}: {} -> stage {}/{}: {}", rollout.id(),
+                     std::string(deploy::RolloutStepName(verdict.step)), verdict.stage + 1,
+                     rollout.stages_size(), verdict.reason);
+      }
+    } else if (revision.status().code() == absl::StatusCode::kAborted) {
+      // Another replica or an operator wrote first; their state is newer.
+      spdlog::debug("rollout {}: changed by another writer, next pass", rollout.id());
+    } else {
+      return revision.status();
+    }
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+void RolloutReconciler::Start(absl::Duration interval) {
+  if (thread_ != nullptr) return;
+  thread_ = std::make_unique<std::thread>([this, interval] {
+    do {
+      absl::StatusOr<std::vector<ReconcileResult>> pass = ReconcileOnce();
+      if (!pass.ok()) spdlog::warn("rollout reconcile: {}", pass.status().ToString());
+    } while (!stop_.WaitForNotificationWithTimeout(interval));
+  });
+}
+
+void RolloutReconciler::Stop() {
+  if (thread_ == nullptr) return;
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  thread_->join();
+  thread_.reset();
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,97 @@
+#include "server/security/tls.h"
+
+#include <grpc/grpc_security_constants.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "grpcpp/security/server_credentials.h"
+#include "server/config/file_fingerprint.h"
+
+namespace weightpath::server {
+namespace {
+
+absl::string_view HostOf(absl::string_view host_port) {
+  if (absl::StartsWith(host_port, "[")) {
+    const size_t close = host_port.find(']');
+    return close == absl::string_view::npos ? host_port : host_port.substr(1, close - 1);
+  }
+  const size_t colon = host_port.rfind(':');
+  // More than one colon without brackets is a bare IPv6 address.
+  if (colon == absl::string_view::npos || host_port.find(':') != colon) return host_port;
+  return host_port.substr(0, colon);
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path, 1024 * 1024);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
+  }
+  if (!absl::StrContains(*text, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is not PEM"));
+  }
+  return text;
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(absl::string_view host_port) {
+  const absl::string_view host = HostOf(host_port);
+  if (host == "localhost" || host == "::1") return true;
+  const std::vector<absl::string_view> octets = absl::StrSplit(host, '.');
+  if (octets.size() != 4 || octets[0] != "127") return false;
+  for (absl::string_view octet : octets) {
+    int value = 0;
+    if (!absl::SimpleAtoi(octet, &value) || value < 0 || value > 255) return false;
+  }
+  return true;
+}
+
+absl::Status CheckTransportPolicy(const ServerConfig& config) {
+  if (!config.tls_cert_path.empty() || IsLoopbackAddress(config.listen) || config.insecure) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--listen=", config.listen,
+      " is not a loopback address: serve it with --tls_cert and --tls_key, or pass --insecure "
+      "to accept plaintext gRPC there"));
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
+    const ServerConfig& config) {
+  if (config.tls_cert_path.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair key_cert;
+  ASSIGN_OR_RETURN(key_cert.cert_chain, ReadPem(config.tls_cert_path, "tls_cert"));
+  ASSIGN_OR_RETURN(key_cert.private_key, ReadPem(config.tls_key_path, "tls_key"));
+  options.pem_key_cert_pairs.push_back(std::move(key_cert));
+  if (!config.client_ca_path.empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(config.client_ca_path, "client_ca"));
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::Status CheckDeviceIdentity(const grpc::AuthContext& auth_context,
+                                 absl::string_view device_id) {
+  for (const char* property :
+       {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME,
+        GRPC_PEER_URI_PROPERTY_NAME}) {
+    for (const grpc::string_ref& identity : auth_context.FindPropertyValues(property)) {
+      if (absl::string_view(identity.data(), identity.size()) == device_id) {
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "device_id \"", device_id,
+      "\" does not match the client certificate's common name or subject alternative names"));
+}
+
+}  // namespace weightpath::server

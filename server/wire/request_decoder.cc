@@ -1,0 +1,246 @@
+#include "server/wire/request_decoder.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace weightpath::server {
+namespace {
+
+constexpr int kRequestProfileField = 2;   // ResolveWeightPathRequest.profile
+constexpr int kProfileCpuFlagsField = 3;  // HardwareProfile.cpu_flags
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+constexpr int kProfileClustersField = 6;  // HardwareProfile.clusters
+
+constexpr uint8_t TagByte(int field) { return static_cast<uint8_t>(field << 3 | 2); }
+
+// Reads a varint at `*pos`; false when truncated or longer than ten bytes.
+bool ReadVarint(absl::string_view wire, size_t* pos, uint64_t* value) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64 && *pos < wire.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(wire[(*pos)++]);
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+struct Field {
+  uint32_t number = 0;
+  uint32_t wire_type = 0;
+  size_t start = 0;         // first byte of the tag
+  absl::string_view value;  // length-delimited payload (only for that type)
+};
+
+// Steps over one field; false on anything the fast path does not handle.
+bool NextField(absl::string_view wire, size_t* pos, Field* field) {
+  field->start = *pos;
+  uint64_t tag = 0;
+  if (!ReadVarint(wire, pos, &tag) || tag > UINT32_MAX) return false;
+  field->number = static_cast<uint32_t>(tag >> 3);
+  field->wire_type = static_cast<uint32_t>(tag & 7);
+  if (field->number == 0) return false;
+  uint64_t scalar = 0;
+  switch (field->wire_type) {
+    case kVarint:
+      return ReadVarint(wire, pos, &scalar);
+    case kFixed64:
+      if (wire.size() - *pos < 8) return false;
+      *pos += 8;
+      return true;
+    case kFixed32:
+      if (wire.size() - *pos < 4) return false;
+      *pos += 4;
+      return true;
+    case kLengthDelimited: {
+      uint64_t length = 0;
+      if (!ReadVarint(wire, pos, &length) || length > wire.size() - *pos) return false;
+      field->value = wire.substr(*pos, length);
+      *pos += length;
+      return true;
+    }
+    default:  // groups (3, 4) and the invalid types 6 and 7
+      return false;
+  }
+}
+
+// The end of the run of length-delimited fields with one-byte tag `tag`
+// starting at `start`; `start` when a length there is malformed.
+size_t RunEnd(absl::string_view wire, size_t start, uint8_t tag) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(wire.data());
+  size_t pos = start;
+  while (pos < wire.size() && bytes[pos] == tag) {
+    size_t next = pos + 1;
+    uint64_t length = 0;
+    if (next < wire.size() && bytes[next] < 0x80) {  // every flag: a one-byte length
+      length = bytes[next++];
+    } else if (!ReadVarint(wire, &next, &length)) {
+      return start;
+    }
+    if (length > wire.size() - next) return start;
+    pos = next + length;
+  }
+  return pos;
+}
+
+// Calls `each` with every element's bytes in a run RunEnd accepted.
+template <typename Each>
+bool ForEachInRun(absl::string_view run, Each each) {
+  for (size_t pos = 0; pos < run.size();) {
+    size_t next = pos + 1;
+    uint64_t length = 0;
+    ReadVarint(run, &next, &length);
+    if (!each(run.substr(next, length))) return false;
+    pos = next + length;
+  }
+  return true;
+}
+
+bool ParseElement(absl::string_view bytes, std::string* flag) {
+  uint8_t seen = 0;
+  for (const char c : bytes) seen |= static_cast<uint8_t>(c);
+  if ((seen & 0x80) != 0) return false;  // protobuf decides on UTF-8
+  flag->append(bytes.data(), bytes.size());  // a cleared string: capacity kept
+  return true;
+}
+
+bool ParseElement(absl::string_view bytes, v1::CpuCluster* cluster) {
+  return cluster->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+}  // namespace
+
+template <typename Element>
+google::protobuf::RepeatedPtrField<Element>* KeptRuns<Element>::Find(absl::string_view run) {
+  for (Entry& entry : entries_) {
+    if (entry.wire.size() == run.size() &&
+        std::memcmp(entry.wire.data(), run.data(), run.size()) == 0) {
+      return &entry.elements;
+    }
+  }
+  Entry& entry = entries_[next_victim_];
+  next_victim_ = (next_victim_ + 1) % kEntries;
+  entry.wire.clear();
+  entry.elements.Clear();  // keeps the elements for Add() to reuse
+  if (!ForEachInRun(run, [&](absl::string_view bytes) {
+        return ParseElement(bytes, entry.elements.Add());
+      })) {
+    entry.elements.Clear();
+    return nullptr;
+  }
+  entry.wire.assign(run.data(), run.size());
+  return &entry.elements;
+}
+
+template <typename Element>
+void KeptRuns<Element>::Lend(google::protobuf::RepeatedPtrField<Element>* elements,
+                             google::protobuf::RepeatedPtrField<Element>* field) {
+  for (int i = 0; i < kEntries; ++i) {
+    if (&entries_[i].elements == elements) lent_ = i;
+  }
+  elements->Swap(field);
+}
+
+template <typename Element>
+void KeptRuns<Element>::Return(google::protobuf::RepeatedPtrField<Element>* field) {
+  if (lent_ < 0) return;
+  entries_[lent_].elements.Swap(field);
+  lent_ = -1;
+}
+
+template <typename Element>
+int KeptRuns<Element>::size() const {
+  int kept = 0;
+  for (const Entry& entry : entries_) kept += entry.wire.empty() ? 0 : 1;
+  return kept;
+}
+
+template class KeptRuns<std::string>;
+template class KeptRuns<v1::CpuCluster>;
+
+namespace {
+
+// Finds or parses the run at `*pos` and lends it to `field`; false to
+// decline (a second run of the same field, a malformed one).
+template <typename Element>
+bool TakeRun(absl::string_view wire, size_t* pos, uint8_t tag, KeptRuns<Element>* kept,
+             google::protobuf::RepeatedPtrField<Element>* field) {
+  if (kept->lent()) return false;  // one run per request; more are protobuf's
+  const size_t end = RunEnd(wire, *pos, tag);
+  if (end == *pos) return false;
+  google::protobuf::RepeatedPtrField<Element>* elements = kept->Find(wire.substr(*pos, end - *pos));
+  if (elements == nullptr) return false;
+  kept->Lend(elements, field);
+  *pos = end;
+  return true;
+}
+
+}  // namespace
+
+void RequestDecoder::Reset(v1::ResolveWeightPathRequest* request) {
+  // Clear() would delete the profile sub-message and with it every flag
+  // string, so it is detached and kept cleared instead. It is not put back:
+  // a request that sends no profile must have none, whichever parser fills
+  // it next.
+  std::unique_ptr<v1::HardwareProfile> profile(request->release_profile());
+  request->Clear();
+  if (profile == nullptr) return;
+  flags_.Return(profile->mutable_cpu_flags());
+  clusters_.Return(profile->mutable_clusters());
+  profile->Clear();
+  // A profile protobuf allocated on a declined request replaces none kept.
+  if (spare_profile_ == nullptr) spare_profile_ = std::move(profile);
+}
+
+bool RequestDecoder::SplitProfile(absl::string_view wire, v1::HardwareProfile* profile) {
+  constexpr uint8_t kFlagTag = TagByte(kProfileCpuFlagsField);
+  constexpr uint8_t kClusterTag = TagByte(kProfileClustersField);
+  size_t pos = 0;
+  Field field;
+  while (pos < wire.size()) {
+    const auto tag = static_cast<uint8_t>(wire[pos]);
+    if (tag == kFlagTag) {
+      if (!TakeRun(wire, &pos, kFlagTag, &flags_, profile->mutable_cpu_flags())) return false;
+      continue;
+    }
+    if (tag == kClusterTag) {
+      if (!TakeRun(wire, &pos, kClusterTag, &clusters_, profile->mutable_clusters())) return false;
+      continue;
+    }
+    if (!NextField(wire, &pos, &field)) return false;
+    // Same field numbers under a tag of more than one byte (never written by
+    // a protobuf encoder, but valid) go to protobuf.
+    if (field.number == kProfileCpuFlagsField || field.number == kProfileClustersField) return false;
+    profile_rest_.append(wire.data() + field.start, pos - field.start);
+  }
+  return true;
+}
+
+bool RequestDecoder::Decode(absl::string_view wire, v1::ResolveWeightPathRequest* request) {
+  request_rest_.clear();
+  profile_rest_.clear();
+  v1::HardwareProfile* profile = nullptr;  // attached when the first one arrives
+  size_t pos = 0;
+  Field field;
+  while (pos < wire.size()) {
+    if (!NextField(wire, &pos, &field)) return false;
+    if (field.number == kRequestProfileField && field.wire_type == kLengthDelimited) {
+      if (profile == nullptr) {
+        if (spare_profile_ == nullptr) spare_profile_ = std::make_unique<v1::HardwareProfile>();
+        profile = spare_profile_.release();
+        request->set_allocated_profile(profile);
+      }
+      if (!SplitProfile(field.value, profile)) return false;
+    } else {
+      request_rest_.append(wire.data() + field.start, pos - field.start);
+    }
+  }
+  return request->MergeFromString(request_rest_) &&
+         (profile == nullptr || profile->MergeFromString(profile_rest_));
+}
+
+}  // namespace weightpath::server
