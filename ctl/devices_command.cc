@@ -66,7 +66,7 @@ int RunDevicesCommand(const std::vector<std::string>& args, CommandIo io) {
   const AdminQuery<v1::ListDevicesRequest, v1::ListDevicesResponse> query{
       "devices",
       "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D]\n"
-      "                             [-o table|json] --server ADDR [--token-file F | --ca C --cert F --key K]",
+      "                             [-o table|json] [--server ADDR] [--token-file F | --ca C --cert F --key K]",
       DevicesFlags(),
       BuildRequest,
       ListAll,

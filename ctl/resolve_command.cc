@@ -42,7 +42,7 @@ const std::vector<FlagSpec>& ResolveFlags() {
 }
 
 void WriteHelp(std::ostream& out) {
-  out << "usage: weightpathctl resolve (--offline [--policy FILE] | --server HOST:PORT\n"
+  out << "usage: weightpathctl resolve (--offline [--policy FILE] | [--server HOST:PORT]\n"
          "                             [--ca FILE] [--cert FILE --key FILE] [--device-id ID]\n"
          "                             [--model NAME]) --profile FILE\n"
          "                             [--priority speed|fidelity] [--labels k=v,...] [-o json|text]\n\n"
@@ -88,7 +88,7 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
     inputs.request.set_model(*model);
   }
   inputs.request.set_device_id(arguments.Value("device-id").value_or("weightpathctl"));
-  if (arguments.Has("server")) {
+  if (!arguments.Has("offline")) {
     if (arguments.Has("policy")) {
       return absl::InvalidArgumentError(
           "--policy applies to --offline only: the server decides with its own policy");
@@ -111,7 +111,12 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
 // Asks weightpath-server, exactly as an agent would.
 absl::StatusOr<v1::ResolveWeightPathResponse> ResolveRemotely(
     const ParsedArguments& arguments, const v1::ResolveWeightPathRequest& request) {
-  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(arguments);
+  absl::StatusOr<ClientSettings> settings = ResolveClientSettings(arguments, ProcessEnvironment());
+  if (!settings.ok()) return settings.status();
+  // A device call proves nothing with an operator token, so an unreadable
+  // one configured for the admin commands must not stop a resolve.
+  settings->token_file.reset();
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(arguments, *settings);
   if (!connection.ok()) return connection.status();
   std::unique_ptr<v1::WeightPath::Stub> stub = v1::WeightPath::NewStub(connection->channel());
   std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
@@ -130,12 +135,12 @@ int RunResolveCommand(const std::vector<std::string>& args, CommandIo io) {
     WriteHelp(io.out);
     return kExitOk;
   }
-  const bool remote = arguments->Has("server");
-  if (remote == arguments->Has("offline")) {
+  // Remote unless --offline: the server comes from --server, the
+  // environment, the config file or the default (ctl/client_config.h).
+  const bool remote = !arguments->Has("offline");
+  if (!remote && arguments->Has("server")) {
     return ReportError(kCommand,
-                       absl::InvalidArgumentError(
-                           remote ? "--server and --offline exclude each other"
-                                  : "--server ADDR or --offline is required (where to decide)"),
+                       absl::InvalidArgumentError("--server and --offline exclude each other"),
                        io.err);
   }
   absl::StatusOr<ResolveInputs> inputs = ReadInputs(*arguments);

@@ -4,18 +4,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/secret_file.h"
 #include "ctl/text_file.h"
 
 namespace weightpath::ctl {
 namespace {
 
-absl::StatusOr<std::string> ReadNonEmpty(const std::string& path, absl::string_view flag) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+absl::StatusOr<std::string> ReadNonEmpty(const SourcedValue& file) {
+  absl::StatusOr<std::string> text = ReadTextFile(file.value);
   if (!text.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("--", flag, ": ", text.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(file.source, ": ", text.status().message()));
   }
   if (absl::StripAsciiWhitespace(*text).empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("--", flag, ": ", path, " is empty"));
+    return absl::FailedPreconditionError(absl::StrCat(file.source, ": ", file.value, " is empty"));
   }
   return *text;
 }
@@ -24,38 +25,46 @@ absl::StatusOr<std::string> ReadNonEmpty(const std::string& path, absl::string_v
 
 std::vector<FlagSpec> ConnectionFlags() {
   return {
-      {"server", '\0', true, "host:port of weightpath-server (required)"},
+      {"server", '\0', true,
+       "host:port of weightpath-server (default: WEIGHTPATH_SERVER, the config file's server, "
+       "127.0.0.1:50051)"},
       {"ca", '\0', true, "CA bundle (PEM) to verify the server: enables TLS"},
       {"cert", '\0', true, "admin client certificate (PEM) for mutual TLS"},
       {"key", '\0', true, "private key (PEM) of --cert"},
-      {"token-file", '\0', true, "file holding the operator bearer token"},
+      {"token-file", '\0', true,
+       "file holding the operator bearer token, mode 600 (default: WEIGHTPATH_TOKEN_FILE, the "
+       "config file's token_file)"},
       {"timeout", '\0', true, "deadline of each call in seconds (default 10)"},
   };
 }
 
 absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArguments& arguments) {
-  std::optional<std::string> server = arguments.Value("server");
-  if (!server || server->empty()) {
-    return absl::InvalidArgumentError("--server HOST:PORT is required");
-  }
-  const bool has_cert = arguments.Has("cert");
-  if (has_cert != arguments.Has("key")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(has_cert ? "--key" : "--cert", " is required with ",
-                     has_cert ? "--cert" : "--key", " (mutual TLS needs both)"));
+  absl::StatusOr<ClientSettings> settings = ResolveClientSettings(arguments, ProcessEnvironment());
+  if (!settings.ok()) return settings.status();
+  return Open(arguments, *settings);
+}
+
+absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArguments& arguments,
+                                                                const ClientSettings& settings) {
+  const bool has_cert = settings.cert.has_value();
+  if (has_cert != settings.key.has_value()) {
+    const SourcedValue& given = has_cert ? *settings.cert : *settings.key;
+    return absl::InvalidArgumentError(absl::StrCat(
+        given.source, " comes without ", has_cert ? "a key" : "a certificate",
+        " (mutual TLS needs --cert and --key, or tls.cert and tls.key in the config file)"));
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (arguments.Has("ca") || has_cert) {
+  if (settings.ca || has_cert) {
     grpc::SslCredentialsOptions options;
-    if (std::optional<std::string> ca = arguments.Value("ca")) {
-      absl::StatusOr<std::string> pem = ReadNonEmpty(*ca, "ca");
+    if (settings.ca) {
+      absl::StatusOr<std::string> pem = ReadNonEmpty(*settings.ca);
       if (!pem.ok()) return pem.status();
       options.pem_root_certs = *pem;
     }
     if (has_cert) {
-      absl::StatusOr<std::string> cert = ReadNonEmpty(*arguments.Value("cert"), "cert");
+      absl::StatusOr<std::string> cert = ReadNonEmpty(*settings.cert);
       if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadNonEmpty(*arguments.Value("key"), "key");
+      absl::StatusOr<std::string> key = ReadNonEmpty(*settings.key);
       if (!key.ok()) return key.status();
       options.pem_cert_chain = *cert;
       options.pem_private_key = *key;
@@ -63,10 +72,11 @@ absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArgu
     credentials = grpc::SslCredentials(options);
   }
   FleetAdminConnection connection;
-  if (std::optional<std::string> token_file = arguments.Value("token-file")) {
-    absl::StatusOr<std::string> token = ReadNonEmpty(*token_file, "token-file");
-    if (!token.ok()) return token.status();
-    connection.bearer_token_ = std::string(absl::StripAsciiWhitespace(*token));
+  if (settings.token_file) {
+    absl::StatusOr<std::string> token =
+        ReadSecretFile(settings.token_file->value, settings.token_file->source);
+    if (!token.ok()) return absl::FailedPreconditionError(token.status().message());
+    connection.bearer_token_ = *std::move(token);
   }
   if (std::optional<std::string> timeout = arguments.Value("timeout")) {
     double seconds = 0;
@@ -76,7 +86,7 @@ absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArgu
     }
     connection.timeout_ = absl::Seconds(seconds);
   }
-  connection.channel_ = grpc::CreateChannel(*server, credentials);
+  connection.channel_ = grpc::CreateChannel(settings.server.value, credentials);
   connection.stub_ = v1::FleetAdmin::NewStub(connection.channel_);
   return connection;
 }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctl/arguments.h"
+#include "ctl/client_config.h"
 #include "grpcpp/grpcpp.h"
 #include "weightpath/v1/fleet_admin.grpc.pb.h"
 
@@ -20,10 +21,14 @@ std::vector<FlagSpec> ConnectionFlags();
 
 class FleetAdminConnection {
  public:
-  // INVALID_ARGUMENT naming the flag when --server is missing, --cert comes
-  // without --key (or the reverse); FAILED_PRECONDITION naming the flag when
-  // a file is unreadable or empty.
+  // The server and credentials from the flags, the environment and the
+  // config file (ctl/client_config.h). INVALID_ARGUMENT naming the source
+  // when a certificate comes without its key (or the reverse);
+  // FAILED_PRECONDITION naming the source when a file is unreadable or
+  // empty, or a token file is a symlink or readable by others.
   static absl::StatusOr<FleetAdminConnection> Open(const ParsedArguments& arguments);
+  static absl::StatusOr<FleetAdminConnection> Open(const ParsedArguments& arguments,
+                                                   const ClientSettings& settings);
 
   v1::FleetAdmin::Stub& stub() { return *stub_; }
   // The same channel, for the device-facing WeightPath service.

@@ -45,9 +45,9 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
 }
 
 void WriteHelp(std::ostream& out) {
-  out << "usage: weightpathctl rollout create -f rollout.yaml --server ADDR [flags]\n"
-         "       weightpathctl rollout status|pause|resume|advance|abort ID --server ADDR [flags]\n"
-         "       weightpathctl rollout list --server ADDR [flags]\n\n"
+  out << "usage: weightpathctl rollout create -f rollout.yaml [flags]\n"
+         "       weightpathctl rollout status|pause|resume|advance|abort ID [flags]\n"
+         "       weightpathctl rollout list [flags]\n\n"
          "status shows the progress view: stage k/n and percent, members and how many\n"
          "report, outcomes of members against the control group, gate readings, state\n"
          "and reason. pause/resume/advance/abort print the rollout after the change.\n\n"

@@ -45,7 +45,7 @@ void WriteTable(const v1::GetVerificationMatrixResponse& response, std::ostream&
 int RunVerificationCommand(const std::vector<std::string>& args, CommandIo io) {
   const AdminQuery<v1::GetVerificationMatrixRequest, v1::GetVerificationMatrixResponse> query{
       "verification",
-      "usage: weightpathctl verification [-o table|json] --server ADDR",
+      "usage: weightpathctl verification [-o table|json] [--server ADDR]",
       VerificationFlags(),
       [](const ParsedArguments&) { return v1::GetVerificationMatrixRequest(); },
       [](FleetAdminConnection& connection, const v1::GetVerificationMatrixRequest& request) {

@@ -226,9 +226,14 @@ TEST(CtlResolveErrorTest, MissingProfileFlag) {
   ExpectUsageError(Ctl({"resolve", "--offline"}), "--profile FILE is required");
 }
 
-TEST(CtlResolveErrorTest, NeitherServerNorOffline) {
-  ExpectUsageError(Ctl({"resolve", "--profile", ExampleProfile("amd-zen4")}),
-                   "--server ADDR or --offline is required");
+TEST(CtlResolveErrorTest, WithoutOfflineTheConfiguredServerIsAskedAndABadConfigIsNamed) {
+  TempFile config("config.yaml", "server: 127.0.0.1:1\nsevrer: typo\n");
+  ProcessResult result = RunProcess(
+      {WEIGHTPATHCTL_PATH, "resolve", "--profile", ExampleProfile("amd-zen4")},
+      {{"WEIGHTPATH_CONFIG", config.path()}, {"WEIGHTPATH_SERVER", ""}});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_THAT(result.err, AllOf(HasSubstr("WEIGHTPATH_CONFIG: " + config.path() + ":2: sevrer"),
+                                HasSubstr("unknown key")));
 }
 
 TEST(CtlResolveErrorTest, UnknownOutputFormat) {

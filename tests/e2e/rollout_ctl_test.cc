@@ -154,13 +154,11 @@ TEST(CtlRolloutCommandTest, CommandLineErrorsExitWithUsageAndSayWhatIsWrong) {
   EXPECT_THAT(err, HasSubstr("unknown action 'frobnicate'"));
   EXPECT_EQ(RunCtl({"rollout", "status", "--server", "127.0.0.1:1"}, &out, &err), kExitUsage);
   EXPECT_THAT(err, HasSubstr("rollout status needs the rollout ID"));
-  EXPECT_EQ(RunCtl({"rollout", "list"}, &out, &err), kExitUsage);
-  EXPECT_THAT(err, HasSubstr("--server HOST:PORT is required"));
   EXPECT_EQ(RunCtl({"rollout", "create", "--server", "127.0.0.1:1"}, &out, &err), kExitUsage);
   EXPECT_THAT(err, HasSubstr("-f FILE is required"));
   EXPECT_EQ(RunCtl({"rollout", "list", "--server", "127.0.0.1:1", "--cert", "c.pem"}, &out, &err),
             kExitUsage);
-  EXPECT_THAT(err, HasSubstr("--key is required with --cert"));
+  EXPECT_THAT(err, HasSubstr("--cert comes without a key"));
   EXPECT_EQ(RunCtl({"rollout", "pause", "x", "--server", "127.0.0.1:1", "--bogus"}, &out, &err),
             kExitUsage);
   EXPECT_THAT(err, HasSubstr("bogus"));
