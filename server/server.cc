@@ -12,6 +12,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "server/api/reflection_v1.h"
+#include "server/security/admin_token.h"
 #include "server/security/tls.h"
 #include "store/store.h"
 #include "spdlog/spdlog.h"
@@ -33,9 +34,9 @@ std::string WithPort(const std::string& host_port, int port) {
                       port);
 }
 
-// The trusted TUF state lives beside the SQLite file by default; with
-// PostgreSQL or no store there is no obvious place, and --catalog_state_dir
-// is asked for.
+// The server's own state (the trusted TUF metadata, the generated admin
+// token) lives beside the SQLite file by default; with PostgreSQL or no
+// store there is no obvious place, and a flag is asked for.
 std::string DefaultCatalogStateDir(const std::string& store_url) {
   absl::string_view file = store_url;
   if (!absl::ConsumePrefix(&file, "sqlite:") || file.empty()) return "";
@@ -109,8 +110,15 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
 
   const bool mutual_tls = !config.client_ca_path.empty();
+  std::string admin_token_file = config.admin_token_file;
+  // Under mutual TLS only certificates admit operators, so a generated
+  // token would admit no one.
+  if (admin_token_file.empty() && config.admin_identity.empty() && !mutual_tls) {
+    ASSIGN_OR_RETURN(admin_token_file,
+                     DefaultAdminTokenFile(DefaultCatalogStateDir(config.store_url), config.store_url));
+  }
   ASSIGN_OR_RETURN(OperatorAuth operator_auth,
-                   OperatorAuth::Create(mutual_tls, config.admin_identity, config.admin_token_file));
+                   OperatorAuth::Create(mutual_tls, config.admin_identity, admin_token_file));
   server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
   if (config.store_url != "none") {
     absl::StatusOr<std::unique_ptr<store::FleetStore>> store = store::OpenFleetStore(config.store_url);

@@ -11,7 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "grpc/grpc_security_constants.h"
-#include "server/config/file_fingerprint.h"
+#include "common/secret_file.h"
 
 namespace weightpath::server {
 namespace {
@@ -101,16 +101,7 @@ absl::StatusOr<OperatorAuth> OperatorAuth::Create(bool mutual_tls,
     ASSIGN_OR_RETURN(auth.identity_, ParseAdminIdentity(admin_identity));
   }
   if (!token_file.empty()) {
-    absl::StatusOr<std::string> contents = ReadWholeFile(token_file, 4096);
-    if (!contents.ok()) {
-      return absl::Status(contents.status().code(),
-                          absl::StrCat("--admin_token_file: ", contents.status().message()));
-    }
-    auth.token_ = std::string(absl::StripAsciiWhitespace(*contents));
-    if (auth.token_.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--admin_token_file=", token_file, " holds no token"));
-    }
+    ASSIGN_OR_RETURN(auth.token_, ReadSecretFile(token_file, "--admin_token_file"));
   }
   return auth;
 }

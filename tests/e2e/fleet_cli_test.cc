@@ -21,8 +21,8 @@ using weightpath::testing::RunProcess;
 class FleetCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
-    WriteFileOrDie(dir_.File("wrong-token"), "guess\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("wrong-token"), "guess\n");
     auto started = ServerProcess::Start(
         {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
          "--fleet_refresh_interval=100ms"});

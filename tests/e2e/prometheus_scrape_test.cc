@@ -368,7 +368,7 @@ class E2ePrometheusPackTest : public ::testing::Test {
     if (access(kPrometheusBinary, X_OK) != 0) {
       GTEST_SKIP() << kPrometheusBinary << " is not installed (scripts/install-deps adds it)";
     }
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     WriteFileOrDie(dir_.File("policy.yaml"),
                    ReadFileOrDie(std::string(WEIGHTPATH_SOURCE_DIR) + "/policy/default_policy.yaml"));
     auto server = ServerProcess::Start({"--store=sqlite:" + dir_.File("fleet.db"),

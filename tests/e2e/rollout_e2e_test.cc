@@ -83,7 +83,7 @@ class RolloutEndToEnd : public ::testing::Test {
                       "\n      version: \"", artifact.version(), "\"\n");
     }
     agent::testing::WriteTextFile(dir_.Sub("catalog.yaml"), catalog);
-    agent::testing::WriteTextFile(dir_.Sub("admin.token"), "e2e-operator-token\n");
+    server::testing::WriteSecretFileOrDie(dir_.Sub("admin.token"), "e2e-operator-token\n");
     agent::testing::WriteTextFile(dir_.Sub("profile.json"), kAmxProfile);
     agent::testing::WriteTextFile(dir_.Sub("rollout.yaml"), kRolloutYaml);
     ::setenv("WEIGHTPATH_HW_PROFILE", dir_.Sub("profile.json").c_str(), 1);
@@ -206,7 +206,7 @@ TEST_F(RolloutEndToEnd, OperatorErrorsComeBackWithTheirCodes) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("missing"));
 
-  agent::testing::WriteTextFile(dir_.Sub("wrong.token"), "not-the-token\n");
+  server::testing::WriteSecretFileOrDie(dir_.Sub("wrong.token"), "not-the-token\n");
   bad = RunProcess({WEIGHTPATHCTL_PATH, "rollout", "list", "--server", server_->grpc_address(),
                     "--token-file", dir_.Sub("wrong.token")});
   EXPECT_NE(bad.exit_code, 0);

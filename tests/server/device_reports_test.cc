@@ -84,7 +84,7 @@ int64_t PushbackMs(const grpc::ClientContext& context) {
 class DeviceReportsTest : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> extra = {}) {
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     std::vector<std::string> args = {"--store=sqlite:" + registry(),
                                      "--admin_token_file=" + dir_.File("token"),
                                      "--fleet_refresh_interval=200ms"};

@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 class FleetServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     auto started = ServerProcess::Start(
         {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
          "--fleet_refresh_interval=100ms", "--devices_seen_refresh_interval=100ms"});

@@ -215,7 +215,7 @@ TEST(ServerEtagTest, PolicyAndCatalogChangesChangeTheEtagOnlyWhenTheDecisionChan
 class ServerEtagFleetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     auto started = ServerProcess::Start(
         {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
          "--fleet_refresh_interval=100ms"});

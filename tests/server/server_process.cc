@@ -1,5 +1,7 @@
 #include "tests/server/server_process.h"
 
+#include <sys/stat.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -71,6 +73,14 @@ void WriteFileOrDie(const std::string& path, const std::string& contents) {
   out << contents;
   if (!out) {
     ADD_FAILURE() << "cannot write " << path;
+    std::abort();
+  }
+}
+
+void WriteSecretFileOrDie(const std::string& path, const std::string& contents) {
+  WriteFileOrDie(path, contents);
+  if (::chmod(path.c_str(), 0600) != 0) {
+    ADD_FAILURE() << "cannot chmod 600 " << path;
     std::abort();
   }
 }

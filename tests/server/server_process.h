@@ -30,6 +30,8 @@ class TempDir {
 };
 
 void WriteFileOrDie(const std::string& path, const std::string& contents);
+// Mode 0600, as the server and weightpathctl require of a token file.
+void WriteSecretFileOrDie(const std::string& path, const std::string& contents);
 std::string ReadFileOrDie(const std::string& path);
 
 struct ExitResult {

@@ -59,7 +59,7 @@ constexpr Method kStoreMethods[] = {
 class StoreCallsTest : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> extra_args = {}) {
-    WriteFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     std::vector<std::string> args = {"--store=sqlite:" + registry(),
                                      "--admin_token_file=" + dir_.File("token"),
                                      "--registry_flush_period=50ms"};
