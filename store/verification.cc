@@ -86,7 +86,7 @@ RegressionVerdict IsRegression(const StoredMeasurement& measurement,
     if (figures.threads != 0 && figures.threads != measurement.threads) continue;
     const double floor = regression_fraction * *figures.decode_tok_s;
     if (measurement.decode_tok_s < floor) {
-      return {true, absl::StrCat("decode_tok_s ", FormatFigure(measurement.decode_tok_s),
+      return {true, true, absl::StrCat("decode_tok_s ", FormatFigure(measurement.decode_tok_s),
                                  " is below ", FormatFigure(regression_fraction * 100),
                                  "% of the ", FormatFigure(*figures.decode_tok_s),
                                  " tok/s expected for path ", measurement.path, " on ",
@@ -94,7 +94,24 @@ RegressionVerdict IsRegression(const StoredMeasurement& measurement,
     }
     return {};
   }
-  return {};
+  RegressionVerdict unjudged;
+  unjudged.judged = false;
+  std::vector<std::string> known;
+  for (const policy::ExpectedFigures& figures : expected) {
+    if (!figures.decode_tok_s.has_value()) continue;
+    known.push_back(figures.threads == 0
+                        ? figures.cpu_model
+                        : absl::StrCat(figures.cpu_model, " at ", figures.threads, " threads"));
+  }
+  if (known.empty()) {
+    unjudged.reason = absl::StrCat("not judged: the policy has no expected decode figure for path ",
+                                   measurement.path, " on this hardware class");
+  } else {
+    unjudged.reason = absl::StrCat("not judged: no expected figure for CPU ", measurement.cpu_model,
+                                   " at ", measurement.threads, " threads (path ", measurement.path,
+                                   " has figures for ", absl::StrJoin(known, "; "), ")");
+  }
+  return unjudged;
 }
 
 std::vector<policy::ExpectedFigures> ExpectedFor(const std::vector<PathExpectation>& expectations,

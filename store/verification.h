@@ -75,6 +75,10 @@ struct VerificationConfig {
 
 struct RegressionVerdict {
   bool regression = false;
+  // False when the policy has no figure to compare with (another CPU model,
+  // another thread count, no decode figure for the path): the measurement
+  // is kept but says it was not judged, rather than passing silently.
+  bool judged = true;
   std::string reason;  // names the figure, the expectation and the CPU
 };
 

@@ -109,10 +109,10 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
   // Filled by the check, which the store calls only for a new measurement
   // (with the device's class stamped), so a retried key is never counted.
   std::string hardware_class;
-  bool judged = false;
+  bool checked = false;
   const store::RegressionCheck check = [&](const store::StoredMeasurement& measurement) {
     hardware_class = measurement.hardware_class;
-    judged = true;
+    checked = true;
     return store::IsRegression(
         measurement, store::ExpectedFor(expectations, measurement.path, measurement.hardware_class),
         fraction);
@@ -140,13 +140,13 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
   response.set_duplicate(result->duplicate);
   response.set_regression(result->regression.regression);
   response.set_regression_reason(result->regression.reason);
-  if (!result->duplicate && judged) {
+  if (!result->duplicate && checked) {
     // The path is the device's word, and a label value must come from a
     // bounded set: one the policy names, else "other" (a device still on a
     // build an edited policy dropped). The row above keeps the real name.
     const bool named = PolicyNamesPath(*snapshots_->Share()->policy, request.path());
     metrics_->RecordMeasurement(hardware_class, named ? request.path() : kOtherPathLabel,
-                                result->regression.regression);
+                                result->regression.regression, result->regression.judged);
     {
       std::lock_guard lock(refresher_mutex_);
       refresh_requested_ = true;

@@ -59,6 +59,12 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                                    .Help("Recorded measurements below the configured fraction "
                                          "of the policy's expectation for the same CPU")
                                    .Register(*registry_)),
+      measurements_not_judged_(prometheus::BuildCounter()
+                                   .Name("weightpath_measurements_not_judged_total")
+                                   .Help("Recorded measurements the policy has no expected "
+                                         "figure for (another CPU model or thread count), so "
+                                         "no regression verdict was possible")
+                                   .Register(*registry_)),
       fleet_records_dropped_(prometheus::BuildCounter()
                                  .Name("weightpath_fleet_records_dropped_total")
                                  .Help("Device records dropped because the write-behind queue "
@@ -171,11 +177,12 @@ void ServerMetrics::RecordTimestampSigned(bool succeeded) {
 }
 
 void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
-                                      bool regression) {
+                                      bool regression, bool judged) {
   const prometheus::Labels labels = {{"hardware_class", std::string(hardware_class)},
                                      {"path", std::string(path)}};
   measurements_.Add(labels).Increment();
   if (regression) measurement_regressions_.Add(labels).Increment();
+  if (!judged) measurements_not_judged_.Add(labels).Increment();
 }
 
 void ServerMetrics::RecordFleetRecordDropped() { fleet_records_dropped_.Increment(); }
@@ -234,6 +241,7 @@ void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified
     const prometheus::Labels labels = {{"hardware_class", key.first}, {"path", key.second}};
     measurements_.Add(labels);
     measurement_regressions_.Add(labels);
+    measurements_not_judged_.Add(labels);
   }
   ReplaceGaugeSeries(verified, path_verified_, path_verified_series_);
 }

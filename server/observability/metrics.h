@@ -69,7 +69,7 @@ class ServerMetrics {
   // Fleet registry and verification evidence (see server/fleet_state.h).
   using ClassAndPath = std::pair<std::string, std::string>;
   void RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
-                         bool regression);
+                         bool regression, bool judged);
   void RecordFleetRecordDropped();
   // The queue keeps running totals; the counters advance by what is new.
   void SetWriteBehind(const store::WriteBehindCounters& counters);
@@ -104,6 +104,7 @@ class ServerMetrics {
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;
+  prometheus::Family<prometheus::Counter>& measurements_not_judged_;
   prometheus::Counter& fleet_records_dropped_;
   prometheus::Counter& fleet_records_flushed_;
   prometheus::Counter& fleet_flush_failed_batches_;

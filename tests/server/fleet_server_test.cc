@@ -174,6 +174,31 @@ TEST_F(FleetServerTest, RegressingReportIsFlaggedCountedAndVisiblePerDevice) {
             1);
 }
 
+TEST_F(FleetServerTest, AReportWithNoFigureToCompareSaysItWasNotJudgedAndIsCounted) {
+  ASSERT_EQ(ResolveOk(AmxRequest("amx-1")).weight_path().name(), "w4a8-amx");
+  v1::Device device;
+  ASSERT_TRUE(WaitForDevice("amx-1", &device));
+
+  // The policy's figure is for 24 threads; at 8 threads half its speed is
+  // not a regression verdict either way, and the answer says so.
+  v1::ReportMeasurementResponse unjudged;
+  ASSERT_TRUE(
+      Report(*device_stub_, Measurement("eight-1", "amx-1", "w4a8-amx", 43.3, 8), &unjudged).ok());
+  EXPECT_FALSE(unjudged.regression());
+  EXPECT_THAT(unjudged.regression_reason(), HasSubstr("not judged: no expected figure for CPU"));
+  EXPECT_THAT(unjudged.regression_reason(), HasSubstr("at 8 threads"));
+
+  absl::StatusOr<std::string> metrics = HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  const std::string labels = "{hardware_class=\"x86_cpu\",path=\"w4a8-amx\"}";
+  EXPECT_EQ(SampleValue(*metrics, "weightpath_measurements_not_judged_total" + labels).value_or(-1),
+            1);
+  EXPECT_EQ(SampleValue(*metrics, "weightpath_measurement_regressions_total" + labels).value_or(-1),
+            0);
+  ASSERT_TRUE(WaitForDevice("amx-1", &device));
+  EXPECT_EQ(device.regression_count(), 0u);
+}
+
 TEST_F(FleetServerTest, RetryWithTheSameKeyIsAcknowledgedOnce) {
   ResolveOk(AmxRequest("amx-1"));
   v1::Device device;

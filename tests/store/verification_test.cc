@@ -71,6 +71,32 @@ TEST(StoreVerification, OtherCpusAndThreadCountsAreNotJudged) {
   EXPECT_FALSE(IsRegression(fewer_threads, expected, 0.8).regression);
 }
 
+TEST(StoreVerification, AMeasurementWithNoFigureToCompareSaysItWasNotJudged) {
+  const auto expected = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");
+  // Half the 8480C's figure, on an 8480+: no figure for that CPU, so no
+  // verdict, and the answer says why instead of a silent "no regression".
+  StoredMeasurement other_cpu = Report("d", "w4a8-amx", 43.3, kNow);
+  other_cpu.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+  const RegressionVerdict verdict = IsRegression(other_cpu, expected, 0.8);
+  EXPECT_FALSE(verdict.regression);
+  EXPECT_FALSE(verdict.judged);
+  EXPECT_THAT(verdict.reason, HasSubstr("not judged: no expected figure for CPU "
+                                        "Intel(R) Xeon(R) Platinum 8480+ at 24 threads"));
+  EXPECT_THAT(verdict.reason, HasSubstr("8480C at 24 threads"));
+
+  StoredMeasurement fewer_threads = Report("d", "w4a8-amx", 30, kNow);
+  fewer_threads.threads = 8;
+  EXPECT_THAT(IsRegression(fewer_threads, expected, 0.8).reason, HasSubstr("at 8 threads"));
+
+  const RegressionVerdict no_figures = IsRegression(Report("d", "w4a8-amx", 30, kNow), {}, 0.8);
+  EXPECT_FALSE(no_figures.judged);
+  EXPECT_THAT(no_figures.reason, HasSubstr("no expected decode figure for path w4a8-amx"));
+
+  const RegressionVerdict judged = IsRegression(Report("d", "w4a8-amx", 80, kNow), expected, 0.8);
+  EXPECT_TRUE(judged.judged);
+  EXPECT_TRUE(judged.reason.empty());
+}
+
 TEST(StoreVerification, FidelityCollapsesBelowHalfTheExpectedRate) {
   const auto w4a8 = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");  // 1/12 expected
   EXPECT_TRUE(FidelityCollapsed(0, 36, kSeedCpu, w4a8));
