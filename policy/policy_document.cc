@@ -7,9 +7,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/bounded_yaml.h"
+#include "common/strict_yaml.h"
 #include "common/status_macros.h"
 #include "policy/policy_limits.h"
-#include "policy/yaml_fields.h"
 
 namespace weightpath::policy {
 namespace {
@@ -24,36 +24,35 @@ absl::StatusOr<v1::Priority> ParseRulePriority(absl::string_view text) {
       absl::StrCat("priority '", text, "' is not one of speed, fidelity"));
 }
 
-absl::StatusOr<ExpectedFigures> ReadExpected(const YamlReader& reader, const YAML::Node& node,
+absl::StatusOr<ExpectedFigures> ReadExpected(const yaml::Reader& reader, const YAML::Node& node,
                                              const std::string& field) {
-  ASSIGN_OR_RETURN(YamlMap map,
-                   YamlMap::Read(reader, node, field,
+  ASSIGN_OR_RETURN(yaml::Map map,
+                   yaml::Map::Read(reader, node, field,
                                  {"cpu_model", "threads", "model", "condition", "decode_tok_s",
                                   "prefill_vs_llama_cpp", "gemm_ms_per_step", "step_ms",
                                   "fidelity_exact_matches", "fidelity_prompts"}));
   ExpectedFigures figures;
-  for (const YamlMap::Entry& entry : map.entries()) {
-    const std::string child = absl::StrCat(field, ".", entry.key);
+  for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "cpu_model") {
-      ASSIGN_OR_RETURN(figures.cpu_model, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.cpu_model, yaml::ReadString(reader, entry));
     } else if (entry.key == "threads") {
-      ASSIGN_OR_RETURN(figures.threads, ReadUint32(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.threads, yaml::ReadUint32(reader, entry));
     } else if (entry.key == "model") {
-      ASSIGN_OR_RETURN(figures.model, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.model, yaml::ReadString(reader, entry));
     } else if (entry.key == "condition") {
-      ASSIGN_OR_RETURN(figures.condition, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.condition, yaml::ReadString(reader, entry));
     } else if (entry.key == "decode_tok_s") {
-      ASSIGN_OR_RETURN(figures.decode_tok_s, ReadDouble(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.decode_tok_s, yaml::ReadDouble(reader, entry));
     } else if (entry.key == "prefill_vs_llama_cpp") {
-      ASSIGN_OR_RETURN(figures.prefill_vs_llama_cpp, ReadDouble(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.prefill_vs_llama_cpp, yaml::ReadDouble(reader, entry));
     } else if (entry.key == "gemm_ms_per_step") {
-      ASSIGN_OR_RETURN(figures.gemm_ms_per_step, ReadDouble(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.gemm_ms_per_step, yaml::ReadDouble(reader, entry));
     } else if (entry.key == "step_ms") {
-      ASSIGN_OR_RETURN(figures.step_ms, ReadDouble(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.step_ms, yaml::ReadDouble(reader, entry));
     } else if (entry.key == "fidelity_exact_matches") {
-      ASSIGN_OR_RETURN(figures.fidelity_exact_matches, ReadUint32(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.fidelity_exact_matches, yaml::ReadUint32(reader, entry));
     } else if (entry.key == "fidelity_prompts") {
-      ASSIGN_OR_RETURN(figures.fidelity_prompts, ReadUint32(reader, entry, child));
+      ASSIGN_OR_RETURN(figures.fidelity_prompts, yaml::ReadUint32(reader, entry));
     }
   }
   if (figures.fidelity_exact_matches.has_value() != figures.fidelity_prompts.has_value()) {
@@ -68,55 +67,50 @@ absl::StatusOr<ExpectedFigures> ReadExpected(const YamlReader& reader, const YAM
   return figures;
 }
 
-absl::StatusOr<PathDefinition> ReadPath(const YamlReader& reader, const YAML::Node& node,
+absl::StatusOr<PathDefinition> ReadPath(const yaml::Reader& reader, const YAML::Node& node,
                                         const std::string& field) {
-  ASSIGN_OR_RETURN(YamlMap map, YamlMap::Read(reader, node, field,
+  ASSIGN_OR_RETURN(yaml::Map map, yaml::Map::Read(reader, node, field,
                                               {"id", "name", "quantization", "group_size",
                                                "bits_per_weight", "fused_cpu_norms",
                                                "runs_in_vllm", "verified", "rationale",
                                                "build_with", "notes", "expected"}));
   PathDefinition path;
-  for (const YamlMap::Entry& entry : map.entries()) {
-    const std::string child = absl::StrCat(field, ".", entry.key);
+  for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "id") {
-      ASSIGN_OR_RETURN(path.id, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(path.id, yaml::ReadString(reader, entry));
     } else if (entry.key == "name") {
-      ASSIGN_OR_RETURN(path.name, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(path.name, yaml::ReadString(reader, entry));
     } else if (entry.key == "quantization") {
-      ASSIGN_OR_RETURN(path.quantization, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(path.quantization, yaml::ReadString(reader, entry));
     } else if (entry.key == "group_size") {
-      ASSIGN_OR_RETURN(path.group_size, ReadUint32(reader, entry, child));
-      if (*path.group_size == 0) return reader.Fault(entry.value, child, "must be positive");
+      ASSIGN_OR_RETURN(path.group_size, yaml::ReadUint32(reader, entry));
+      if (*path.group_size == 0) return yaml::Fault(reader, entry, "must be positive");
     } else if (entry.key == "bits_per_weight") {
-      ASSIGN_OR_RETURN(path.bits_per_weight, ReadDouble(reader, entry, child));
-      if (*path.bits_per_weight <= 0) return reader.Fault(entry.value, child, "must be positive");
+      ASSIGN_OR_RETURN(path.bits_per_weight, yaml::ReadDouble(reader, entry));
+      if (*path.bits_per_weight <= 0) return yaml::Fault(reader, entry, "must be positive");
     } else if (entry.key == "fused_cpu_norms") {
-      ASSIGN_OR_RETURN(path.fused_cpu_norms, ReadBool(reader, entry, child));
+      ASSIGN_OR_RETURN(path.fused_cpu_norms, yaml::ReadBool(reader, entry));
     } else if (entry.key == "runs_in_vllm") {
-      ASSIGN_OR_RETURN(path.runs_in_vllm, ReadBool(reader, entry, child));
+      ASSIGN_OR_RETURN(path.runs_in_vllm, yaml::ReadBool(reader, entry));
     } else if (entry.key == "verified") {
-      ASSIGN_OR_RETURN(path.verified, ReadBool(reader, entry, child));
+      ASSIGN_OR_RETURN(path.verified, yaml::ReadBool(reader, entry));
     } else if (entry.key == "rationale") {
-      ASSIGN_OR_RETURN(path.rationale, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(path.rationale, yaml::ReadString(reader, entry));
     } else if (entry.key == "build_with") {
-      ASSIGN_OR_RETURN(path.build_with, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(path.build_with, yaml::ReadString(reader, entry));
     } else if (entry.key == "notes") {
-      ASSIGN_OR_RETURN(path.notes, ReadStringList(reader, entry, child));
+      ASSIGN_OR_RETURN(path.notes, yaml::ReadStringList(reader, entry));
     } else if (entry.key == "expected") {
-      if (!entry.value.IsSequence()) {
-        return reader.Fault(entry.value, child, "expected a list of figure sets", entry.key_mark);
-      }
-      for (size_t i = 0; i < entry.value.size(); ++i) {
-        ASSIGN_OR_RETURN(ExpectedFigures figures,
-                         ReadExpected(reader, entry.value[i], absl::StrCat(child, "[", i, "]")));
+      ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items,
+                       yaml::ReadList(reader, entry, "a list of figure sets"));
+      for (const yaml::Entry& item : items) {
+        ASSIGN_OR_RETURN(ExpectedFigures figures, ReadExpected(reader, item.value, item.path));
         path.expected.push_back(std::move(figures));
       }
     }
   }
   for (absl::string_view required : {"id", "name", "rationale"}) {
-    if (map.Find(required) == nullptr) {
-      return reader.Fault(node, absl::StrCat(field, ".", required), "is required");
-    }
+    RETURN_IF_ERROR(map.Require(required).status());
   }
   if (path.id.empty()) return reader.Fault(node, absl::StrCat(field, ".id"), "must not be empty");
   if (path.name.empty()) {
@@ -138,68 +132,59 @@ absl::StatusOr<PathDefinition> ReadPath(const YamlReader& reader, const YAML::No
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadLabelConditions(
-    const YamlReader& reader, const YamlMap::Entry& entry, const std::string& field) {
-  const YAML::Node& node = entry.value;
-  if (!node.IsMap()) {
-    return reader.Fault(node, field, "expected a mapping of label key to value", entry.key_mark);
+    const yaml::Reader& reader, const yaml::Entry& entry) {
+  if (!entry.value.IsMap()) {
+    return yaml::Fault(reader, entry, "expected a mapping of label key to value");
   }
+  ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader, entry));
   std::vector<std::pair<std::string, std::string>> labels;
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node key = it->first;
-    const YAML::Node value = it->second;
-    if (!key.IsScalar() || key.Scalar().empty()) {
-      return reader.Fault(key, field, "label keys must be non-empty strings");
+  for (const yaml::Entry& label : map.entries()) {
+    if (label.key.empty()) {
+      return reader.FaultAt(label.key_mark, entry.path, "label keys must be non-empty strings");
     }
-    const std::string child = absl::StrCat(field, ".", key.Scalar());
-    if (!seen.insert(key.Scalar()).second) return reader.Fault(key, child, "duplicate key");
-    if (!value.IsScalar() || value.Scalar().empty()) {
-      return reader.Fault(value, child, "expected a non-empty string value", key.Mark());
+    if (!label.value.IsScalar() || label.value.Scalar().empty()) {
+      return yaml::Fault(reader, label, "expected a non-empty string value");
     }
-    labels.emplace_back(key.Scalar(), value.Scalar());
+    labels.emplace_back(label.key, label.value.Scalar());
   }
   return labels;
 }
 
-absl::StatusOr<RuleMatch> ReadMatch(const YamlReader& reader, const YamlMap::Entry& match_entry,
-                                    const std::string& field) {
-  ASSIGN_OR_RETURN(YamlMap map,
-                   YamlMap::Read(reader, match_entry.value, field,
-                                 {"hardware_class", "arch", "cpu_flags_any", "cpu_flags_all",
-                                  "cpu_flags_none", "supports_bf16", "priority", "labels"},
-                                 match_entry.key_mark));
+absl::StatusOr<RuleMatch> ReadMatch(const yaml::Reader& reader, const yaml::Entry& match_entry) {
+  ASSIGN_OR_RETURN(yaml::Map map,
+                   yaml::Map::Read(reader, match_entry,
+                                   {"hardware_class", "arch", "cpu_flags_any", "cpu_flags_all",
+                                    "cpu_flags_none", "supports_bf16", "priority", "labels"}));
   RuleMatch match;
-  for (const YamlMap::Entry& entry : map.entries()) {
-    const std::string child = absl::StrCat(field, ".", entry.key);
+  for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "supports_bf16") {
-      ASSIGN_OR_RETURN(match.supports_bf16, ReadBool(reader, entry, child));
+      ASSIGN_OR_RETURN(match.supports_bf16, yaml::ReadBool(reader, entry));
       continue;
     }
     if (entry.key == "labels") {
-      ASSIGN_OR_RETURN(match.labels, ReadLabelConditions(reader, entry, child));
+      ASSIGN_OR_RETURN(match.labels, ReadLabelConditions(reader, entry));
       continue;
     }
-    ASSIGN_OR_RETURN(std::vector<std::string> values, ReadStringList(reader, entry, child));
+    ASSIGN_OR_RETURN(std::vector<std::string> values, yaml::ReadStringList(reader, entry));
     if (values.empty()) {
-      return reader.Fault(entry.value, child,
-                          "an empty list matches nothing; omit the condition to match anything",
-                          entry.key_mark);
+      return yaml::Fault(reader, entry,
+                         "an empty list matches nothing; omit the condition to match anything");
     }
     for (const std::string& value : values) {
       if (value.empty()) {
-        return reader.Fault(entry.value, child, "values must not be empty", entry.key_mark);
+        return yaml::Fault(reader, entry, "values must not be empty");
       }
     }
     if (entry.key == "hardware_class") {
       for (const std::string& value : values) {
         absl::StatusOr<HardwareClass> parsed = ParseHardwareClass(value);
-        if (!parsed.ok()) return reader.Fault(entry.value, child, parsed.status().message());
+        if (!parsed.ok()) return yaml::Fault(reader, entry, parsed.status().message());
         match.hardware_classes.push_back(*parsed);
       }
     } else if (entry.key == "priority") {
       for (const std::string& value : values) {
         absl::StatusOr<v1::Priority> parsed = ParseRulePriority(value);
-        if (!parsed.ok()) return reader.Fault(entry.value, child, parsed.status().message());
+        if (!parsed.ok()) return yaml::Fault(reader, entry, parsed.status().message());
         match.priorities.push_back(*parsed);
       }
     } else if (entry.key == "arch") {
@@ -215,24 +200,21 @@ absl::StatusOr<RuleMatch> ReadMatch(const YamlReader& reader, const YamlMap::Ent
   return match;
 }
 
-absl::StatusOr<Rule> ReadRule(const YamlReader& reader, const YAML::Node& node,
+absl::StatusOr<Rule> ReadRule(const yaml::Reader& reader, const YAML::Node& node,
                               const std::string& field) {
-  ASSIGN_OR_RETURN(YamlMap map, YamlMap::Read(reader, node, field, {"name", "match", "path"}));
+  ASSIGN_OR_RETURN(yaml::Map map, yaml::Map::Read(reader, node, field, {"name", "match", "path"}));
   Rule rule;
-  for (const YamlMap::Entry& entry : map.entries()) {
-    const std::string child = absl::StrCat(field, ".", entry.key);
+  for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "name") {
-      ASSIGN_OR_RETURN(rule.name, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(rule.name, yaml::ReadString(reader, entry));
     } else if (entry.key == "path") {
-      ASSIGN_OR_RETURN(rule.path_id, ReadString(reader, entry, child));
+      ASSIGN_OR_RETURN(rule.path_id, yaml::ReadString(reader, entry));
     } else if (entry.key == "match") {
-      ASSIGN_OR_RETURN(rule.match, ReadMatch(reader, entry, child));
+      ASSIGN_OR_RETURN(rule.match, ReadMatch(reader, entry));
     }
   }
   for (absl::string_view required : {"name", "path"}) {
-    if (map.Find(required) == nullptr) {
-      return reader.Fault(node, absl::StrCat(field, ".", required), "is required");
-    }
+    RETURN_IF_ERROR(map.Require(required).status());
   }
   if (rule.name.empty()) {
     return reader.Fault(node, absl::StrCat(field, ".name"), "must not be empty");
@@ -245,7 +227,7 @@ absl::StatusOr<Rule> ReadRule(const YamlReader& reader, const YAML::Node& node,
 absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
                                                    absl::string_view source_name,
                                                    const std::atomic<bool>* cancel) {
-  YamlReader reader(source_name);
+  yaml::Reader reader(source_name);
   yaml::Limits limits;
   limits.max_bytes = kMaxPolicyBytes;
   limits.max_nodes = kMaxPolicyNodes;
@@ -254,15 +236,13 @@ absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
   if (!root.IsDefined() || root.IsNull()) {
     return reader.FaultAt(YAML::Mark::null_mark(), "document", "is empty");
   }
-  ASSIGN_OR_RETURN(YamlMap top, YamlMap::Read(reader, root, "", {"schema", "paths", "rules"}));
+  ASSIGN_OR_RETURN(yaml::Map top, yaml::Map::Read(reader, root, "", {"schema", "paths", "rules"}));
   for (absl::string_view required : {"schema", "paths", "rules"}) {
-    if (top.Find(required) == nullptr) {
-      return reader.Fault(root, required, "is required");
-    }
+    RETURN_IF_ERROR(top.Require(required).status());
   }
 
-  const YamlMap::Entry& schema = *top.Find("schema");
-  ASSIGN_OR_RETURN(uint32_t schema_version, ReadUint32(reader, schema, "schema"));
+  const yaml::Entry& schema = *top.Find("schema");
+  ASSIGN_OR_RETURN(uint32_t schema_version, yaml::ReadUint32(reader, schema));
   if (schema_version != kSchemaVersion) {
     return reader.Fault(schema.value, "schema",
                         absl::StrCat("unsupported schema ", schema_version, "; this build reads ",
@@ -270,7 +250,7 @@ absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
   }
 
   PolicyDocument document;
-  const YamlMap::Entry& paths = *top.Find("paths");
+  const yaml::Entry& paths = *top.Find("paths");
   if (!paths.value.IsSequence() || paths.value.size() == 0) {
     return reader.Fault(paths.value, "paths", "expected a non-empty list of path definitions",
                         paths.key_mark);
@@ -292,7 +272,7 @@ absl::StatusOr<PolicyDocument> ParsePolicyDocument(absl::string_view yaml_text,
     document.paths.push_back(std::move(path));
   }
 
-  const YamlMap::Entry& rules = *top.Find("rules");
+  const yaml::Entry& rules = *top.Find("rules");
   if (!rules.value.IsSequence() || rules.value.size() == 0) {
     return reader.Fault(rules.value, "rules", "expected a non-empty list of rules",
                         rules.key_mark);
