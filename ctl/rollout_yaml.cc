@@ -1,12 +1,12 @@
 #include "ctl/rollout_yaml.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/bounded_yaml.h"
-#include "common/control_characters.h"
+#include "common/strict_yaml.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -18,47 +18,41 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 
+// Rollout YAML to the JSON of a v1::Rollout: the keys are checked against
+// the message each mapping fills, the values' types are left to the JSON
+// parser.
 class YamlToJson {
  public:
-  explicit YamlToJson(absl::string_view source_name) : source_name_(source_name) {}
+  explicit YamlToJson(absl::string_view source_name) : reader_(source_name) {}
 
-  // `where` holds the file's own keys: escaped, a newline in one cannot
-  // start a line of its own where the error is printed.
-  absl::Status Error(const YAML::Node& node, absl::string_view where, absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_name_, ":", node.Mark().line + 1, ": ",
-                                                   ControlEscaped(where), ": ",
-                                                   ControlEscaped(what)));
-  }
-
-  // `message` is the type the node must fill; null for a value whose shape
-  // the JSON parser alone judges (map values, scalars of leaf fields).
-  absl::Status Convert(const YAML::Node& node, const Descriptor* message, const std::string& where,
+  // `message` is the type the entry's value must fill; null for a value
+  // whose shape the JSON parser alone judges (map values, scalars of leaf
+  // fields).
+  absl::Status Convert(const yaml::Entry& entry, const Descriptor* message,
                        std::string* json) const {
     if (message != nullptr && IsWellKnown(message)) message = nullptr;
-    switch (node.Type()) {
+    switch (entry.value.Type()) {
       case YAML::NodeType::Null:
       case YAML::NodeType::Undefined:
         json->append("null");
         return absl::OkStatus();
       case YAML::NodeType::Scalar:
-        AppendScalar(node, json);
+        AppendScalar(entry.value, json);
         return absl::OkStatus();
       case YAML::NodeType::Sequence: {
+        ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items, yaml::ReadList(reader_, entry));
         json->append("[");
-        int index = 0;
-        for (const YAML::Node& item : node) {
-          if (index > 0) json->append(",");
-          absl::Status converted = Convert(item, message, absl::StrCat(where, "[", index, "]"), json);
-          if (!converted.ok()) return converted;
-          ++index;
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i > 0) json->append(",");
+          RETURN_IF_ERROR(Convert(items[i], message, json));
         }
         json->append("]");
         return absl::OkStatus();
       }
       case YAML::NodeType::Map:
-        return ConvertMap(node, message, where, json);
+        return ConvertMap(entry, message, json);
     }
-    return Error(node, where, "unsupported YAML node");
+    return yaml::Fault(reader_, entry, "unsupported YAML node");
   }
 
  private:
@@ -74,72 +68,60 @@ class YamlToJson {
     return nullptr;
   }
 
-  static std::string KnownKeys(const Descriptor* message) {
-    std::vector<std::string> names;
+  static std::vector<absl::string_view> FieldNames(const Descriptor* message) {
+    std::vector<absl::string_view> names;
     for (int i = 0; i < message->field_count(); ++i) names.push_back(message->field(i)->name());
-    return absl::StrJoin(names, ", ");
+    return names;
   }
 
-  absl::Status ConvertMap(const YAML::Node& node, const Descriptor* message,
-                          const std::string& where, std::string* json) const {
+  absl::Status ConvertMap(const yaml::Entry& entry, const Descriptor* message,
+                          std::string* json) const {
+    ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader_, entry));
     json->append("{");
     bool first = true;
-    for (const auto& entry : node) {
-      if (!entry.first.IsScalar()) return Error(entry.first, where, "keys must be plain names");
-      const std::string key = entry.first.Scalar();
-      const std::string path = absl::StrCat(where, ".", key);
+    for (const yaml::Entry& field_entry : map.entries()) {
       const Descriptor* value_type = nullptr;
       if (message != nullptr) {
-        const FieldDescriptor* field = FindField(message, key);
-        if (field == nullptr) {
-          return Error(entry.first, path,
-                       absl::StrCat("unknown key (", message->name(), " has: ", KnownKeys(message),
-                                    ")"));
-        }
+        const FieldDescriptor* field = FindField(message, field_entry.key);
+        if (field == nullptr) return yaml::UnknownKey(reader_, field_entry, FieldNames(message));
         // A proto map's keys are the user's (labels), so only its values'
         // type carries on; a message field's keys are checked one level down.
         if (field->is_map()) {
-          const FieldDescriptor* map_value = field->message_type()->map_value();
-          value_type = map_value->message_type();
-          if (!entry.second.IsMap()) return Error(entry.second, path, "must be a map");
-          absl::Status converted = ConvertUserMap(entry.second, value_type, path, json, &first, key);
-          if (!converted.ok()) return converted;
+          const Descriptor* map_value_type = field->message_type()->map_value()->message_type();
+          RETURN_IF_ERROR(ConvertUserMap(field_entry, map_value_type, json, &first));
           continue;
         }
         value_type = field->message_type();
       }
       if (!first) json->append(",");
       first = false;
-      AppendString(key, json);
+      AppendString(field_entry.key, json);
       json->append(":");
-      absl::Status converted = Convert(entry.second, value_type, path, json);
-      if (!converted.ok()) return converted;
+      RETURN_IF_ERROR(Convert(field_entry, value_type, json));
     }
     json->append("}");
     return absl::OkStatus();
   }
 
-  absl::Status ConvertUserMap(const YAML::Node& node, const Descriptor* value_type,
-                              const std::string& where, std::string* json, bool* first,
-                              const std::string& key) const {
+  absl::Status ConvertUserMap(const yaml::Entry& entry, const Descriptor* value_type,
+                              std::string* json, bool* first) const {
+    ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader_, entry));
     if (!*first) json->append(",");
     *first = false;
-    AppendString(key, json);
+    AppendString(entry.key, json);
     json->append(":{");
     bool first_entry = true;
-    for (const auto& entry : node) {
+    for (const yaml::Entry& user_entry : map.entries()) {
       if (!first_entry) json->append(",");
       first_entry = false;
-      const std::string name = entry.first.Scalar();
-      AppendString(name, json);
+      AppendString(user_entry.key, json);
       json->append(":");
-      if (value_type == nullptr && entry.second.IsScalar()) {
+      if (value_type == nullptr && user_entry.value.IsScalar()) {
         // Label values are strings even when they look like numbers (tier: 2).
-        AppendString(entry.second.Scalar(), json);
+        AppendString(user_entry.value.Scalar(), json);
         continue;
       }
-      absl::Status converted = Convert(entry.second, value_type, absl::StrCat(where, ".", name), json);
-      if (!converted.ok()) return converted;
+      RETURN_IF_ERROR(Convert(user_entry, value_type, json));
     }
     json->append("}");
     return absl::OkStatus();
@@ -184,7 +166,7 @@ class YamlToJson {
     json->push_back('"');
   }
 
-  std::string source_name_;
+  const yaml::Reader reader_;
 };
 
 }  // namespace
@@ -204,8 +186,8 @@ absl::StatusOr<v1::Rollout> ParseRolloutYaml(absl::string_view yaml_text,
   }
   std::string json;
   const YamlToJson converter(source_name);
-  absl::Status converted = converter.Convert(document, v1::Rollout::descriptor(), "rollout", &json);
-  if (!converted.ok()) return converted;
+  RETURN_IF_ERROR(converter.Convert(yaml::Entry{"", "rollout", YAML::Mark::null_mark(), document},
+                                    v1::Rollout::descriptor(), &json));
 
   v1::Rollout rollout;
   google::protobuf::util::JsonParseOptions options;

@@ -51,10 +51,10 @@ TEST(CtlRolloutYamlTest, UnknownKeyIsNamedWithItsPathAndLine) {
       "    bake_minutes: 5\n";
   EXPECT_THAT(ParseRolloutYaml(yaml, "r.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("r.yaml:4: rollout.stages[0].bake_minutes: unknown key")));
+                       HasSubstr("r.yaml:4:5: rollout.stages[0].bake_minutes: unknown key 'bake_minutes' (allowed: percent, ")));
   EXPECT_THAT(ParseRolloutYaml("id: x\nselektor: {}\n", "r.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("r.yaml:2: rollout.selektor: unknown key")));
+                       HasSubstr("r.yaml:2:1: rollout.selektor: unknown key 'selektor' (allowed: id, ")));
 }
 
 TEST(CtlRolloutYamlTest, LabelKeysAreFreeAndTheirValuesStayStrings) {
