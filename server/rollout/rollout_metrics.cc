@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "deploy/rollout_evaluation.h"
 
 namespace weightpath::server {
 namespace {
@@ -10,6 +11,7 @@ namespace {
 // SequentialGateReading::gate).
 constexpr const char* kGates[] = {"boot", "artifact", "engine", "silent", "task"};
 constexpr const char* kCohorts[] = {"member", "control"};
+constexpr const char* kSequentialVerdicts[] = {"pass", "fail", "inconclusive"};
 
 std::string WithoutPrefix(std::string name, absl::string_view prefix) {
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
@@ -40,6 +42,50 @@ RolloutMetrics::RolloutMetrics(std::shared_ptr<prometheus::Registry> registry)
                    .Name("weightpath_rollout_members")
                    .Help("Devices inside each rollout at its last evaluation")
                    .Register(*registry_)),
+      stages_(prometheus::BuildGauge()
+                  .Name("weightpath_rollout_stages")
+                  .Help("Stages in each rollout's plan (the current one is "
+                        "weightpath_rollout_stage + 1 of these)")
+                  .Register(*registry_)),
+      stage_fraction_(prometheus::BuildGauge()
+                          .Name("weightpath_rollout_stage_fraction")
+                          .Help("Share of the selected devices the current stage admits "
+                                "(the stage's percent / 100)")
+                          .Register(*registry_)),
+      cohort_devices_(prometheus::BuildGauge()
+                          .Name("weightpath_rollout_cohort_devices")
+                          .Help("Devices in each cohort (member or control) at the last "
+                                "evaluation")
+                          .Register(*registry_)),
+      cohort_reporting_(prometheus::BuildGauge()
+                            .Name("weightpath_rollout_cohort_reporting")
+                            .Help("Devices of each cohort that reported an outcome")
+                            .Register(*registry_)),
+      gate_failure_ratio_(prometheus::BuildGauge()
+                              .Name("weightpath_rollout_gate_failure_ratio")
+                              .Help("Failure rate each gate observed in each cohort at the last "
+                                    "evaluation (0 to 1)")
+                              .Register(*registry_)),
+      gate_max_delta_(prometheus::BuildGauge()
+                          .Name("weightpath_rollout_gate_max_delta")
+                          .Help("Largest allowed excess of the members' failure rate over the "
+                                "control's, per gate")
+                          .Register(*registry_)),
+      sequential_e_value_(prometheus::BuildGauge()
+                              .Name("weightpath_rollout_sequential_gate_e_value")
+                              .Help("Sequential gates: the evidence that members fail more "
+                                    "often (fail) or not (pass) than control devices")
+                              .Register(*registry_)),
+      sequential_threshold_(prometheus::BuildGauge()
+                                .Name("weightpath_rollout_sequential_gate_threshold")
+                                .Help("Sequential gates: the e-value either side must reach "
+                                      "(1 / the false-pause rate)")
+                                .Register(*registry_)),
+      sequential_verdict_(prometheus::BuildGauge()
+                              .Name("weightpath_rollout_sequential_gate_verdict")
+                              .Help("Sequential gates: 1 for each gate's verdict at the last "
+                                    "evaluation (pass, fail or inconclusive), 0 for the others")
+                              .Register(*registry_)),
       outcomes_(prometheus::BuildCounter()
                     .Name("weightpath_rollout_outcomes_total")
                     .Help("Outcome reports by rollout and cohort (member or control)")
@@ -53,6 +99,42 @@ void RolloutMetrics::SetRollout(const v1::Rollout& rollout) {
   absl::MutexLock lock(&mutex_);
   stage_.Add({{"rollout", rollout.id()}}).Set(rollout.current_stage());
   members_.Add({{"rollout", rollout.id()}}).Set(static_cast<double>(rollout.members().devices()));
+  stages_.Add({{"rollout", rollout.id()}}).Set(rollout.stages_size());
+  const bool staged = rollout.current_stage() < static_cast<uint32_t>(rollout.stages_size());
+  stage_fraction_.Add({{"rollout", rollout.id()}})
+      .Set(staged ? rollout.stages(static_cast<int>(rollout.current_stage())).percent() / 100.0
+                  : 0);
+  for (const auto& [cohort, outcomes] :
+       {std::pair<const char*, const v1::CohortOutcomes*>{"member", &rollout.members()},
+        std::pair<const char*, const v1::CohortOutcomes*>{"control", &rollout.control()}}) {
+    cohort_devices_.Add({{"rollout", rollout.id()}, {"cohort", cohort}})
+        .Set(static_cast<double>(outcomes->devices()));
+    cohort_reporting_.Add({{"rollout", rollout.id()}, {"cohort", cohort}})
+        .Set(static_cast<double>(outcomes->reporting()));
+  }
+  // The same readings the reconciler judged by, from the counts it stored.
+  for (const deploy::GateReading& reading :
+       deploy::ReadGates(rollout.gates(), rollout.members(), rollout.control())) {
+    gate_failure_ratio_.Add({{"rollout", rollout.id()}, {"gate", reading.gate}, {"cohort", "member"}})
+        .Set(reading.member_rate);
+    gate_failure_ratio_
+        .Add({{"rollout", rollout.id()}, {"gate", reading.gate}, {"cohort", "control"}})
+        .Set(reading.control_rate);
+    gate_max_delta_.Add({{"rollout", rollout.id()}, {"gate", reading.gate}}).Set(reading.max_delta);
+  }
+  for (const v1::SequentialGateStatus& gate : rollout.sequential_gates()) {
+    sequential_e_value_.Add({{"rollout", rollout.id()}, {"gate", gate.gate()}, {"evidence", "fail"}})
+        .Set(gate.fail_e_value());
+    sequential_e_value_.Add({{"rollout", rollout.id()}, {"gate", gate.gate()}, {"evidence", "pass"}})
+        .Set(gate.pass_e_value());
+    sequential_threshold_.Add({{"rollout", rollout.id()}, {"gate", gate.gate()}})
+        .Set(gate.threshold());
+    for (const char* verdict : kSequentialVerdicts) {
+      sequential_verdict_
+          .Add({{"rollout", rollout.id()}, {"gate", gate.gate()}, {"verdict", verdict}})
+          .Set(gate.verdict() == verdict ? 1 : 0);
+    }
+  }
   for (int value = v1::ROLLOUT_STATE_PROGRESSING; value <= v1::ROLLOUT_STATE_ROLLED_BACK; ++value) {
     const auto state = static_cast<v1::RolloutState>(value);
     state_.Add({{"rollout", rollout.id()}, {"state", RolloutStateLabel(state)}})

@@ -1,9 +1,18 @@
 // The rollout metrics. Rollout ids are chosen by operators and few, so they
 // are fine as labels; device ids never appear.
-//   weightpath_rollout_stage{rollout}                     current stage index
+//   weightpath_rollout_stage{rollout}                     current stage index (0-based)
+//   weightpath_rollout_stages{rollout}                    stages in the plan: "stage k+1 of n"
+//   weightpath_rollout_stage_fraction{rollout}            share of the selected fleet at this stage
 //   weightpath_rollout_state{rollout,state}               1 for the current state
 //   weightpath_rollout_members{rollout}                   members at the last evaluation
-//   weightpath_rollout_outcomes_total{rollout,cohort,outcome}  cohort = member | control
+//   weightpath_rollout_cohort_devices{rollout,cohort}     cohort = member | control
+//   weightpath_rollout_cohort_reporting{rollout,cohort}   devices that reported an outcome
+//   weightpath_rollout_gate_failure_ratio{rollout,gate,cohort}  observed rate, as the gate reads it
+//   weightpath_rollout_gate_max_delta{rollout,gate}       the largest allowed member - control
+//   weightpath_rollout_sequential_gate_e_value{rollout,gate,evidence}  evidence = fail | pass
+//   weightpath_rollout_sequential_gate_threshold{rollout,gate}
+//   weightpath_rollout_sequential_gate_verdict{rollout,gate,verdict}  1 for the current verdict
+//   weightpath_rollout_outcomes_total{rollout,cohort,outcome}
 //   weightpath_rollout_gate_breaches_total{rollout,gate}
 #pragma once
 
@@ -26,7 +35,8 @@ class RolloutMetrics {
  public:
   explicit RolloutMetrics(std::shared_ptr<prometheus::Registry> registry);
 
-  // Stage, state (every state series of the rollout, current one at 1) and members.
+  // Stage, state (every state series of the rollout, current one at 1),
+  // cohorts and each gate as the last evaluation left them.
   void SetRollout(const v1::Rollout& rollout);
   void CountOutcome(absl::string_view rollout_id, absl::string_view cohort, v1::Outcome outcome);
   void CountGateBreach(absl::string_view rollout_id, absl::string_view gate);
@@ -37,6 +47,15 @@ class RolloutMetrics {
   prometheus::Family<prometheus::Gauge>& stage_;
   prometheus::Family<prometheus::Gauge>& state_;
   prometheus::Family<prometheus::Gauge>& members_;
+  prometheus::Family<prometheus::Gauge>& stages_;
+  prometheus::Family<prometheus::Gauge>& stage_fraction_;
+  prometheus::Family<prometheus::Gauge>& cohort_devices_;
+  prometheus::Family<prometheus::Gauge>& cohort_reporting_;
+  prometheus::Family<prometheus::Gauge>& gate_failure_ratio_;
+  prometheus::Family<prometheus::Gauge>& gate_max_delta_;
+  prometheus::Family<prometheus::Gauge>& sequential_e_value_;
+  prometheus::Family<prometheus::Gauge>& sequential_threshold_;
+  prometheus::Family<prometheus::Gauge>& sequential_verdict_;
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Family<prometheus::Counter>& breaches_;
 };

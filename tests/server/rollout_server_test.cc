@@ -246,6 +246,48 @@ TEST_P(RolloutServerTest, ReconcileAdvancesAfterBakeAndEvidenceThenCompletes) {
   EXPECT_THAT(replica_->Metrics(), HasSubstr("weightpath_rollout_stage{rollout=\"fidelity-agentic\"} 1"));
   EXPECT_THAT(replica_->Metrics(),
               HasSubstr("weightpath_rollout_state{rollout=\"fidelity-agentic\",state=\"progressing\"} 1"));
+  // Stage 2 of 4, admitting 10% of the selected devices; one member and one
+  // control device, the member reporting.
+  const std::string metrics = replica_->Metrics();
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_stages{rollout=\"fidelity-agentic\"} 4"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_stage_fraction{rollout=\"fidelity-agentic\"} 0.1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_cohort_devices{cohort=\"member\",rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_cohort_devices{cohort=\"control\",rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_cohort_reporting{cohort=\"member\",rollout=\"fidelity-agentic\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_max_delta{gate=\"engine\",rollout=\"fidelity-agentic\"} 0.2"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_failure_ratio{cohort=\"member\",gate=\"engine\",rollout=\"fidelity-agentic\"} 0"));
+}
+
+TEST_P(RolloutServerTest, SequentialGatesShowTheirEvidenceThresholdAndVerdictAsMetrics) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  Register(*replica_->store, "device-0001", "agentic", kT0);
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  spec.mutable_gates()->mutable_sequential()->set_false_pause_rate(0.01);
+  ASSERT_THAT(replica_->admin->Create(spec).status(), IsOk());
+  const absl::Time at = kT0 + absl::Minutes(1);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics, std::nullopt, at};
+  ASSERT_THAT(HandleReportOutcome(Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_STARTED, at), context)
+                  .status(),
+              IsOk());
+  ASSERT_THAT(HandleReportOutcome(Report("device-0001", "", v1::OUTCOME_ENGINE_STARTED, at), context)
+                  .status(),
+              IsOk());
+  ASSERT_THAT(replica_->reconciler->ReconcileOnce().status(), IsOk());
+  absl::StatusOr<v1::Rollout> judged = replica_->admin->Get(kRolloutId);
+  ASSERT_THAT(judged.status(), IsOk());
+  ASSERT_GT(judged->sequential_gates_size(), 0);
+  const v1::SequentialGateStatus& gate = judged->sequential_gates(0);
+  const std::string metrics = replica_->Metrics();
+  const std::string labels = absl::StrCat("gate=\"", gate.gate(), "\",rollout=\"fidelity-agentic\"");
+  // The threshold is the stage's share of the false-pause rate, inverted.
+  EXPECT_GT(gate.threshold(), 100);
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("weightpath_rollout_sequential_gate_threshold{", labels, "} ")));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("weightpath_rollout_sequential_gate_verdict{", labels,
+                                              ",verdict=\"", gate.verdict(), "\"} 1")));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("weightpath_rollout_sequential_gate_e_value{evidence=\"fail\",",
+                                              labels, "}")));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("weightpath_rollout_sequential_gate_e_value{evidence=\"pass\",",
+                                              labels, "}")));
 }
 
 TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreach) {
@@ -276,6 +318,10 @@ TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreac
   EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_breaches_total{gate=\"task\",rollout=\"fidelity-agentic\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_outcomes_total{cohort=\"member\",outcome=\"tasks\",rollout=\"fidelity-agentic\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_outcomes_total{cohort=\"control\",outcome=\"tasks\",rollout=\"fidelity-agentic\"} 1"));
+  // The rates the gate judged by, and its limit, beside the breach.
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_failure_ratio{cohort=\"member\",gate=\"task\",rollout=\"fidelity-agentic\"} 0.8"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_failure_ratio{cohort=\"control\",gate=\"task\",rollout=\"fidelity-agentic\"} 0"));
+  EXPECT_THAT(metrics, HasSubstr("weightpath_rollout_gate_max_delta{gate=\"task\",rollout=\"fidelity-agentic\"} 0.1"));
 
   // Resume does not override the gate: the next pass pauses again; neither
   // can an operator advance past it.
