@@ -5,7 +5,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "agent/curl_library.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 
 namespace weightpath::agent {
@@ -29,6 +31,35 @@ size_t AppendToBody(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
+constexpr int kMaxRedirects = 5;
+
+// The URL a Location header names, relative to the URL that answered:
+// absolute (http:// or https://), absolute-path ("/x") or relative ("x").
+absl::StatusOr<std::string> ResolveRedirect(const std::string& from, const std::string& location,
+                                            const std::string& original) {
+  if (location.empty() || HasControlCharacters(location) || location.size() > 8192) {
+    return absl::UnavailableError(absl::StrCat(original, ": a redirect with a bad Location"));
+  }
+  if (absl::StartsWithIgnoreCase(location, "http://") ||
+      absl::StartsWithIgnoreCase(location, "https://")) {
+    return location;
+  }
+  if (absl::StrContains(location, "://") || absl::StartsWith(location, "//")) {
+    return absl::UnavailableError(absl::StrCat(
+        original, ": redirected to \"", ControlEscaped(location.substr(0, 128)),
+        "\", which is not http:// or https://"));
+  }
+  // `from` is an http:// URL (ParsePlainHttpUrl accepted it).
+  const size_t authority_end = from.find('/', std::string("http://").size());
+  const std::string origin = from.substr(0, authority_end);
+  if (absl::StartsWith(location, "/")) return absl::StrCat(origin, location);
+  std::string directory =
+      authority_end == std::string::npos ? "/" : from.substr(authority_end);
+  directory = directory.substr(0, directory.find('?'));
+  directory = directory.substr(0, directory.rfind('/') + 1);
+  return absl::StrCat(origin, directory, location);
+}
+
 }  // namespace
 
 struct HttpMetadataFetcher::Handle {
@@ -43,6 +74,7 @@ HttpMetadataFetcher::HttpMetadataFetcher(std::string base_url, Clock* clock, Mon
                                          absl::Duration call_timeout)
     : base_url_(std::move(base_url)),
       clock_(clock),
+      plain_(clock),
       deadline_(deadline),
       call_timeout_(call_timeout) {
   while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
@@ -61,6 +93,55 @@ absl::StatusOr<std::string> HttpMetadataFetcher::Fetch(const trust::MetadataRequ
     return absl::DeadlineExceededError(absl::StrCat("no time left in the budget to fetch ", url));
   }
   const absl::Duration limit = std::min(call_timeout_, left);
+  ++requests_;
+  const MonotonicTime request_deadline = clock_->MonotonicNow() + limit;
+  std::string current = url;
+  for (int redirects = 0;; ++redirects) {
+    absl::StatusOr<PlainHttpUrl> plain = ParsePlainHttpUrl(current);
+    if (!plain.ok()) break;  // https:// (or user information): libcurl's
+    absl::StatusOr<PlainHttpResponse> response =
+        plain_.Get(*plain, request.max_bytes, request_deadline);
+    if (!response.ok()) {
+      if (absl::IsResourceExhausted(response.status())) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(url, ": more than the ", request.max_bytes,
+                         " bytes allowed; stopped reading (endless data)"));
+      }
+      if (absl::IsDeadlineExceeded(response.status())) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(url, ": no complete answer within ", absl::FormatDuration(limit), ": ",
+                         response.status().message()));
+      }
+      return absl::UnavailableError(absl::StrCat(url, ": ", response.status().message()));
+    }
+    const int status = response->status;
+    if (status >= 200 && status < 300) return std::move(response->body);
+    const bool redirect = status == 301 || status == 302 || status == 303 || status == 307 ||
+                          status == 308;
+    if (redirect && response->location) {
+      if (redirects >= kMaxRedirects) {
+        return absl::UnavailableError(
+            absl::StrCat(url, ": more than ", kMaxRedirects, " redirects"));
+      }
+      ASSIGN_OR_RETURN(current, ResolveRedirect(current, *response->location, url));
+      continue;
+    }
+    if (status == 403 || status == 404 || status == 410) {
+      return absl::NotFoundError(absl::StrCat(url, " answered HTTP ", status));
+    }
+    return absl::UnavailableError(absl::StrCat(url, " answered HTTP ", status));
+  }
+  const absl::Duration curl_limit = request_deadline - clock_->MonotonicNow();
+  if (curl_limit <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        url, ": no complete answer within ", absl::FormatDuration(limit), " (redirected)"));
+  }
+  return FetchWithCurl(url, current, request, curl_limit);
+}
+
+absl::StatusOr<std::string> HttpMetadataFetcher::FetchWithCurl(
+    const std::string& url, const std::string& location, const trust::MetadataRequest& request,
+    absl::Duration limit) {
   if (handle_ == nullptr) {
     ASSIGN_OR_RETURN(const CurlApi* api, LoadCurl());
     auto handle = std::make_unique<Handle>();
@@ -71,18 +152,17 @@ absl::StatusOr<std::string> HttpMetadataFetcher::Fetch(const trust::MetadataRequ
   }
   const CurlApi& api = *handle_->api;
   CURL* curl = handle_->curl;
-  ++requests_;
 
   std::string body;
   BodySink sink{&body, request.max_bytes, false};
   char error_buffer[CURL_ERROR_SIZE] = {0};
   const long limit_ms = static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)));
-  api.easy_setopt(curl, CURLOPT_URL, url.c_str());
+  api.easy_setopt(curl, CURLOPT_URL, location.c_str());
   api.easy_setopt(curl, CURLOPT_HTTPGET, 1L);
   api.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   api.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   api.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  api.easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+  api.easy_setopt(curl, CURLOPT_MAXREDIRS, static_cast<long>(kMaxRedirects));
   api.easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
   api.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   api.easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);

@@ -1,6 +1,9 @@
 // The downloads of the agent's TUF client: one HTTP GET per metadata file
-// (trust.metadata_url + "/" + the file name the workflow asks for), over
-// libcurl (curl_library.h), on one connection reused for the whole update.
+// (trust.metadata_url + "/" + the file name the workflow asks for), on one
+// connection reused for the whole update. http:// URLs are fetched over a
+// plain socket (plain_http.h), so a boot that only checks timestamp.json
+// never loads libcurl; https:// URLs, and redirects to them, over libcurl
+// (curl_library.h). Redirects are followed, five at most.
 //
 // Every download is bounded twice:
 //  - in bytes: at most MetadataRequest::max_bytes (the endless-data attack:
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/clock.h"
+#include "agent/plain_http.h"
 #include "trust/client.h"
 #include "trust/trusted_metadata_set.h"
 
@@ -40,7 +44,7 @@ class HttpMetadataFetcher {
   //   RESOURCE_EXHAUSTED  more than request.max_bytes (endless data)
   //   DEADLINE_EXCEEDED   the time ran out (or none was left to start)
   //   UNAVAILABLE         any other HTTP status or transfer failure
-  //   FAILED_PRECONDITION libcurl.so.4 cannot be loaded
+  //   FAILED_PRECONDITION libcurl.so.4 cannot be loaded (https:// only)
   absl::StatusOr<std::string> Fetch(const trust::MetadataRequest& request);
 
   // The URL a file name is fetched from.
@@ -49,8 +53,13 @@ class HttpMetadataFetcher {
 
  private:
   struct Handle;
+  absl::StatusOr<std::string> FetchWithCurl(const std::string& url, const std::string& location,
+                                            const trust::MetadataRequest& request,
+                                            absl::Duration limit);
+
   std::string base_url_;
   Clock* clock_;
+  PlainHttpConnection plain_;
   MonotonicTime deadline_;
   absl::Duration call_timeout_;
   std::unique_ptr<Handle> handle_;  // created on the first request
