@@ -105,6 +105,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->exposer_->RegisterCollectable(server->registry_);
   server->exposer_->RegisterCollectable(server->metrics_->resolve_stats());
   server->exposer_->RegisterCollectable(server->metrics_->process_stats());
+  server->certificate_expiry_ = std::make_shared<CertificateExpiry>(
+      std::vector<std::pair<std::string, std::string>>{{"server", config.tls_cert_path},
+                                                       {"client_ca", config.client_ca_path}});
+  server->exposer_->RegisterCollectable(server->certificate_expiry_);
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_address_ =
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());

@@ -16,6 +16,7 @@
 #include "server/fleet/fleet_queries.h"
 #include "server/fleet/fleet_state.h"
 #include "server/security/operator_auth.h"
+#include "server/observability/certificate_expiry.h"
 #include "server/observability/metrics.h"
 #include "server/config/policy_snapshot.h"
 #include "server/rollout/rollout_admin.h"
@@ -58,6 +59,7 @@ class WeightPathServer {
   const ServerConfig config_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::shared_ptr<CertificateExpiry> certificate_expiry_;
   SnapshotHolder snapshots_;
   std::unique_ptr<ConfigWatcher> watcher_;
   std::unique_ptr<TimestampSigner> timestamp_signer_;  // with --timestamp_key only

@@ -2,6 +2,8 @@
 
 #include <grpc/grpc_security_constants.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -10,6 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "server/config/file_fingerprint.h"
 
 namespace weightpath::server {
@@ -65,17 +69,34 @@ absl::Status CheckTransportPolicy(const ServerConfig& config) {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
     const ServerConfig& config) {
   if (config.tls_cert_path.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair key_cert;
-  ASSIGN_OR_RETURN(key_cert.cert_chain, ReadPem(config.tls_cert_path, "tls_cert"));
-  ASSIGN_OR_RETURN(key_cert.private_key, ReadPem(config.tls_key_path, "tls_key"));
-  options.pem_key_cert_pairs.push_back(std::move(key_cert));
+  // Read once here so a missing or non-PEM file stops the start with a
+  // message naming its flag; gRPC's watcher would only log and serve nothing.
+  RETURN_IF_ERROR(ReadPem(config.tls_cert_path, "tls_cert").status());
+  RETURN_IF_ERROR(ReadPem(config.tls_key_path, "tls_key").status());
   if (!config.client_ca_path.empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(config.client_ca_path, "client_ca"));
-    options.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    RETURN_IF_ERROR(ReadPem(config.client_ca_path, "client_ca").status());
   }
-  return grpc::SslServerCredentials(options);
+  // The files are watched like the policy: renewed certificates and a new
+  // client CA bundle (cert-manager rewrites a Secret's files in place) are
+  // served from the next check on, without a restart. A key that does not
+  // match its certificate is not taken; the pair in use stays.
+  const int64_t refresh_seconds =
+      config.reload_interval > absl::ZeroDuration()
+          ? std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(config.reload_interval,
+                                                                 absl::Seconds(1))))
+          : 60;
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      config.tls_key_path, config.tls_cert_path, config.client_ca_path,
+      static_cast<unsigned int>(refresh_seconds));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (!config.client_ca_path.empty()) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
 absl::Status CheckDeviceIdentity(const grpc::AuthContext& auth_context,

@@ -1,10 +1,15 @@
 // TLS and mutual TLS with certificates made by `openssl` at test time: a
 // throwaway CA, a server certificate for localhost/127.0.0.1, device
 // certificates whose identities (CN, DNS SAN, URI SAN) bind device ids.
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -103,6 +108,62 @@ TEST_F(ServerTlsTest, ServerOnlyTlsServesAnyDeviceIdWithoutClientCertificate) {
   const grpc::Status status =
       Resolve(TlsChannel(server->grpc_address(), /*with_device_cert=*/false), "device-8");
   EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+}
+
+std::string ReadOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// As cert-manager and kubelet do: the new file is written beside the old
+// one and renamed over it, so a reader never sees half a certificate.
+void ReplaceFile(const std::string& path, const std::string& contents) {
+  WriteFileOrDie(path + ".new", contents);
+  ASSERT_EQ(std::rename((path + ".new").c_str(), path.c_str()), 0) << path;
+}
+
+TEST_F(ServerTlsTest, RenewedCertificatesAndANewClientCaAreServedWithoutARestart) {
+  absl::StatusOr<std::unique_ptr<TestCa>> next_ca = TestCa::Create();
+  ASSERT_TRUE(next_ca.ok()) << next_ca.status();
+  ASSERT_TRUE((*next_ca)->IssueClient("device", "/CN=device-7").ok());
+
+  TempDir files;
+  WriteFileOrDie(files.File("tls.crt"), ReadOrDie(Cert("server.pem")));
+  WriteFileOrDie(files.File("tls.key"), ReadOrDie(Cert("server.key")));
+  WriteFileOrDie(files.File("ca.crt"), ReadOrDie(Cert("ca.pem")));
+  auto server = ServerProcess::Start({"--tls_cert=" + files.File("tls.crt"),
+                                      "--tls_key=" + files.File("tls.key"),
+                                      "--client_ca=" + files.File("ca.crt"),
+                                      "--reload_interval=1s"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->grpc_address();
+  ASSERT_TRUE(Resolve(TlsChannel(address, /*with_device_cert=*/true), "device-7").ok());
+
+  absl::StatusOr<std::string> metrics = HttpGet((*server)->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("weightpath_tls_certificate_expiry_timestamp_seconds{certificate=\"server\"}"));
+  EXPECT_THAT(*metrics, HasSubstr("weightpath_tls_certificate_expiry_timestamp_seconds{certificate=\"client_ca\"}"));
+
+  // Everything replaced by another CA's: server certificate, key and the
+  // client CA bundle. Only devices of the new CA get in from then on.
+  ReplaceFile(files.File("tls.key"), ReadOrDie((*next_ca)->File("server.key")));
+  ReplaceFile(files.File("tls.crt"), ReadOrDie((*next_ca)->File("server.pem")));
+  ReplaceFile(files.File("ca.crt"), ReadOrDie((*next_ca)->File("ca.pem")));
+  grpc::Status with_new_ca;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  do {
+    // A fresh channel each time: a connection keeps the handshake it made.
+    with_new_ca = Resolve((*next_ca)->Channel(address, "device"), "device-7");
+    if (with_new_ca.ok()) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  } while (absl::Now() < deadline);
+  EXPECT_TRUE(with_new_ca.ok()) << with_new_ca.error_code() << " " << with_new_ca.error_message()
+                                << "\n" << (*server)->Log();
+  EXPECT_FALSE(Resolve(TlsChannel(address, /*with_device_cert=*/true), "device-7").ok())
+      << "a device of the old CA, against a server certificate it does not trust";
 }
 
 }  // namespace
