@@ -71,10 +71,10 @@ TEST(ServerCatalogTest, EachFaultIsRefusedNamingFileLineAndField) {
   const std::string sha = "efd41686dc43781edd37a8f8b91b76b591e79be3aa0c66c24129cd4f2e14442b";
   const std::vector<BrokenCatalog> cases = {
       {"uppercase sha256", sha, "EFD41686dc43781edd37a8f8b91b76b591e79be3aa0c66c24129cd4f2e14442b",
-       "catalog.yaml:10: models.Spark-X2.5-1.7B.bf16.sha256: must be 64 lowercase hex digits"},
+       "catalog.yaml:10:15: models.Spark-X2.5-1.7B.bf16.sha256: must be 64 lowercase hex digits"},
       {"short sha256", sha, "efd416", "models.Spark-X2.5-1.7B.bf16.sha256"},
       {"ftp uri", "uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/bf16.bin",
-       "uri: ftp://host/bf16.bin", "catalog.yaml:9: models.Spark-X2.5-1.7B.bf16.uri"},
+       "uri: ftp://host/bf16.bin", "catalog.yaml:9:12: models.Spark-X2.5-1.7B.bf16.uri"},
       {"zero size", "size_bytes: 262144\n      version: \"demo-1\"\n    export",
        "size_bytes: 0\n      version: \"demo-1\"\n    export",
        "models.Spark-X2.5-1.7B.bf16.size_bytes: \"0\" must be a positive"},
@@ -87,7 +87,7 @@ TEST(ServerCatalogTest, EachFaultIsRefusedNamingFileLineAndField) {
       {"missing path", "    w4a8-amx:", "    w4a8-amx-renamed:",
        "models.Spark-X2.5-1.7B.w4a8-amx: is missing"},
       {"default model not in models", "default_model: Spark-X2.5-1.7B",
-       "default_model: Other-7B", "catalog.yaml:5: default_model: \"Other-7B\" is not one"},
+       "default_model: Other-7B", "catalog.yaml:5:16: default_model: \"Other-7B\" is not one"},
       {"unknown top-level key", "models:", "extras: 1\nmodels:", "extras: unknown key"},
       {"invalid YAML", "models:", "models: [", "catalog.yaml"},
   };
