@@ -10,9 +10,8 @@
 #include "agent/boot_flow.h"
 #include "agent/command_options.h"
 #include "agent/live_device.h"
-#include "agent/resolve_client.h"
-#include "agent/run_report_client.h"
 #include "agent/trust_client.h"
+#include "agent/weightpath_client.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -83,24 +82,17 @@ int RunBootCommand(int argc, char** argv) {
   LiveDevice device(root);
   // An unusable TLS file is a reason to fall back, not to leave the device
   // without a decision, so the error surfaces as a failed resolve.
-  absl::StatusOr<std::unique_ptr<ResolveClient>> client =
-      ResolveClient::Create(config->server, config->tls);
+  absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
+      WeightPathClient::Create(config->server, config->tls);
   BootDependencies dependencies;
   device.Bind(dependencies);
   const std::unique_ptr<TrustClient> trust = MakeTrustClient(*config, dependencies.clock);
   dependencies.trust = trust.get();
-  // Made only when a refusal is to be reported: a second channel on every
-  // boot would cost time for a call that is rarely made.
-  std::unique_ptr<ReportClient> reporter;
-  dependencies.report = [&](const v1::ReportOutcomeRequest& request,
-                            absl::Duration timeout) -> absl::Status {
-    if (reporter == nullptr) {
-      absl::StatusOr<std::unique_ptr<ReportClient>> created =
-          ReportClient::Create(config->server, config->tls);
-      if (!created.ok()) return created.status();
-      reporter = *std::move(created);
-    }
-    return reporter->Report(request, timeout).status();
+  // A refusal is reported over the channel the resolve used.
+  dependencies.report = [&client](const v1::ReportOutcomeRequest& request,
+                                  absl::Duration timeout) -> absl::Status {
+    if (!client.ok()) return client.status();
+    return (*client)->ReportOutcome(request, timeout).status();
   };
   dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
                                    absl::Duration timeout)

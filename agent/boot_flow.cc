@@ -13,11 +13,12 @@
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/offline_decision.h"
-#include "agent/resolve_client.h"
+#include "agent/outcome_report.h"
+#include "agent/resolve_request.h"
 #include "agent/retry_policy.h"
-#include "agent/run_report_client.h"
 #include "agent/sha256_file.h"
 #include "agent/trust_client.h"
+#include "agent/weightpath_client.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -78,7 +79,7 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 ArtifactFetcher& fetcher, bool* trust_refused) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version, held);
-  const RetryOptions options{config.call_timeout, config.retry_base_delay, config.retry_max_delay};
+  const RetryOptions options = ServerRetryOptions(config);
   DecisionRecord record;
   RetryTrace trace;
   const absl::Status resolved = CallWithRetries(

@@ -8,7 +8,8 @@
 #include "absl/time/clock.h"
 #include "agent/boot_flow.h"
 #include "agent/command_options.h"
-#include "agent/run_report_client.h"
+#include "agent/outcome_report.h"
+#include "agent/weightpath_client.h"
 
 namespace weightpath::agent {
 namespace {
@@ -122,8 +123,8 @@ int RunOutcomeCommand(int argc, char** argv) {
                  std::string(decision.status().message()).c_str());
     return kExitNothingUsable;
   }
-  absl::StatusOr<std::unique_ptr<ReportClient>> client =
-      ReportClient::Create(config->server, config->tls);
+  absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
+      WeightPathClient::Create(config->server, config->tls);
   if (!client.ok()) {
     std::fprintf(stderr, "weightpath-agent outcome: %s\n",
                  std::string(client.status().message()).c_str());
@@ -134,7 +135,7 @@ int RunOutcomeCommand(int argc, char** argv) {
   const v1::ReportOutcomeRequest request =
       BuildOutcomeReport(*config, *arguments, *decision, absl::Now());
   absl::StatusOr<v1::ReportOutcomeResponse> response =
-      (*client)->Report(request, config->call_timeout);
+      (*client)->ReportOutcome(request, config->call_timeout);
   if (!response.ok()) {
     std::fprintf(stderr, "weightpath-agent outcome: %s\n",
                  std::string(response.status().message()).c_str());

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
@@ -12,11 +13,8 @@
 #include "agent/measurement_report.h"
 #include "agent/random_source.h"
 #include "agent/retry_policy.h"
-#include "agent/server_channel.h"
-#include "common/grpc_status.h"
-#include "common/status_macros.h"
-#include "grpcpp/grpcpp.h"
-#include "weightpath/v1/weightpath.grpc.pb.h"
+#include "agent/weightpath_client.h"
+#include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::agent {
 namespace {
@@ -75,30 +73,26 @@ int RunReportCommand(int argc, char** argv) {
   absl::StatusOr<v1::ReportMeasurementRequest> request =
       json.ok() ? ParseMeasurementReport(*json, *file, config->device_id)
                 : absl::StatusOr<v1::ReportMeasurementRequest>(json.status());
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      request.ok() ? OpenServerChannel(config->server, config->tls)
-                   : absl::StatusOr<std::shared_ptr<grpc::Channel>>(request.status());
-  if (!channel.ok()) {
-    std::fprintf(stderr, "weightpath-agent report: %s\n", channel.status().ToString().c_str());
+  absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
+      request.ok() ? WeightPathClient::Create(config->server, config->tls)
+                   : absl::StatusOr<std::unique_ptr<WeightPathClient>>(request.status());
+  if (!client.ok()) {
+    std::fprintf(stderr, "weightpath-agent report: %s\n", client.status().ToString().c_str());
     return kExitBadInput;
   }
-  auto stub = v1::WeightPath::NewStub(*channel);
 
   SystemClock clock;
   SeededRandomSource random(std::random_device{}());
-  RetryOptions retry;
-  retry.call_timeout = config->call_timeout;
-  retry.base_delay = config->retry_base_delay;
-  retry.max_delay = config->retry_max_delay;
   v1::ReportMeasurementResponse response;
   RetryTrace trace;
   const absl::Status status = CallWithRetries(
-      retry, clock.MonotonicNow() + config->budget, clock, random,
-      [&](absl::Duration timeout) {
-        grpc::ClientContext context;
-        SetCallTimeout(context, timeout);
-        const grpc::Status result = stub->ReportMeasurement(&context, *request, &response);
-        return FromGrpcStatus("ReportMeasurement", result, context);
+      ServerRetryOptions(*config), clock.MonotonicNow() + config->budget, clock, random,
+      [&](absl::Duration timeout) -> absl::Status {
+        absl::StatusOr<v1::ReportMeasurementResponse> answer =
+            (*client)->ReportMeasurement(*request, timeout);
+        if (!answer.ok()) return answer.status();
+        response = *std::move(answer);
+        return absl::OkStatus();
       },
       &trace);
   if (!status.ok()) {

@@ -47,7 +47,7 @@ struct RetryTrace {
 // of the backoff, and one saying "do not retry" is returned as is. All of it
 // is measured on the clock's monotonic reading. The call gets a timeout rather than a point in
 // time so that it can turn it into whatever deadline its transport needs at
-// the moment it starts (see SetCallTimeout in server_channel.h).
+// the moment it starts (see SetCallTimeout in weightpath_client.h).
 absl::Status CallWithRetries(const RetryOptions& options, MonotonicTime budget_end, Clock& clock,
                              RandomSource& random,
                              const std::function<absl::Status(absl::Duration call_timeout)>& call,

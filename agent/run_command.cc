@@ -10,11 +10,10 @@
 #include "agent/command_options.h"
 #include "agent/decision_record.h"
 #include "agent/live_device.h"
-#include "agent/resolve_client.h"
 #include "agent/run_loop.h"
-#include "agent/run_report_client.h"
 #include "agent/run_shell.h"
 #include "agent/trust_client.h"
+#include "agent/weightpath_client.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -71,29 +70,23 @@ int RunRunCommand(int argc, char** argv) {
     spdlog::error("run: config: {}", config.status().ToString());
     return kExitNothingUsable;
   }
-  absl::StatusOr<std::unique_ptr<ResolveClient>> resolver =
-      ResolveClient::Create(config->server, config->tls);
-  if (!resolver.ok()) {
-    spdlog::error("run: {}", resolver.status().ToString());
-    return kExitNothingUsable;
-  }
-  absl::StatusOr<std::unique_ptr<ReportClient>> reporter =
-      ReportClient::Create(config->server, config->tls);
-  if (!reporter.ok()) {
-    spdlog::error("run: {}", reporter.status().ToString());
+  absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
+      WeightPathClient::Create(config->server, config->tls);
+  if (!client.ok()) {
+    spdlog::error("run: {}", client.status().ToString());
     return kExitNothingUsable;
   }
 
   LiveDevice device(root);
   RunDependencies dependencies;
   device.Bind(dependencies);
-  dependencies.resolve = [&resolver](const v1::ResolveWeightPathRequest& request,
-                                     absl::Duration timeout) {
-    return (*resolver)->Resolve(request, timeout);
+  dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
+                                   absl::Duration timeout) {
+    return (*client)->Resolve(request, timeout);
   };
-  dependencies.report = [&reporter](const v1::ReportOutcomeRequest& request,
-                                    absl::Duration timeout) -> absl::Status {
-    return (*reporter)->Report(request, timeout).status();
+  dependencies.report = [&client](const v1::ReportOutcomeRequest& request,
+                                  absl::Duration timeout) -> absl::Status {
+    return (*client)->ReportOutcome(request, timeout).status();
   };
   dependencies.run_command = RunShellCommand;
   const std::unique_ptr<TrustClient> trust = MakeTrustClient(*config, dependencies.clock);

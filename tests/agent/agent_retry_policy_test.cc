@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "agent/server_channel.h"
+#include "agent/weightpath_client.h"
 #include "common/retry_pushback.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

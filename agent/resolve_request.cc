@@ -1,29 +1,9 @@
-#include "agent/resolve_client.h"
+#include "agent/resolve_request.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/server_channel.h"
-#include "common/grpc_status.h"
-#include "common/status_macros.h"
-#include "grpcpp/grpcpp.h"
 
 namespace weightpath::agent {
-
-absl::StatusOr<std::unique_ptr<ResolveClient>> ResolveClient::Create(
-    const std::string& server, const std::optional<TlsFiles>& tls) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenServerChannel(server, tls));
-  return std::unique_ptr<ResolveClient>(new ResolveClient(v1::WeightPath::NewStub(channel)));
-}
-
-absl::StatusOr<v1::ResolveWeightPathResponse> ResolveClient::Resolve(
-    const v1::ResolveWeightPathRequest& request, absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetCallTimeout(context, timeout);
-  v1::ResolveWeightPathResponse response;
-  const grpc::Status status = stub_->ResolveWeightPath(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus("ResolveWeightPath", status, context);
-  return response;
-}
 
 v1::ResolveWeightPathRequest ResolveRequest(const AgentConfig& config,
                                             const v1::HardwareProfile& profile,

@@ -1,13 +1,8 @@
-#include "agent/run_report_client.h"
+#include "agent/outcome_report.h"
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/server_channel.h"
-#include "common/grpc_status.h"
 #include "common/proto_time.h"
 #include "common/report_limits.h"
-#include "common/status_macros.h"
-#include "grpcpp/grpcpp.h"
 
 namespace weightpath::agent {
 namespace {
@@ -23,22 +18,6 @@ std::string FittedDetail(const std::string& detail) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<ReportClient>> ReportClient::Create(
-    const std::string& server, const std::optional<TlsFiles>& tls) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenServerChannel(server, tls));
-  return std::unique_ptr<ReportClient>(new ReportClient(v1::WeightPath::NewStub(channel)));
-}
-
-absl::StatusOr<v1::ReportOutcomeResponse> ReportClient::Report(
-    const v1::ReportOutcomeRequest& request, absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetCallTimeout(context, timeout);
-  v1::ReportOutcomeResponse response;
-  const grpc::Status status = stub_->ReportOutcome(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus("ReportOutcome", status, context);
-  return response;
-}
 
 v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
                                        const v1::ResolveWeightPathResponse& about,
