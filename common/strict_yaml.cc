@@ -1,6 +1,7 @@
 #include "common/strict_yaml.h"
 
 #include <cmath>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -29,6 +30,10 @@ absl::string_view KindName(const YAML::Node& node) {
   return "nothing";
 }
 
+absl::Status WrongKind(const Reader& reader, const Entry& entry, absl::string_view expected) {
+  return Fault(reader, entry, absl::StrCat("expected ", expected, ", got ", KindName(entry.value)));
+}
+
 }  // namespace
 
 absl::StatusOr<Map> Map::ReadImpl(const Reader& reader, const YAML::Node& node,
@@ -44,6 +49,7 @@ absl::StatusOr<Map> Map::ReadImpl(const Reader& reader, const YAML::Node& node,
   }
   std::vector<Entry> entries;
   entries.reserve(node.size());
+  std::unordered_set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const YAML::Node key_node = it->first;
     if (!key_node.IsScalar()) return reader.Fault(key_node, path, "keys must be plain names");
@@ -54,13 +60,10 @@ absl::StatusOr<Map> Map::ReadImpl(const Reader& reader, const YAML::Node& node,
       for (absl::string_view candidate : *allowed) known = known || candidate == entry.key;
       if (!known) return UnknownKey(reader, entry, *allowed);
     }
-    for (const Entry& earlier : entries) {
-      // yaml-cpp keeps both; which one a reader would take is not the
-      // author's to guess.
-      if (earlier.key == entry.key) {
-        return reader.Fault(key_node, entry.path, "duplicate key");
-      }
-    }
+    // yaml-cpp keeps both; which one a reader would take is not the
+    // author's to guess. A set, not a scan of the earlier keys: a mapping
+    // may hold tens of thousands of them.
+    if (!seen.insert(entry.key).second) return reader.Fault(key_node, entry.path, "duplicate key");
     entries.push_back(std::move(entry));
   }
   Map map;
@@ -139,12 +142,13 @@ absl::Status UnknownKey(const Reader& reader, const Entry& entry,
 absl::StatusOr<std::vector<Entry>> ReadList(const Reader& reader, const Entry& entry,
                                             absl::string_view expected) {
   if (!entry.value.IsSequence()) {
-    return Fault(reader, entry, absl::StrCat("expected ", expected, ", got ", KindName(entry.value)));
+    return WrongKind(reader, entry, expected);
   }
   std::vector<Entry> items;
   items.reserve(entry.value.size());
   for (size_t i = 0; i < entry.value.size(); ++i) {
-    items.push_back(Entry{"", absl::StrCat(entry.path, "[", i, "]"), entry.key_mark, entry.value[i]});
+    items.push_back(
+        Entry{"", absl::StrCat(entry.path, "[", i, "]"), entry.key_mark, entry.value[i]});
   }
   return items;
 }
@@ -156,7 +160,7 @@ absl::Status Fault(const Reader& reader, const Entry& entry, absl::string_view w
 absl::StatusOr<std::string> ReadScalar(const Reader& reader, const Entry& entry,
                                        absl::string_view expected) {
   if (!entry.value.IsScalar()) {
-    return Fault(reader, entry, absl::StrCat("expected ", expected, ", got ", KindName(entry.value)));
+    return WrongKind(reader, entry, expected);
   }
   return entry.value.Scalar();
 }
@@ -183,7 +187,8 @@ absl::StatusOr<uint32_t> ReadUint32(const Reader& reader, const Entry& entry) {
   absl::StatusOr<std::string> text = ReadScalar(reader, entry, "a non-negative integer");
   if (!text.ok()) return text.status();
   uint32_t value = 0;
-  if (text->empty() || (*text)[0] == '-' || (*text)[0] == '+' || !absl::SimpleAtoi(*text, &value)) {
+  if (text->empty() || (*text)[0] == '-' || (*text)[0] == '+' ||
+      !absl::SimpleAtoi(*text, &value)) {
     return Fault(reader, entry, absl::StrCat("expected a non-negative integer, got '", *text, "'"));
   }
   return value;
