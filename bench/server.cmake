@@ -24,3 +24,10 @@ target_link_libraries(bench_server_hot_path PRIVATE weightpath_server_lib benchm
 target_compile_definitions(bench_server_hot_path PRIVATE
   WEIGHTPATH_EXAMPLE_PROFILES_DIR="${PROJECT_SOURCE_DIR}/examples/profiles")
 weightpath_warnings(bench_server_hot_path)
+
+# bench_published: a published snapshot's read, thread-local copy vs a
+# shared_ptr copy per call.
+add_executable(bench_published ${CMAKE_CURRENT_LIST_DIR}/published_bench.cc)
+target_include_directories(bench_published PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(bench_published PRIVATE benchmark::benchmark absl::synchronization)
+weightpath_warnings(bench_published)
