@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "yaml-cpp/yaml.h"
+#include "common/strict_yaml.h"
 
 namespace weightpath::agent {
 
@@ -32,10 +32,10 @@ struct TrustConfig {
   std::string metadata_url;
 };
 
-// The `trust` node of a config. Both keys are required; an unknown key, a
+// The `trust` entry of a config. Both keys are required; an unknown key, a
 // value that is not a non-empty string, or a metadata_url that is not an
 // http(s) URL without query or fragment is INVALID_ARGUMENT as
-// "SOURCE:LINE: trust.KEY: reason", like every other config error.
-absl::StatusOr<TrustConfig> ParseTrustConfig(const YAML::Node& node, absl::string_view source_name);
+// "SOURCE:LINE:COLUMN: trust.KEY: reason", like every other config error.
+absl::StatusOr<TrustConfig> ParseTrustConfig(const yaml::Reader& reader, const yaml::Entry& entry);
 
 }  // namespace weightpath::agent
