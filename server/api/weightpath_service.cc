@@ -1,12 +1,15 @@
 #include "server/api/weightpath_service.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/retry_pushback.h"
 #include "common/status_macros.h"
+#include "server/resolve/profile_memo.h"
 #include "server/resolve/request_validation.h"
 #include "server/wire/resolve_wire.h"
 #include "server/wire/response_cache.h"
@@ -19,6 +22,17 @@ namespace weightpath::server {
 namespace {
 
 const std::vector<v1::Rollout> kNoRollouts;
+
+// WEIGHTPATH_PROFILE_MEMO=off: every resolve takes the full path (decode,
+// validate, decide), the control the memo is measured and tested against
+// (bench/server_load.sh SERVER_B_ENV). Read once.
+bool ProfileMemoOff() {
+  static const bool off = [] {
+    const char* choice = std::getenv("WEIGHTPATH_PROFILE_MEMO");
+    return choice != nullptr && absl::string_view(choice) == "off";
+  }();
+  return off;
+}
 
 }  // namespace
 
@@ -66,29 +80,126 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
   const auto started = std::chrono::steady_clock::now();
   ResolveScratch& scratch = ThreadResolveScratch();
   ResolveSummary summary;
-  // The copy shares the received slices; it only exists because parsing
-  // reads through a non-const buffer.
-  grpc::ByteBuffer received(*request_bytes);
-  absl::Status status = ParseResolveRequest(&received, &scratch);
+  absl::Status status;
   bool shed = false;
-  if (status.ok()) {
-    // Its in-flight place is held while the answer is worked out.
-    absl::StatusOr<DeviceCallLimits::Admission> admission =
-        AdmitLoad(DeviceCallMethod::kResolve, scratch.request.device_id(), SteadyNanos(started));
-    shed = !admission.ok();
-    status = shed ? admission.status()
-                  : AnswerResolve(context, scratch.request, &scratch.per_call, &summary,
-                                  response_bytes);
+  // Its in-flight place is held while the answer is worked out.
+  std::optional<absl::StatusOr<DeviceCallLimits::Admission>> admission;
+  auto admit = [&](absl::string_view device_id) {
+    admission = AdmitLoad(DeviceCallMethod::kResolve, device_id, SteadyNanos(started));
+    shed = !admission->ok();
+    if (shed) status = admission->status();
+    return !shed;
+  };
+  grpc::Slice contiguous;  // the request's bytes, alive for the whole call
+  if (!ResolveRequestBytes(*request_bytes, &contiguous)) {
+    scratch.decoder.Reset(&scratch.request);
+    scratch.head_only = false;
+    status = absl::InvalidArgumentError("request: the message could not be read");
+  } else {
+    const absl::string_view wire(reinterpret_cast<const char*>(contiguous.begin()),
+                                 contiguous.size());
+    RequestHead head;
+    const RequestHead* plain = DecodeRequestHead(wire, &head) ? &head : nullptr;
+    bool answered = false;
+    policy::Decision known;
+    const Snapshot* known_with = plain != nullptr ? FindKnownDecision(head, &known) : nullptr;
+    // A device whose profile the memo knows is admitted as soon as that is
+    // known (its request parses); every other request once parsed, as before.
+    if (known_with != nullptr && admit(head.device_id)) {
+      answered = AnswerKnown(context, head, wire, known, *known_with, &scratch, &summary,
+                             response_bytes);
+    }
+    if (!answered && !shed) {
+      summary = ResolveSummary();
+      status = ParseResolveRequest(wire, &scratch);
+      if (status.ok() && (admission.has_value() || admit(scratch.request.device_id()))) {
+        status = AnswerResolve(context, scratch.request, plain, &scratch.per_call, &summary,
+                               response_bytes);
+      }
+    }
   }
   if (!status.ok() && !shed) LogRefused("ResolveWeightPath", scratch.request.device_id(), status);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
   metrics_->RecordResolve(summary, static_cast<int>(status.code()), elapsed.count());
-  FinishCall(context, reactor, status);
+  if (status.ok()) {
+    reactor->Finish(grpc::Status::OK);  // what FinishCall does for OK, without the conversions
+  } else {
+    FinishCall(context, reactor, status);
+  }
   return reactor;
+}
+
+const Snapshot* WeightPathService::FindKnownDecision(const RequestHead& head,
+                                                     policy::Decision* decision) const {
+  if (ProfileMemoOff()) return nullptr;
+  if (rollouts_ != nullptr && !rollouts_->ForThisCall().empty()) return nullptr;
+  if (!RequestHeadIsValid(head)) return nullptr;
+  const Snapshot& snapshot = snapshots_->Current();
+  const ProfileMemo::Epoch epoch = memo_.EpochFor(*snapshots_, snapshot);
+  if (epoch.policy_reads_labels) return nullptr;
+  return memo_.Find(head.profile, epoch.id, head.priority, decision) ? &snapshot : nullptr;
+}
+
+bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const RequestHead& head,
+                                    absl::string_view wire, const policy::Decision& decision,
+                                    const Snapshot& snapshot, ResolveScratch* scratch,
+                                    ResolveSummary* summary, grpc::ByteBuffer* response_bytes) {
+  // The request's head passes validation (FindKnownDecision; the etag is
+  // checked below) and its profile is one that parsed and passed: what
+  // ValidateResolveRequest would say. Identity is still the call's own.
+  if (require_client_identity_ &&
+      !CheckDeviceIdentity(*context->auth_context(), head.device_id).ok()) {
+    return false;
+  }
+  if (fleet_ != nullptr) {
+    // The fleet's sighting record and evidence read the whole request.
+    if (!KnownDecisionEtagIsValid(head.known_decision_etag) ||
+        !ParseResolveRequest(wire, scratch).ok()) {
+      return false;
+    }
+    absl::StatusOr<ResolvedDecision> resolved =
+        DecideKnown(decision, scratch->request, snapshot, summary);
+    if (!resolved.ok()) return false;
+    AnswerDecided(scratch->request, snapshot, *resolved, &scratch->per_call, summary,
+                  response_bytes);
+    return true;
+  }
+  // Nothing per call changes the answer: both are the decided part's own,
+  // found by the decision and the model once this thread has seen them.
+  DecidedPartCache& parts = ThreadDecidedPartCache();
+  const DecidedPart* decided = parts.FindKnown(snapshot, decision, head.model);
+  if (decided != nullptr) {
+    Summarize(decision, summary);
+  } else {
+    FillRequestHead(head, scratch);
+    absl::StatusOr<ResolvedDecision> resolved =
+        DecideKnown(decision, scratch->request, snapshot, summary);
+    if (!resolved.ok()) return false;
+    decided = &parts.Find(*snapshots_, snapshot, *resolved);
+    decided->PlainAnswersFor(*resolved);
+    parts.RememberKnown(snapshot, decision, head.model, *decided);
+  }
+  const PlainAnswers& answers = decided->plain;
+  if (!head.known_decision_etag.empty() && head.known_decision_etag == decided->decision_etag) {
+    // The decision's own etag is a valid one.
+    summary->unchanged = true;
+    *response_bytes = answers.unchanged;  // shares the slice
+    return true;
+  }
+  if (!KnownDecisionEtagIsValid(head.known_decision_etag)) return false;
+  *response_bytes = answers.full;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("ResolveWeightPath device_id={} class={} path={} model={} policy={}",
+                  std::string_view(head.device_id.data(), head.device_id.size()),
+                  decided->message.hardware_class(), decided->message.weight_path().name(),
+                  decided->message.model(), decided->message.policy_version());
+  }
+  return true;
 }
 
 absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* context,
                                               const v1::ResolveWeightPathRequest& request,
+                                              const RequestHead* head,
                                               v1::ResolveWeightPathResponse* per_call,
                                               ResolveSummary* summary,
                                               grpc::ByteBuffer* response_bytes) {
@@ -97,6 +208,15 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   const RolloutCache::Rollouts& rollouts = rollouts_ != nullptr ? rollouts_->ForThisCall() : kNoRollouts;
   const Snapshot& snapshot = snapshots_->Current();
   ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, snapshot, summary, rollouts));
+  AnswerDecided(request, snapshot, decision, per_call, summary, response_bytes);
+  if (head != nullptr) RememberProfile(request, *head, snapshot, rollouts);
+  return absl::OkStatus();
+}
+
+void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& request,
+                                      const Snapshot& snapshot, const ResolvedDecision& decision,
+                                      v1::ResolveWeightPathResponse* per_call,
+                                      ResolveSummary* summary, grpc::ByteBuffer* response_bytes) {
   const DecidedPart& decided = ThreadDecidedPartCache().Find(*snapshots_, snapshot, decision);
   per_call->Clear();
   FillPerCallPart(decision, per_call);
@@ -109,7 +229,7 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
     summary->unchanged = true;
     EncodeUnchangedResponse(decided.message.policy_version(), per_call->resolve_interval_seconds(),
                             per_call->decision_etag(), response_bytes);
-    return absl::OkStatus();
+    return;
   }
   if (fleet_ != nullptr) {
     fleet_->ApplyVerification(decided.message.weight_path().name(), decided.message.hardware_class(),
@@ -123,7 +243,27 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                   decided.message.weight_path().name(), decided.message.model(),
                   decided.message.policy_version());
   }
-  return absl::OkStatus();
+}
+
+void WeightPathService::RememberProfile(const v1::ResolveWeightPathRequest& request,
+                                        const RequestHead& head, const Snapshot& snapshot,
+                                        const std::vector<v1::Rollout>& rollouts) {
+  // Only what FindKnownDecision would look up: no rollouts, a policy that
+  // reads no labels, a head that passes validation (it did: the call was
+  // answered), a profile of a size the memo keeps.
+  if (ProfileMemoOff() || !rollouts.empty() || head.profile.size() > ProfileMemo::kMaxProfileBytes) {
+    return;
+  }
+  const ProfileMemo::Epoch epoch = memo_.EpochFor(*snapshots_, snapshot);
+  if (epoch.id == 0 || epoch.policy_reads_labels) return;
+  // The policy's decision at both effective priorities, as Decide makes it
+  // when no rollout applies (deploy::ResolveWithRollouts: Evaluate).
+  absl::StatusOr<policy::Decision> speed =
+      policy::Evaluate(*snapshot.policy, request.profile(), v1::PRIORITY_SPEED, request.labels());
+  absl::StatusOr<policy::Decision> fidelity = policy::Evaluate(
+      *snapshot.policy, request.profile(), v1::PRIORITY_FIDELITY, request.labels());
+  if (!speed.ok() || !fidelity.ok()) return;
+  memo_.Remember(head.profile, epoch.id, *speed, *fidelity);
 }
 
 absl::Status WeightPathService::AdmitDevice(const grpc::CallbackServerContext& context,

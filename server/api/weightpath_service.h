@@ -16,6 +16,10 @@
 #include "server/rollout/rollout_metrics.h"
 #include "server/observability/metrics.h"
 #include "server/config/policy_snapshot.h"
+#include "server/resolve/profile_memo.h"
+#include "server/wire/request_decoder.h"
+#include "server/wire/resolve_wire.h"
+#include "server/resolve/resolver.h"
 #include "server/fleet/store_executor.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
@@ -96,11 +100,37 @@ class WeightPathService final
   }
 
   // Everything after parsing: validation, identity, decision, fleet, the
-  // encoded answer.
+  // encoded answer. `head`: the request's, when it has the plain shape
+  // (DecodeRequestHead); a call that passes is then remembered in memo_.
   absl::Status AnswerResolve(grpc::CallbackServerContext* context,
-                             const v1::ResolveWeightPathRequest& request,
+                             const v1::ResolveWeightPathRequest& request, const RequestHead* head,
                              v1::ResolveWeightPathResponse* per_call, ResolveSummary* summary,
                              grpc::ByteBuffer* response_bytes);
+  // The policy's decision for a plain request whose profile memo_ knows
+  // (server/resolve/profile_memo.h), when nothing else the memo cannot see decides:
+  // no rollouts, a policy that reads no labels. Returns the snapshot (the
+  // one Current() gave this call) the decision belongs to; null when the
+  // memo does not hold it. Valid until this thread's next Current().
+  const Snapshot* FindKnownDecision(const RequestHead& head, policy::Decision* decision) const;
+  // The answer to such a request, admitted already: its head passes
+  // validation and its profile is one memo_ holds as valid. false, with
+  // nothing sent and nothing recorded, for anything else to settle (a
+  // fault, a refused identity, an unknown model): the full path then
+  // answers it as it answers every request.
+  bool AnswerKnown(grpc::CallbackServerContext* context, const RequestHead& head,
+                   absl::string_view wire, const policy::Decision& decision,
+                   const Snapshot& snapshot, ResolveScratch* scratch, ResolveSummary* summary,
+                   grpc::ByteBuffer* response_bytes);
+  // The answer once the decision is made (both paths): decided part,
+  // per-call part and etag, the fleet's sighting, "unchanged" or the full
+  // answer with the fleet's evidence.
+  void AnswerDecided(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
+                     const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call,
+                     ResolveSummary* summary, grpc::ByteBuffer* response_bytes);
+  // After the full path answered a plain request: its profile's decisions
+  // for memo_, when the call was one the memo may answer next time.
+  void RememberProfile(const v1::ResolveWeightPathRequest& request, const RequestHead& head,
+                       const Snapshot& snapshot, const std::vector<v1::Rollout>& rollouts);
 
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
@@ -110,6 +140,8 @@ class WeightPathService final
   DeviceCallLimits* const limits_;
   RolloutCache* rollouts_ = nullptr;
   RolloutMetrics* rollout_metrics_ = nullptr;
+  // Verdicts and decisions by profile bytes (fixed memory, see its header).
+  mutable ProfileMemo memo_;
 };
 
 

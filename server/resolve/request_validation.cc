@@ -1,5 +1,7 @@
 #include "server/resolve/request_validation.h"
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,15 +13,27 @@
 namespace weightpath::server {
 namespace {
 
-bool IsDeviceIdChar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '.': case '_': case ':': case '/': case '@': case '+': case '=': case '-':
-      return true;
-    default:
-      return false;
-  }
-}
+// [A-Za-z0-9._:/@+=-], one entry per byte value: a device id is checked on
+// every resolve.
+constexpr std::array<bool, 256> kDeviceIdChars = [] {
+  std::array<bool, 256> table{};
+  for (int c = 'a'; c <= 'z'; ++c) table[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) table[c] = true;
+  for (int c = '0'; c <= '9'; ++c) table[c] = true;
+  for (const char c : {'.', '_', ':', '/', '@', '+', '=', '-'}) table[static_cast<uint8_t>(c)] = true;
+  return table;
+}();
+
+bool IsDeviceIdChar(char c) { return kDeviceIdChars[static_cast<uint8_t>(c)]; }
+
+constexpr std::array<bool, 256> kLowerHexDigits = [] {
+  std::array<bool, 256> table{};
+  for (int c = '0'; c <= '9'; ++c) table[c] = true;
+  for (int c = 'a'; c <= 'f'; ++c) table[c] = true;
+  return table;
+}();
+
+constexpr size_t kMaxEtagBytes = 64;
 
 absl::Status CheckLength(absl::string_view value, absl::string_view field) {
   if (value.size() <= kMaxStringBytes) return absl::OkStatus();
@@ -109,16 +123,14 @@ absl::Status ValidateDeviceId(absl::string_view device_id) {
 }
 
 absl::Status ValidateKnownDecisionEtag(absl::string_view etag) {
-  // Ours are 32 digits; the bound leaves room for a longer hash later.
-  constexpr size_t kMaxEtagBytes = 64;
+  // Ours are 32 digits; the bound (kMaxEtagBytes) leaves room for a longer hash later.
   if (etag.size() > kMaxEtagBytes) {
     return InvalidArgumentForField("known_decision_etag",
                                    absl::StrCat("known_decision_etag is ", etag.size(),
                                                 " bytes; at most ", kMaxEtagBytes, " are accepted"));
   }
   for (size_t i = 0; i < etag.size(); ++i) {
-    const char c = etag[i];
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+    if (!kLowerHexDigits[static_cast<uint8_t>(etag[i])]) {
       return InvalidArgumentForField("known_decision_etag", absl::StrCat(
           "known_decision_etag has a character other than a lowercase hex digit at byte ", i,
           "; send back the decision_etag of an earlier answer, or nothing"));
@@ -153,6 +165,27 @@ absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request)
   }
   if (!request.has_profile()) return InvalidArgumentForField("profile", "profile is required");
   return ValidateProfile(request.profile());
+}
+
+bool RequestHeadIsValid(const RequestHead& head) {
+  // The same checks as ValidateResolveRequest, as a yes or no: any fault is
+  // left to it. DecodeRequestHead already held each label to a non-empty key
+  // and lengths under 128 bytes, and the priority to the enum's values.
+  if (head.device_id.empty() || head.device_id.size() > kMaxDeviceIdBytes) return false;
+  for (const char c : head.device_id) {
+    if (!IsDeviceIdChar(c)) return false;
+  }
+  if (head.model.size() > kMaxStringBytes || head.agent_version.size() > kMaxStringBytes) return false;
+  // Entries on the wire bound the distinct keys the map ends up with.
+  return head.label_count <= kMaxLabels;
+}
+
+bool KnownDecisionEtagIsValid(absl::string_view etag) {
+  if (etag.size() > kMaxEtagBytes) return false;
+  for (const char c : etag) {
+    if (!kLowerHexDigits[static_cast<uint8_t>(c)]) return false;
+  }
+  return true;
 }
 
 absl::Status ValidateReport(const v1::ReportMeasurementRequest& request) {

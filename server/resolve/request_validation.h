@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "server/resolve/request_head.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::server {
@@ -32,6 +33,15 @@ absl::Status ValidateKnownDecisionEtag(absl::string_view etag);
 // Bounds, then the hardware class: a profile with no accelerator and an arch
 // that is neither x86_64 nor aarch64 is refused naming profile.arch.
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request);
+
+// true when ValidateResolveRequest passes every field of a request with this
+// head (server/wire/request_decoder.h: DecodeRequestHead) but the profile and the
+// etag: device_id, model, agent_version, the labels and the priority. Left
+// to ValidateResolveRequest otherwise, which names the fault.
+bool RequestHeadIsValid(const RequestHead& head);
+// ValidateKnownDecisionEtag(etag).ok(), without building a status. An etag
+// equal to a decision's own is valid: the caller may skip this then.
+bool KnownDecisionEtagIsValid(absl::string_view etag);
 
 // The reports: the store's checks (store/measurement_validation.h: every
 // string bounded, figures sane), and device_id held to the same rules as a

@@ -5,39 +5,68 @@
 #include "absl/strings/str_cat.h"
 #include "common/deterministic_bytes.h"
 #include "common/status_macros.h"
+#include "deploy/resolve_interval.h"
 #include "server/config/content_hash.h"
 
 namespace weightpath::server {
 
-absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
-                                        const Snapshot& snapshot, ResolveSummary* summary,
-                                        const std::vector<v1::Rollout>& rollouts) {
-  const policy::Policy& policy = *snapshot.policy;
-  const Catalog& catalog = *snapshot.catalog;
+namespace {
 
-  ResolvedDecision resolved;
-  ASSIGN_OR_RETURN(resolved.shaped, ResolveShaped(policy, request, rollouts));
-  const policy::Decision& decision = resolved.shaped.resolution.decision;
-  resolved.path = decision.path;
-  summary->hardware_class = decision.hardware_class;
-  summary->path_name = resolved.path->name;
-  summary->effective_priority = decision.effective_priority;
-
-  resolved.model = request.model().empty() ? &catalog.default_model() : &request.model();
-  const Catalog::ModelArtifacts* artifacts = catalog.FindModel(*resolved.model);
+// The catalog's part of a decision: the model asked for (or the default) and
+// its artifact for the decided path.
+absl::Status AttachArtifact(const v1::ResolveWeightPathRequest& request, const Catalog& catalog,
+                            ResolvedDecision* resolved) {
+  resolved->model = request.model().empty() ? &catalog.default_model() : &request.model();
+  const Catalog::ModelArtifacts* artifacts = catalog.FindModel(*resolved->model);
   if (artifacts == nullptr) {
-    return absl::NotFoundError(absl::StrCat("model \"", *resolved.model,
+    return absl::NotFoundError(absl::StrCat("model \"", *resolved->model,
                                             "\" is not in the catalog; known models: ",
                                             catalog.known_models()));
   }
-  auto artifact_it = artifacts->find(resolved.path->name);
+  auto artifact_it = artifacts->find(resolved->path->name);
   if (artifact_it == artifacts->end()) {
     // Catalog loading checks every reachable path, so this means the policy
     // and catalog disagree in a way the load check missed.
     return absl::InternalError(absl::StrCat("catalog ", catalog.version(), " has no artifact for model \"",
-                                            *resolved.model, "\" path \"", resolved.path->name, "\""));
+                                            *resolved->model, "\" path \"", resolved->path->name, "\""));
   }
-  resolved.artifact = &artifact_it->second;
+  resolved->artifact = &artifact_it->second;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Summarize(const policy::Decision& decision, ResolveSummary* summary) {
+  summary->hardware_class = decision.hardware_class;
+  summary->path_name = decision.path->name;
+  summary->effective_priority = decision.effective_priority;
+}
+
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts) {
+  ResolvedDecision resolved;
+  ASSIGN_OR_RETURN(resolved.shaped, ResolveShaped(*snapshot.policy, request, rollouts));
+  const policy::Decision& decision = resolved.shaped.resolution.decision;
+  resolved.path = decision.path;
+  Summarize(decision, summary);
+  RETURN_IF_ERROR(AttachArtifact(request, *snapshot.catalog, &resolved));
+  return resolved;
+}
+
+absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
+                                             const v1::ResolveWeightPathRequest& request,
+                                             const Snapshot& snapshot, ResolveSummary* summary) {
+  static const std::vector<v1::Rollout> kNoRollouts;
+  ResolvedDecision resolved;
+  // As ResolveShaped with no rollouts: the policy's decision unshaped, and
+  // the interval no rollout shortens.
+  resolved.shaped.resolution.decision = decision;
+  resolved.shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(
+      kNoRollouts, request.labels(), decision.hardware_class);
+  resolved.path = decision.path;
+  Summarize(decision, summary);
+  RETURN_IF_ERROR(AttachArtifact(request, *snapshot.catalog, &resolved));
   return resolved;
 }
 

@@ -58,6 +58,17 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
                                         const Snapshot& snapshot, ResolveSummary* summary,
                                         const std::vector<v1::Rollout>& rollouts = {});
 
+// Decide for a call that no rollout shapes, given the policy's decision for
+// its profile and priority (policy::Evaluate, as ProfileMemo keeps it): the
+// same result Decide gives with no rollouts. `decision` must belong to
+// `snapshot`'s policy.
+absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
+                                             const v1::ResolveWeightPathRequest& request,
+                                             const Snapshot& snapshot, ResolveSummary* summary);
+
+// What Decide puts in the summary for `decision` (the policy's, as shaped).
+void Summarize(const policy::Decision& decision, ResolveSummary* summary);
+
 // Everything but the per-call fields; `verified` stays unset and the
 // artifact is left out when a rollout pinned one.
 void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,

@@ -29,10 +29,17 @@ bool ReadVarint(absl::string_view wire, size_t* pos, uint64_t* value) {
   return false;
 }
 
+// A length as protobuf reads one (ReadSize): at most five bytes.
+bool ReadLength(absl::string_view wire, size_t* pos, uint64_t* length) {
+  const size_t start = *pos;
+  return ReadVarint(wire, pos, length) && *pos - start <= 5;
+}
+
 struct Field {
   uint32_t number = 0;
   uint32_t wire_type = 0;
   size_t start = 0;         // first byte of the tag
+  size_t tag_size = 0;
   absl::string_view value;  // length-delimited payload (only for that type)
 };
 
@@ -41,6 +48,7 @@ bool NextField(absl::string_view wire, size_t* pos, Field* field) {
   field->start = *pos;
   uint64_t tag = 0;
   if (!ReadVarint(wire, pos, &tag) || tag > UINT32_MAX) return false;
+  field->tag_size = *pos - field->start;
   field->number = static_cast<uint32_t>(tag >> 3);
   field->wire_type = static_cast<uint32_t>(tag & 7);
   if (field->number == 0) return false;
@@ -58,7 +66,7 @@ bool NextField(absl::string_view wire, size_t* pos, Field* field) {
       return true;
     case kLengthDelimited: {
       uint64_t length = 0;
-      if (!ReadVarint(wire, pos, &length) || length > wire.size() - *pos) return false;
+      if (!ReadLength(wire, pos, &length) || length > wire.size() - *pos) return false;
       field->value = wire.substr(*pos, length);
       *pos += length;
       return true;
@@ -78,7 +86,7 @@ size_t RunEnd(absl::string_view wire, size_t start, uint8_t tag) {
     uint64_t length = 0;
     if (next < wire.size() && bytes[next] < 0x80) {  // every flag: a one-byte length
       length = bytes[next++];
-    } else if (!ReadVarint(wire, &next, &length)) {
+    } else if (!ReadLength(wire, &next, &length)) {
       return start;
     }
     if (length > wire.size() - next) return start;
@@ -229,6 +237,9 @@ bool RequestDecoder::Decode(absl::string_view wire, v1::ResolveWeightPathRequest
   while (pos < wire.size()) {
     if (!NextField(wire, &pos, &field)) return false;
     if (field.number == kRequestProfileField && field.wire_type == kLengthDelimited) {
+      // Protobuf never sees this field's bytes: a tag in more than one byte
+      // (valid to protobuf only up to five) is left to it whole.
+      if (field.tag_size != 1) return false;
       if (profile == nullptr) {
         if (spare_profile_ == nullptr) spare_profile_ = std::make_unique<v1::HardwareProfile>();
         profile = spare_profile_.release();
@@ -241,6 +252,98 @@ bool RequestDecoder::Decode(absl::string_view wire, v1::ResolveWeightPathRequest
   }
   return request->MergeFromString(request_rest_) &&
          (profile == nullptr || profile->MergeFromString(profile_rest_));
+}
+
+namespace {
+
+uint64_t Load64(const char* bytes) {
+  uint64_t word = 0;
+  std::memcpy(&word, bytes, 8);
+  return word;
+}
+
+bool AllAscii(absl::string_view bytes) {
+  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+  const size_t size = bytes.size();
+  if (size >= 8) {
+    uint64_t seen = Load64(bytes.data() + size - 8);  // the tail, overlapping
+    for (size_t i = 0; i + 8 <= size; i += 8) seen |= Load64(bytes.data() + i);
+    return (seen & kHighBits) == 0;
+  }
+  uint8_t seen = 0;
+  for (const char c : bytes) seen |= static_cast<uint8_t>(c);
+  return (seen & 0x80) == 0;
+}
+
+// A map entry as protobuf writes one: key (field 1) then value (field 2),
+// each with a one-byte length, the value left out when empty.
+bool PlainLabelEntry(absl::string_view entry) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(entry.data());
+  if (entry.size() < 3 || bytes[0] != TagByte(1)) return false;
+  const size_t key_size = bytes[1];
+  if (key_size == 0 || key_size >= 0x80 || key_size > entry.size() - 2) return false;
+  const size_t value_at = 2 + key_size;
+  if (value_at != entry.size()) {
+    if (entry.size() - value_at < 2 || bytes[value_at] != TagByte(2)) return false;
+    const size_t value_size = bytes[value_at + 1];
+    if (value_size >= 0x80 || value_size != entry.size() - value_at - 2) return false;
+  }
+  return AllAscii(entry);
+}
+
+}  // namespace
+
+bool DecodeRequestHead(absl::string_view wire, RequestHead* head) {
+  using Request = v1::ResolveWeightPathRequest;
+  *head = RequestHead();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(wire.data());
+  uint32_t seen = 0;
+  size_t pos = 0;
+  while (pos < wire.size()) {
+    const uint8_t tag = bytes[pos++];
+    const int field = tag >> 3;
+    if (field == Request::kPriorityFieldNumber) {
+      if (tag != (field << 3 | kVarint) || pos == wire.size() || (seen & (1u << field)) != 0) return false;
+      const uint8_t value = bytes[pos++];
+      if (value > v1::PRIORITY_FIDELITY) return false;  // also every longer varint
+      head->priority = static_cast<v1::Priority>(value);
+      seen |= 1u << field;
+      continue;
+    }
+    if (field < Request::kDeviceIdFieldNumber || field > Request::kKnownDecisionEtagFieldNumber ||
+        tag != TagByte(field)) {
+      return false;
+    }
+    // A length in at most three bytes (a request is under 4 MiB): protobuf
+    // reads at most five, so anything longer is left to it.
+    uint64_t length = 0;
+    const size_t length_at = pos;
+    if (pos < wire.size() && bytes[pos] < 0x80) {
+      length = bytes[pos++];
+    } else if (!ReadVarint(wire, &pos, &length) || pos - length_at > 3) {
+      return false;
+    }
+    if (length > wire.size() - pos) return false;
+    const absl::string_view value = wire.substr(pos, length);
+    pos += length;
+    if (field == Request::kLabelsFieldNumber) {
+      if (!PlainLabelEntry(value)) return false;
+      ++head->label_count;
+      continue;
+    }
+    if ((seen & (1u << field)) != 0) return false;
+    seen |= 1u << field;
+    if (field != Request::kProfileFieldNumber && !AllAscii(value)) return false;
+    switch (field) {
+      case Request::kDeviceIdFieldNumber: head->device_id = value; break;
+      case Request::kProfileFieldNumber: head->profile = value; break;
+      case Request::kModelFieldNumber: head->model = value; break;
+      case Request::kAgentVersionFieldNumber: head->agent_version = value; break;
+      case Request::kKnownDecisionEtagFieldNumber: head->known_decision_etag = value; break;
+      default: return false;
+    }
+  }
+  return (seen & (1u << Request::kProfileFieldNumber)) != 0;
 }
 
 }  // namespace weightpath::server

@@ -77,17 +77,25 @@ ResolveScratch& ThreadResolveScratch() {
   return scratch;
 }
 
+bool ResolveRequestBytes(const grpc::ByteBuffer& bytes, grpc::Slice* contiguous) {
+  return bytes.TrySingleSlice(contiguous).ok() || bytes.DumpToSingleSlice(contiguous).ok();
+}
+
 absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratch) {
   grpc::Slice contiguous;
-  const bool have_bytes =
-      bytes->TrySingleSlice(&contiguous).ok() || bytes->DumpToSingleSlice(&contiguous).ok();
+  const bool have_bytes = ResolveRequestBytes(*bytes, &contiguous);
   bytes->Clear();
   if (!have_bytes) {
     scratch->decoder.Reset(&scratch->request);
     return absl::InvalidArgumentError("request: the message could not be read");
   }
-  const absl::string_view wire(reinterpret_cast<const char*>(contiguous.begin()), contiguous.size());
+  return ParseResolveRequest(
+      absl::string_view(reinterpret_cast<const char*>(contiguous.begin()), contiguous.size()),
+      scratch);
+}
 
+absl::Status ParseResolveRequest(absl::string_view wire, ResolveScratch* scratch) {
+  scratch->head_only = false;
   v1::ResolveWeightPathRequest* request = &scratch->request;
   RequestDecoder& decoder = scratch->decoder;
   bool parsed = false;
@@ -111,6 +119,30 @@ absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratc
         "request: the message is not a valid weightpath.v1.ResolveWeightPathRequest");
   }
   return absl::OkStatus();
+}
+
+void FillRequestHead(const RequestHead& head, ResolveScratch* scratch) {
+  v1::ResolveWeightPathRequest* request = &scratch->request;
+  if (!scratch->head_only) {
+    // A parse may have left a profile, labels, unknown fields.
+    scratch->decoder.Reset(request);
+    scratch->head_only = true;
+  }
+  // Each string as a parse leaves it: the value, or empty when not sent.
+  auto set = [](absl::string_view value, std::string* field) {
+    field->assign(value.data(), value.size());
+  };
+  if (!head.device_id.empty() || !request->device_id().empty()) {
+    set(head.device_id, request->mutable_device_id());
+  }
+  if (!head.model.empty() || !request->model().empty()) set(head.model, request->mutable_model());
+  if (!head.agent_version.empty() || !request->agent_version().empty()) {
+    set(head.agent_version, request->mutable_agent_version());
+  }
+  if (!head.known_decision_etag.empty() || !request->known_decision_etag().empty()) {
+    set(head.known_decision_etag, request->mutable_known_decision_etag());
+  }
+  request->set_priority(head.priority);
 }
 
 DecidedEncoding EncodeDecidedPart(const Response& decided) {

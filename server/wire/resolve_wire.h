@@ -28,12 +28,25 @@ struct ResolveScratch {
   v1::ResolveWeightPathRequest request;
   v1::ResolveWeightPathResponse per_call;
   RequestDecoder decoder;  // lends its kept flag strings to `request`
+  // `request` holds only what FillRequestHead set (no profile, no labels).
+  bool head_only = false;
 };
 ResolveScratch& ThreadResolveScratch();
 
 // Into scratch->request, exactly as protobuf would parse it. INVALID_ARGUMENT
 // when the bytes are not a ResolveWeightPathRequest. `bytes` is consumed.
 absl::Status ParseResolveRequest(grpc::ByteBuffer* bytes, ResolveScratch* scratch);
+// The same for a request already in one piece (ResolveRequestBytes).
+absl::Status ParseResolveRequest(absl::string_view wire, ResolveScratch* scratch);
+
+// The request's bytes in one slice (shared with `bytes` when they arrived in
+// one, as they almost always do). false when they cannot be read.
+bool ResolveRequestBytes(const grpc::ByteBuffer& bytes, grpc::Slice* contiguous);
+
+// The head's top-level fields into scratch->request, which is emptied first
+// (RequestDecoder::Reset): everything but the profile and the labels, which
+// stay unset. For a call answered without decoding the profile.
+void FillRequestHead(const RequestHead& head, ResolveScratch* scratch);
 
 // The decided part's encoding, cut around the places of the per-call fields
 // (the spec's `verified` and `verification`, a pinned `artifact`, `rollout`,

@@ -7,16 +7,67 @@ namespace weightpath::server {
 void DecidedPartCache::Fill(const Snapshot& snapshot, const ResolvedDecision& decision,
                             DecidedPart* part) {
   part->message.Clear();
+  part->plain = PlainAnswers();
   FillDecidedPart(decision, snapshot, &part->message);
   part->encoded = EncodeDecidedPart(part->message);
   part->acted_on = ActedOnBytes(part->message);
   part->decision_etag = DecisionEtag(part->acted_on, v1::ResolveWeightPathResponse());
 }
 
+const PlainAnswers& DecidedPart::PlainAnswersFor(const ResolvedDecision& decision) const {
+  const uint32_t interval = decision.shaped.resolve_interval_seconds;
+  if (plain.built && plain.resolve_interval_seconds == interval) return plain;
+  v1::ResolveWeightPathResponse per_call;
+  FillPerCallPart(decision, &per_call);
+  per_call.set_decision_etag(EtagFor(per_call));
+  EncodeResolveResponse(encoded, per_call, &plain.full);
+  EncodeUnchangedResponse(message.policy_version(), per_call.resolve_interval_seconds(),
+                          per_call.decision_etag(), &plain.unchanged);
+  plain.resolve_interval_seconds = interval;
+  plain.built = true;
+  return plain;
+}
+
+void DecidedPartCache::Clear() {
+  entries_.clear();
+  known_ = {};
+  next_known_ = 0;
+}
+
+const DecidedPart* DecidedPartCache::FindKnown(const Snapshot& current,
+                                               const policy::Decision& decision,
+                                               absl::string_view model) const {
+  if (snapshot_.get() != &current) return nullptr;
+  for (const KnownEntry& entry : known_) {
+    if (entry.path == decision.path && entry.rule == decision.rule &&
+        entry.hardware_class == decision.hardware_class &&
+        entry.effective_priority == decision.effective_priority && entry.model == model) {
+      return entry.part;
+    }
+  }
+  return nullptr;
+}
+
+void DecidedPartCache::RememberKnown(const Snapshot& current, const policy::Decision& decision,
+                                     absl::string_view model, const DecidedPart& part) {
+  // Only parts this cache keeps for `current` (never uncached_, whose
+  // contents the next call replaces).
+  if (snapshot_.get() != &current || &part == &uncached_ || !part.plain.built) return;
+  if (FindKnown(current, decision, model) != nullptr) return;
+  KnownEntry& entry = known_[next_known_];
+  next_known_ = (next_known_ + 1) % kKnownEntries;
+  entry.path = decision.path;
+  entry.rule = decision.rule;
+  entry.hardware_class = decision.hardware_class;
+  entry.effective_priority = decision.effective_priority;
+  entry.model.assign(model.data(), model.size());
+  entry.part = &part;
+}
+
 const DecidedPart& DecidedPartCache::Find(const SnapshotHolder& holder, const Snapshot& current,
                                           const ResolvedDecision& decision) {
   if (snapshot_.get() != &current) {
-    entries_.clear();
+    Clear();
     snapshot_ = holder.Share();
     if (snapshot_.get() != &current) {
       // A reload landed between this call's decision and now: answer from
@@ -36,7 +87,7 @@ const DecidedPart& DecidedPartCache::Find(const SnapshotHolder& holder, const Sn
   auto [it, inserted] = entries_.try_emplace(key);
   if (inserted) {
     if (entries_.size() > kMaxEntries) {
-      entries_.clear();
+      Clear();
       it = entries_.try_emplace(key).first;
     }
     it->second = std::make_unique<DecidedPart>();

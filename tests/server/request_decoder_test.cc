@@ -3,6 +3,7 @@
 // and every call starts clean however the previous ones went.
 #include "server/wire/request_decoder.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -72,6 +73,97 @@ void ExpectParseResolveRequestSameAsProtobuf(ResolveScratch& scratch, const std:
   MessageDifferencer differencer;
   differencer.ReportDifferencesToString(&differences);
   EXPECT_TRUE(differencer.Compare(expected, scratch.request)) << differences;
+}
+
+// DecodeRequestHead's promise: when it accepts, protobuf parses the request
+// exactly when the profile's bytes are a HardwareProfile (the head leaves
+// those to the profile memo), and then into the head's top-level values.
+void ExpectHeadAsProtobuf(const std::string& wire, bool* accepted = nullptr) {
+  RequestHead head;
+  const bool decoded = DecodeRequestHead(wire, &head);
+  if (accepted != nullptr) *accepted = decoded;
+  if (!decoded) return;
+  v1::HardwareProfile profile;
+  const bool profile_parses = profile.ParseFromArray(head.profile.data(), static_cast<int>(head.profile.size()));
+  v1::ResolveWeightPathRequest expected;
+  ASSERT_EQ(expected.ParseFromString(wire), profile_parses) << "the head hid a parse failure";
+  if (!profile_parses) return;
+  EXPECT_TRUE(expected.has_profile());
+  EXPECT_EQ(expected.device_id(), head.device_id);
+  EXPECT_EQ(expected.model(), head.model);
+  EXPECT_EQ(expected.agent_version(), head.agent_version);
+  EXPECT_EQ(expected.known_decision_etag(), head.known_decision_etag);
+  EXPECT_EQ(expected.priority(), head.priority);
+  EXPECT_LE(static_cast<int>(expected.labels_size()), head.label_count);
+  EXPECT_EQ(expected.profile().SerializeAsString(), profile.SerializeAsString());
+  for (const auto& [key, value] : expected.labels()) {
+    EXPECT_FALSE(key.empty());
+    EXPECT_LT(key.size(), 128u);
+    EXPECT_LT(value.size(), 128u);
+  }
+}
+
+TEST(RequestHeadTest, EveryExampleRequestHasAPlainHead) {
+  for (v1::ResolveWeightPathRequest request : ExampleRequests()) {
+    request.set_known_decision_etag(std::string(32, 'a'));
+    bool accepted = false;
+    ExpectHeadAsProtobuf(request.SerializeAsString(), &accepted);
+    EXPECT_TRUE(accepted) << request.device_id();
+  }
+}
+
+// A length in more bytes than it needs is still a length to protobuf, up to
+// five bytes; the head takes at most three, the decoder what protobuf takes.
+TEST(RequestHeadTest, OverlongLengthsAreJudgedAsProtobufJudgesThem) {
+  const v1::ResolveWeightPathRequest most = MostFlags();
+  v1::ResolveWeightPathRequest rest = most;
+  rest.clear_device_id();
+  rest.clear_profile();
+  rest.set_known_decision_etag(std::string(32, 'b'));
+  const std::string profile = most.profile().SerializeAsString();
+  // A length-delimited field whose length takes `size` bytes.
+  auto field = [](char tag, const std::string& value, int size) {
+    std::string bytes(1, tag);
+    uint64_t length = value.size();
+    for (int i = 0; i < size - 1; ++i) {
+      bytes.push_back(static_cast<char>((length & 0x7f) | 0x80));
+      length >>= 7;
+    }
+    bytes.push_back(static_cast<char>(length));
+    return bytes + value;
+  };
+  ResolveScratch scratch;
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  for (int size = 1; size <= 7; ++size) {
+    SCOPED_TRACE(size);
+    for (const bool padded_profile : {false, true}) {
+      const std::string wire = field('\x0a', "dev", padded_profile ? 1 : size) +
+                               field('\x12', profile, padded_profile ? std::max(size, 2) : 2) +
+                               rest.SerializeAsString();
+      bool head_accepted = false;
+      ExpectHeadAsProtobuf(wire, &head_accepted);
+      EXPECT_EQ(head_accepted, (padded_profile ? std::max(size, 2) : size) <= 3);
+      ExpectSameAsProtobuf(decoder, reused, wire);
+      ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+    }
+    // The profile's tag (2, length-delimited) in `size` bytes: protobuf
+    // reads tags of up to five.
+    std::string tag(1, '\x12');
+    if (size > 1) {
+      tag[0] = '\x92';
+      for (int i = 2; i < size; ++i) tag.push_back('\x80');
+      tag.push_back('\x00');
+    }
+    const std::string profile_field = field('\x12', profile, 2);
+    const std::string wire =
+        field('\x0a', "dev", 1) + tag + profile_field.substr(1) + rest.SerializeAsString();
+    bool head_accepted = false;
+    ExpectHeadAsProtobuf(wire, &head_accepted);
+    EXPECT_EQ(head_accepted, size == 1);
+    ExpectSameAsProtobuf(decoder, reused, wire);
+    ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+  }
 }
 
 TEST(RequestDecoderTest, EveryExampleProfileDecodesAsProtobufParsesIt) {
@@ -195,7 +287,9 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
   ResolveScratch scratch;
   std::mt19937 random(11);
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string wire = requests[trial % requests.size()].SerializeAsString();
+    v1::ResolveWeightPathRequest request = requests[trial % requests.size()];
+    if (trial % 2 == 0) request.set_known_decision_etag(std::string(32, 'c'));
+    std::string wire = request.SerializeAsString();
     const int edits = 1 + static_cast<int>(random() % 4);
     for (int edit = 0; edit < edits; ++edit) {
       switch (random() % 3) {
@@ -212,6 +306,7 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
     }
     ExpectSameAsProtobuf(decoder, reused, wire);
     ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+    ExpectHeadAsProtobuf(wire);
     if (::testing::Test::HasFailure()) {
       ADD_FAILURE() << "trial " << trial;
       return;
