@@ -11,6 +11,8 @@
 #   env: DURATION (s per run, default 10), WARMUP (s, default 2),
 #        INFLIGHT ("1 16 64"), ROUNDS (per level, default 2), H2LOAD_THREADS (default 1),
 #        SERVER_ARGS (default --store=none),
+#        SERVER_B_BINARY: the B arm runs this binary instead (a before/after
+#        A/B in one run; set SERVER_B_ENV too, e.g. "B=1", to start it),
 #        SERVER_B_ENV (e.g. "WEIGHTPATH_REQUEST_DECODER=protobuf"): also start a
 #        second server, the B arm, with these environment variables, and drive
 #        it as "resolve_b" in every round next to "resolve" (A first in odd
@@ -60,10 +62,12 @@ etag_args=()
 start_server() {
   local name=$1
   shift
+  local binary=$server_bin
+  [[ $name == server_b ]] && binary=${SERVER_B_BINARY:-$server_bin}
   # The fleet registry is measured on its own (bench/fleet_run.sh); here it
   # is off so the figure is the resolve path itself, and no database file
   # is left.
-  env "$@" "$server_bin" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s \
+  env "$@" "$binary" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s \
     ${SERVER_ARGS:---store=none} \
     >"$work/$name.out" 2>"$work/$name.log" &
   printf -v "${name}_pid" '%s' "$!"
@@ -81,7 +85,7 @@ if [[ -n "$arm_b_env" ]]; then
   # shellcheck disable=SC2086  # "A=1 B=2": one word per variable
   start_server server_b $arm_b_env
   services="resolve resolve_b floor health"
-  echo "A/B: resolve = the server with [${SERVER_A_ENV:-}], resolve_b = the same binary with [$arm_b_env]" >&2
+  echo "A/B: resolve = $server_bin with [${SERVER_A_ENV:-}], resolve_b = ${SERVER_B_BINARY:-the same binary} with [$arm_b_env]" >&2
 fi
 floor_args=()
 [[ ${KNOWN_ETAG:-0} == 1 ]] && floor_args=(--unchanged)
@@ -91,6 +95,25 @@ for _ in $(seq 300); do grep -q '^listening ' "$work/floor.out" 2>/dev/null && b
 floor_addr=$(sed -n 's/^listening grpc=\([^ ]*\)$/\1/p' "$work/floor.out")
 [[ -n "$floor_addr" ]] || { cat "$work/floor.log" >&2; exit 1; }
 
+# The floor is only a floor if it receives and sends what the server does:
+# one call to each with the request body, and every answer must be the
+# same bytes (h2load's per-call DATA count includes its warm-up, so it
+# cannot tell).
+answer_addresses=("$server_grpc" "$floor_addr")
+[[ -n "$arm_b_env" ]] && answer_addresses+=("$server_b_grpc")
+/usr/bin/python3 - "$work/resolve.bin" "${answer_addresses[@]}" <<'PY' || exit 1
+import sys, grpc
+body = open(sys.argv[1], "rb").read()[5:]  # without the gRPC message prefix
+answers = {}
+for address in sys.argv[2:]:
+    with grpc.insecure_channel(address) as channel:
+        answers[address] = channel.unary_unary("/weightpath.v1.WeightPath/ResolveWeightPath")(body, timeout=10)
+first = sys.argv[2]
+for address, answer in answers.items():
+    if answer != answers[first]:
+        sys.exit(f"{address} answered {len(answer)} bytes, {first} {len(answers[first])}: not the same bytes")
+print(f"every server answers the same {len(answers[first])} bytes to the {len(body)}-byte request", file=sys.stderr)
+PY
 rss_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$server_pid/status"; }
 # ok_total METRICS_ADDRESS -> "ok other unchanged"
 ok_total() {
