@@ -26,6 +26,7 @@
 #include "agent/clock.h"
 #include "agent/decision_record.h"
 #include "agent/random_source.h"
+#include "common/command_line.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::agent {
@@ -39,7 +40,7 @@ inline constexpr double kFallbackShareOfBudget = 0.25;
 // so the engine still starts.
 inline constexpr int kExitServerDecision = 0;
 inline constexpr int kExitNothingUsable = 1;  // also: unreadable or invalid config
-inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUsage = kExitUsageError;  // common/command_line.h
 inline constexpr int kExitLastGoodDecision = 3;
 inline constexpr int kExitOfflineDecision = 4;
 

@@ -1,16 +1,16 @@
-// What every `weightpath-agent` subcommand does the same way with its
-// command line: "--name VALUE" / "--name=VALUE" options and value-less flags,
-// --help anywhere, one usage-error line, and one log format on stderr.
+// How every `weightpath-agent` subcommand reads its command line: the one
+// parser of common/command_line.h (its rules for unknown, repeated and
+// value-less flags and --help), with the agent's own way of naming options
+// ("--config", dashes included) and its usage-error line.
 #pragma once
 
 #include <initializer_list>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/command_line.h"
 
 namespace weightpath::agent {
 
@@ -18,10 +18,9 @@ class CommandOptions {
  public:
   // True when --help or -h was given, wherever it stood: help wins over
   // every other argument, valid or not.
-  bool help() const { return help_; }
-  bool Has(const std::string& flag) const { return flags_.count(flag) != 0; }
-  // The value of "--name" (dashes included), if given; a repeated option
-  // keeps its last value.
+  bool help() const { return parsed_.help(); }
+  bool Has(const std::string& flag) const;
+  // The value of "--name" (dashes included), if given.
   std::optional<std::string> Value(const std::string& name) const;
   std::string ValueOr(const std::string& name, const std::string& fallback) const;
 
@@ -29,19 +28,18 @@ class CommandOptions {
   friend absl::StatusOr<CommandOptions> ParseCommandOptions(
       int argc, char** argv, std::initializer_list<const char*> value_options,
       std::initializer_list<const char*> flags);
-  bool help_ = false;
-  std::set<std::string> flags_;
-  std::map<std::string, std::string> values_;
+  ParsedArguments parsed_;
 };
 
-// argv[0] is the subcommand's name. INVALID_ARGUMENT "unknown argument 'X'"
-// or "--name needs a value".
+// argv[0] is the subcommand's name; options are named with their dashes
+// ("--config", "-o"). INVALID_ARGUMENT "unknown argument 'X'", "flag --X
+// needs a value" or "flag --X given twice".
 absl::StatusOr<CommandOptions> ParseCommandOptions(
     int argc, char** argv, std::initializer_list<const char*> value_options,
     std::initializer_list<const char*> flags = {});
 
-// "weightpath-agent COMMAND: MESSAGE" and the usage on stderr; returns the
-// bad-command-line exit code (2) every subcommand uses.
+// "weightpath-agent COMMAND: MESSAGE; <usage's first line>" on stderr
+// (common/command_line.h); returns the bad-command-line exit code (2).
 int UsageError(absl::string_view command, absl::string_view message, const std::string& usage);
 
 // journald stamps each line itself; stderr keeps stdout free for tools.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -13,9 +14,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/command_line.h"
 #include "common/grpc_status.h"
 #include "ctl/admin_output.h"
-#include "ctl/arguments.h"
 #include "ctl/command.h"
 #include "ctl/command_error.h"
 #include "ctl/rollout_client.h"
@@ -39,12 +40,12 @@ struct AdminQuery {
 template <typename Request, typename Response>
 int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<std::string>& args,
                   CommandIo io) {
-  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, query.flags);
-  if (!arguments.ok()) return ReportError(query.command, arguments.status(), io.err);
-  if (arguments->Has("help")) {
-    io.out << query.usage << "\n\n" << FlagHelp(query.flags);
-    return kExitOk;
-  }
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments = ParseFlags(
+      query.command, args, query.flags,
+      [&query](std::ostream& out) { out << query.usage << "\n\n" << FlagHelp(query.flags); }, io,
+      &exit_code);
+  if (!arguments.has_value()) return exit_code;
   absl::StatusOr<AdminOutput> output = ParseAdminOutput(arguments->Value("output"));
   if (!output.ok()) return ReportError(query.command, output.status(), io.err);
   absl::StatusOr<Request> request = query.request(*arguments);

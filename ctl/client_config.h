@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ctl/arguments.h"
+#include "common/command_line.h"
 
 namespace weightpath::ctl {
 

@@ -8,12 +8,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/command_line.h"
+
 namespace weightpath::ctl {
 
 // Exit codes every subcommand uses.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the input was fine; something else failed
-inline constexpr int kExitUsage = 2;    // bad flags or bad input files
+inline constexpr int kExitUsage = kExitUsageError;  // bad flags or bad input files
 
 struct CommandIo {
   std::ostream& out;

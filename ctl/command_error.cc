@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/command_line.h"
 #include "ctl/command.h"
 
 namespace weightpath::ctl {
@@ -28,6 +29,25 @@ int ReportError(std::string_view command, const absl::Status& status, std::ostre
   }
   err << "weightpathctl " << command << ": " << message << "\n";
   return ExitCodeFor(status);
+}
+
+std::optional<ParsedArguments> ParseFlags(std::string_view command,
+                                          const std::vector<std::string>& args,
+                                          const std::vector<FlagSpec>& flags,
+                                          const std::function<void(std::ostream&)>& write_help,
+                                          CommandIo io, int* exit_code) {
+  absl::StatusOr<ParsedArguments> parsed = ParseArguments(args, flags);
+  if (!parsed.ok()) {
+    *exit_code = UsageError(io.err, "weightpathctl " + std::string(command),
+                            parsed.status().message());
+    return std::nullopt;
+  }
+  if (parsed->help()) {
+    write_help(io.out);
+    *exit_code = kExitOk;
+    return std::nullopt;
+  }
+  return *std::move(parsed);
 }
 
 }  // namespace weightpath::ctl

@@ -16,8 +16,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/command_line.h"
 #include "common/status_macros.h"
-#include "ctl/arguments.h"
 #include "ctl/command_error.h"
 #include "ctl/repo_files.h"
 #include "trust/client.h"
@@ -1132,14 +1132,16 @@ int RunRepoCommand(const std::vector<std::string>& args, CommandIo io) {
   }
   const std::string command = absl::StrCat(kCommand, " ", spec->name);
   const std::vector<FlagSpec> flags = FlagsFor(spec->action);
-  absl::StatusOr<ParsedArguments> parsed =
-      ParseArguments(std::vector<std::string>(args.begin() + 1, args.end()), flags);
-  if (!parsed.ok()) return ReportError(command, parsed.status(), io.err);
-  if (parsed->Has("help")) {
-    io.out << "usage: weightpathctl repo " << spec->name << " [flags]\n" << spec->summary << "\n\n"
-           << FlagHelp(flags);
-    return kExitOk;
-  }
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> parsed = ParseFlags(
+      command, std::vector<std::string>(args.begin() + 1, args.end()), flags,
+      [spec, &flags](std::ostream& out) {
+        out << "usage: weightpathctl repo " << spec->name << " [flags]\n"
+            << spec->summary << "\n\n"
+            << FlagHelp(flags);
+      },
+      io, &exit_code);
+  if (!parsed.has_value()) return exit_code;
   const absl::Time now = absl::Now();
   absl::Status status;
   switch (spec->action) {

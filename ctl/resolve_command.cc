@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/grpc_status.h"
-#include "ctl/arguments.h"
 #include "ctl/command_error.h"
 #include "ctl/resolve_offline.h"
 #include "ctl/resolve_output.h"
@@ -129,12 +129,10 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveRemotely(
 }  // namespace
 
 int RunResolveCommand(const std::vector<std::string>& args, CommandIo io) {
-  absl::StatusOr<ParsedArguments> arguments = ParseArguments(args, ResolveFlags());
-  if (!arguments.ok()) return ReportError(kCommand, arguments.status(), io.err);
-  if (arguments->Has("help")) {
-    WriteHelp(io.out);
-    return kExitOk;
-  }
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments =
+      ParseFlags(kCommand, args, ResolveFlags(), WriteHelp, io, &exit_code);
+  if (!arguments.has_value()) return exit_code;
   // Remote unless --offline: the server comes from --server, the
   // environment, the config file or the default (ctl/client_config.h).
   const bool remote = !arguments->Has("offline");

@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ctl/arguments.h"
+#include "common/command_line.h"
 #include "ctl/client_config.h"
 #include "grpcpp/grpcpp.h"
 #include "weightpath/v1/fleet_admin.grpc.pb.h"

@@ -1,8 +1,8 @@
 #include "ctl/rollout_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/grpc_status.h"
-#include "ctl/arguments.h"
 #include "ctl/command_error.h"
 #include "ctl/resolve_output.h"
 #include "ctl/rollout_client.h"
@@ -171,12 +171,10 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
     id = rest.front();
     rest.erase(rest.begin());
   }
-  absl::StatusOr<ParsedArguments> arguments = ParseArguments(rest, RolloutFlags(spec->action));
-  if (!arguments.ok()) return ReportError(kCommand, arguments.status(), io.err);
-  if (arguments->Has("help")) {
-    WriteHelp(io.out);
-    return kExitOk;
-  }
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments =
+      ParseFlags(kCommand, rest, RolloutFlags(spec->action), WriteHelp, io, &exit_code);
+  if (!arguments.has_value()) return exit_code;
   absl::Status done = Run(*spec, id, *arguments, io.out);
   if (!done.ok()) return ReportError(kCommand, done, io.err);
   return kExitOk;

@@ -1,18 +1,21 @@
 #include "agent/probe/probe_command.h"
 
+#include <algorithm>
 #include <iostream>
-#include <optional>
 
-#include "absl/strings/match.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "agent/probe/filesystem.h"
 #include "agent/probe/probe.h"
 #include "agent/probe/profile_text.h"
+#include "common/command_line.h"
 
 namespace weightpath::probe {
 namespace {
 
 constexpr char kUsage[] = "usage: weightpath-agent probe [--root DIR] [-o json|text]";
+
+constexpr char kWho[] = "weightpath-agent probe";
 
 struct ProbeArguments {
   std::string root = "/";
@@ -20,60 +23,36 @@ struct ProbeArguments {
   bool help = false;
 };
 
-// nullopt after writing one line naming the bad argument to `err`.
-std::optional<ProbeArguments> ParseArguments(const std::vector<std::string>& arguments,
-                                             std::ostream& err) {
-  ProbeArguments parsed;
-  for (size_t i = 1; i < arguments.size(); ++i) {
-    const std::string& argument = arguments[i];
-    std::string name = argument;
-    std::optional<std::string> value;
-    if (absl::StartsWith(argument, "--") && argument.find('=') != std::string::npos) {
-      name = argument.substr(0, argument.find('='));
-      value = argument.substr(argument.find('=') + 1);
-    }
-    if (name == "-h" || name == "--help") {
-      parsed.help = true;
-      continue;
-    }
-    if (name != "--root" && name != "-o" && name != "--output") {
-      err << "probe: unknown argument '" << argument << "'; " << kUsage << "\n";
-      return std::nullopt;
-    }
-    if (!value) {
-      if (i + 1 >= arguments.size()) {
-        err << "probe: " << name << " needs a value; " << kUsage << "\n";
-        return std::nullopt;
-      }
-      value = arguments[++i];
-    }
-    if (name == "--root") {
-      if (value->empty()) {
-        err << "probe: --root must not be empty; " << kUsage << "\n";
-        return std::nullopt;
-      }
-      parsed.root = *value;
-    } else {
-      if (*value != "json" && *value != "text") {
-        err << "probe: " << name << " is '" << *value << "', expected json or text\n";
-        return std::nullopt;
-      }
-      parsed.output = *value;
-    }
+// An error message naming the bad argument.
+absl::StatusOr<ProbeArguments> ParseProbeArguments(const std::vector<std::string>& arguments) {
+  static const std::vector<FlagSpec> kFlags = {
+      {"root", '\0', true, "probe a captured tree instead of /", false},
+      {"output", 'o', true, "json or text (default)", false},
+  };
+  absl::StatusOr<ParsedArguments> parsed = ParseArguments(
+      std::vector<std::string>(arguments.begin() + std::min<size_t>(arguments.size(), 1),
+                               arguments.end()),
+      kFlags, "argument");
+  if (!parsed.ok()) return parsed.status();
+  ProbeArguments result;
+  result.help = parsed->help();
+  result.root = parsed->ValueOr("root", "/");
+  if (result.root.empty()) return absl::InvalidArgumentError("--root must not be empty");
+  result.output = parsed->ValueOr("output", "text");
+  if (result.output != "json" && result.output != "text") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-o is '", result.output, "', expected json or text"));
   }
-  return parsed;
+  return result;
 }
 
 }  // namespace
 
 int RunProbeCommand(const std::vector<std::string>& arguments, std::ostream& out,
                     std::ostream& err) {
-  const std::optional<ProbeArguments> parsed = ParseArguments(arguments, err);
-  if (!parsed) return 2;
-  if (parsed->help) {
-    out << kUsage << "\n";
-    return 0;
-  }
+  const absl::StatusOr<ProbeArguments> parsed = ParseProbeArguments(arguments);
+  if (!parsed.ok()) return UsageError(err, kWho, parsed.status().message(), kUsage);
+  if (parsed->help) return ShowHelp(out, absl::StrCat(kUsage, "\n"));
   const auto filesystem = MakeRootedFilesystem(parsed->root);
   const auto profile = ProbeHardware(LiveProbeEnvironment(*filesystem));
   if (!profile.ok()) {

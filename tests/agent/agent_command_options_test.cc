@@ -58,6 +58,16 @@ TEST(AgentCommandOptions, MissingValueIsNamed) {
   EXPECT_THAT(options.status().message(), HasSubstr("--root needs a value"));
 }
 
+// The parser every command shares (common/command_line.h) refuses a second
+// --config rather than keeping the last one.
+TEST(AgentCommandOptions, ARepeatedOptionIsRefusedNamingIt) {
+  const absl::StatusOr<CommandOptions> options =
+      Parse({"--config", "/etc/a.yaml", "--config=/etc/b.yaml"});
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(), HasSubstr("flag --config given twice"));
+  EXPECT_THAT(Parse({"--once", "--once"}).status().message(), HasSubstr("flag --once given twice"));
+}
+
 TEST(AgentCommandOptions, HelpWinsOverEverythingElse) {
   for (const char* help : {"--help", "-h"}) {
     const absl::StatusOr<CommandOptions> options = Parse({"--bogus", help, "--root"});

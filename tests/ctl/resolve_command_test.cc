@@ -232,8 +232,8 @@ TEST(CtlResolveErrorTest, WithoutOfflineTheConfiguredServerIsAskedAndABadConfigI
       {WEIGHTPATHCTL_PATH, "resolve", "--profile", ExampleProfile("amd-zen4")},
       {{"WEIGHTPATH_CONFIG", config.path()}, {"WEIGHTPATH_SERVER", ""}});
   EXPECT_EQ(result.exit_code, 2) << result.err;
-  EXPECT_THAT(result.err, AllOf(HasSubstr("WEIGHTPATH_CONFIG: " + config.path() + ":2: sevrer"),
-                                HasSubstr("unknown key")));
+  EXPECT_THAT(result.err, AllOf(HasSubstr("WEIGHTPATH_CONFIG: " + config.path() + ":2:1: sevrer"),
+                                HasSubstr("unknown key 'sevrer'")));
 }
 
 TEST(CtlResolveErrorTest, UnknownOutputFormat) {
@@ -248,6 +248,12 @@ TEST(CtlResolveErrorTest, InvalidPolicyFileNamesTheLine) {
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"),
                         "--policy", path}),
                    path + ":4:1: extra: unknown key 'extra'");
+}
+
+TEST(CtlResolveErrorTest, ARepeatedFlagIsRefusedNamingIt) {
+  ExpectUsageError(Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"),
+                        "--priority", "speed", "--priority", "fidelity"}),
+                   "flag --priority given twice");
 }
 
 TEST(CtlResolveErrorTest, FlagWithoutItsValue) {
