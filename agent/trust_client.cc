@@ -6,13 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/artifact_fetcher.h"
 #include "agent/atomic_file.h"
 #include "agent/local_file.h"
+#include "agent/verified_stamp.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "policy/absl_view.h"
 #include "policy/hardware_class.h"
 #include "spdlog/spdlog.h"
+#include "trust/crypto.h"
 
 namespace weightpath::agent {
 namespace {
@@ -44,15 +47,50 @@ std::string TrustStatePath(const std::string& state_dir) {
   return (std::filesystem::path(state_dir) / kTrustStateFileName).string();
 }
 
+std::string TrustStateStampPath(const std::string& state_dir) {
+  return StampPathFor(TrustStatePath(state_dir));
+}
+
+namespace {
+
+// Whether the stamp vouches for exactly these bytes of the state file:
+// the same identity before and after they were read (no write or rename
+// in between), the same SHA-256, and not older than kDefaultReverifyAfter
+// (a clock before the stamp cannot tell the age, so it does not vouch).
+bool StampVouchesFor(const std::string& state_dir, const std::string& bytes,
+                     const absl::StatusOr<FileIdentity>& identity_before, absl::Time now) {
+  if (!identity_before.ok()) return false;
+  absl::StatusOr<VerifiedStamp> stamp = ReadStamp(TrustStateStampPath(state_dir));
+  if (!stamp.ok()) return false;
+  absl::StatusOr<FileIdentity> identity_after = StatFileIdentity(TrustStatePath(state_dir));
+  const absl::Duration age = now - stamp->verified_at;
+  return identity_after.ok() && *identity_after == *identity_before &&
+         stamp->identity == *identity_before && age >= absl::ZeroDuration() &&
+         age < kDefaultReverifyAfter && stamp->sha256 == trust::Sha256Hex(bytes);
+}
+
+}  // namespace
+
 absl::StatusOr<LoadedTrust> LoadTrustedState(const TrustConfig& config,
                                              const std::string& state_dir,
-                                             absl::Time reference_time) {
+                                             absl::Time reference_time, bool use_stamp) {
   const std::string state_path = TrustStatePath(state_dir);
   std::optional<std::string> note;
   std::string state_bytes;
+  const absl::StatusOr<FileIdentity> identity = StatFileIdentity(state_path);
   absl::StatusOr<std::string> state = ReadLocalFile(state_path, "trust state", kMaxTrustStateBytes);
   if (state.ok()) {
     state_bytes = *state;
+    if (use_stamp && StampVouchesFor(state_dir, *state, identity, reference_time)) {
+      absl::StatusOr<trust::TrustedMetadataSet> restored = trust::TrustedMetadataSet::Restore(
+          *state, reference_time, {}, trust::PersistedState::kVerifiedWhenWritten);
+      if (restored.ok()) {
+        LoadedTrust loaded{*std::move(restored), std::move(state_bytes), state_path, std::nullopt};
+        loaded.verified_when_written = true;
+        return loaded;
+      }
+      // Not even the checks a stamp leaves were passed: verify it all.
+    }
     absl::StatusOr<trust::TrustedMetadataSet> restored =
         trust::TrustedMetadataSet::Restore(*state, reference_time);
     if (restored.ok()) {
@@ -92,7 +130,8 @@ absl::Status TrustClient::Update(absl::Duration time_limit) {
   const MonotonicTime deadline = clock_->MonotonicNow() + time_limit;
   set_.reset();
   fetch_ = fetchers_(deadline);
-  absl::StatusOr<LoadedTrust> loaded = LoadTrustedState(config_, state_dir_, start);
+  absl::StatusOr<LoadedTrust> loaded =
+      LoadTrustedState(config_, state_dir_, start, /*use_stamp=*/true);
   if (!loaded.ok()) {
     last_update_ = loaded.status();
     spdlog::warn("trust: no trusted root: {}; no new artifact is installed",
@@ -109,7 +148,8 @@ absl::Status TrustClient::Update(absl::Duration time_limit) {
     spdlog::info("trust: followed the root from v{} to v{}", root_before,
                  set_->root().signed_part.version);
   }
-  Persist(loaded->state_bytes);
+  const bool persisted = Persist(loaded->state_bytes);
+  if (report.ok() && persisted) StampState();
   if (!report.ok()) {
     last_update_ = report.status();
     spdlog::warn(
@@ -119,23 +159,49 @@ absl::Status TrustClient::Update(absl::Duration time_limit) {
     return last_update_;
   }
   last_update_ = absl::OkStatus();
-  spdlog::info("trust: metadata current: {} ({})", Versions(*set_),
+  spdlog::info("trust: metadata current: {} ({}{})", Versions(*set_),
                report->timestamp_unchanged
                    ? "timestamp unchanged"
-                   : absl::StrCat("fetched ", absl::StrJoin(report->downloaded, ", ")));
+                   : absl::StrCat("fetched ", absl::StrJoin(report->downloaded, ", ")),
+               loaded->verified_when_written
+                   ? "; the saved state's signatures were verified when it was written"
+                   : "");
   return last_update_;
 }
 
-void TrustClient::Persist(const std::string& previous_state) {
+bool TrustClient::Persist(const std::string& previous_state) {
   // Most updates change nothing: an identical rewrite would cost two fsyncs
   // per boot and wear a small device's flash.
   const std::string state = set_->SerializeTrusted();
-  if (state == previous_state) return;
+  if (state == previous_state) return true;
   if (absl::Status written = WriteFileAtomically(TrustStatePath(state_dir_), state);
       !written.ok()) {
     // The next update starts from the older state: it re-fetches, and its
     // rollback reference is older, no worse than that.
     spdlog::warn("trust: could not save the trusted state: {}", written.ToString());
+    return false;
+  }
+  return true;
+}
+
+void TrustClient::StampState() {
+  // Called only after an update that succeeded, with the state file holding
+  // its result: every file in it was verified against its root just now.
+  const std::string state_path = TrustStatePath(state_dir_);
+  const std::string stamp_path = TrustStateStampPath(state_dir_);
+  absl::StatusOr<FileIdentity> identity = StatFileIdentity(state_path);
+  if (!identity.ok()) return;
+  const std::string sha256 = trust::Sha256Hex(set_->SerializeTrusted());
+  if (absl::StatusOr<VerifiedStamp> stamp = ReadStamp(stamp_path);
+      stamp.ok() && stamp->identity == *identity && stamp->sha256 == sha256) {
+    return;  // still vouches for the file; its age keeps counting
+  }
+  // A file written in this very clock tick could change again without its
+  // ctime moving: the next update verifies it and stamps it then.
+  if (ChangedTooRecentlyToStamp(*identity, absl::Now())) return;
+  if (absl::Status written = WriteStamp(stamp_path, {sha256, *identity, clock_->Now()});
+      !written.ok()) {
+    spdlog::warn("trust: could not stamp the verified state: {}", written.ToString());
   }
 }
 

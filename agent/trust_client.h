@@ -8,8 +8,15 @@
 //   1. one fixed start time (the wall clock when the update starts: expiry
 //      is judged against it for every file, however long the downloads take);
 //   2. the trusted state from state_dir/trust-state.json (SerializeTrusted of
-//      the previous update, verified again: signatures are checked, not
-//      trusted from disk), or else trust.root;
+//      the previous update), or else trust.root. Its signatures and hashes
+//      are checked again, except while trust-state.json.verified (a stamp
+//      written after an update that succeeded) still matches the file's
+//      identity (verified_stamp.h) and its SHA-256, and is younger than
+//      kDefaultReverifyAfter: then the bytes are the ones that update
+//      verified, and only expiry, versions and consistency are checked
+//      (trust::PersistedState::kVerifiedWhenWritten). A cached boot then
+//      runs no ed25519 verification at all: OpenSSL's provider set-up costs
+//      more resident memory (about 2 MiB) than the rest of trust together;
 //   3. trust::RefreshMetadata over HTTP (metadata_fetcher.h: each file
 //      bounded in bytes and time, within the boot budget);
 //   4. the trusted state written back atomically when it changed (also
@@ -60,13 +67,18 @@ struct LoadedTrust {
   std::string state_bytes;  // the state file as read ("" when there was none)
   std::string source;       // "state_dir/trust-state.json" or "trust.root (PATH)"
   std::optional<std::string> note;
+  // The state file's stamp matched: its signatures were not checked again.
+  bool verified_when_written = false;
 };
 // No network. A state file that is unreadable or no longer verifies is
 // passed over for trust.root, with the reason in `note`. FAILED_PRECONDITION
 // naming trust.root when that is needed and cannot be read or verified.
+// `use_stamp`: whether a matching stamp may spare the signature checks
+// (`trust status` always checks them).
 absl::StatusOr<LoadedTrust> LoadTrustedState(const TrustConfig& config,
                                              const std::string& state_dir,
-                                             absl::Time reference_time);
+                                             absl::Time reference_time, bool use_stamp = false);
+std::string TrustStateStampPath(const std::string& state_dir);
 
 class TrustClient {
  public:
@@ -96,7 +108,9 @@ class TrustClient {
   const absl::Status& last_update() const { return last_update_; }
 
  private:
-  void Persist(const std::string& previous_state);
+  // Whether the state file now holds the state of this update.
+  bool Persist(const std::string& previous_state);
+  void StampState();
 
   TrustConfig config_;
   std::string state_dir_;

@@ -1,3 +1,7 @@
+// SHA256_Init and friends are deprecated in OpenSSL 3 in favour of EVP, but
+// they are the implementation EVP's default provider calls, without the
+// provider (see crypto.h).
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "trust/crypto.h"
 
 #include <openssl/bio.h>
@@ -5,6 +9,9 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
+
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -33,14 +40,29 @@ std::shared_ptr<EVP_PKEY> Share(EVP_PKEY* key) { return {key, PkeyDeleter()}; }
 // terminal for the passphrase of an encrypted key.
 int RefusePassphrase(char*, int, int, void*) { return 0; }
 
-std::string Digest(const EVP_MD* md, absl::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, md, nullptr) != 1) {
-    // A digest over memory fails only when OpenSSL itself is broken.
-    std::abort();
-  }
-  return std::string(reinterpret_cast<const char*>(digest), length);
+// A digest over memory fails only when OpenSSL itself is broken.
+void CheckDigest(int ok) {
+  if (ok != 1) std::abort();
+}
+
+std::string Sha256Raw(absl::string_view bytes) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256_CTX context;
+  CheckDigest(SHA256_Init(&context));
+  CheckDigest(SHA256_Update(&context, bytes.data(), bytes.size()));
+  CheckDigest(SHA256_Final(digest, &context));
+  OPENSSL_cleanse(&context, sizeof(context));
+  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
+}
+
+std::string Sha512Raw(absl::string_view bytes) {
+  unsigned char digest[SHA512_DIGEST_LENGTH];
+  SHA512_CTX context;
+  CheckDigest(SHA512_Init(&context));
+  CheckDigest(SHA512_Update(&context, bytes.data(), bytes.size()));
+  CheckDigest(SHA512_Final(digest, &context));
+  OPENSSL_cleanse(&context, sizeof(context));
+  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
 }
 
 absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* key) {
@@ -99,9 +121,9 @@ bool IsLowercaseHex(absl::string_view text) {
   return !text.empty();
 }
 
-std::string Sha256(absl::string_view bytes) { return Digest(EVP_sha256(), bytes); }
-std::string Sha256Hex(absl::string_view bytes) { return HexEncode(Sha256(bytes)); }
-std::string Sha512Hex(absl::string_view bytes) { return HexEncode(Digest(EVP_sha512(), bytes)); }
+std::string Sha256(absl::string_view bytes) { return Sha256Raw(bytes); }
+std::string Sha256Hex(absl::string_view bytes) { return HexEncode(Sha256Raw(bytes)); }
+std::string Sha512Hex(absl::string_view bytes) { return HexEncode(Sha512Raw(bytes)); }
 
 absl::StatusOr<std::string> HashHex(absl::string_view algorithm, absl::string_view bytes) {
   if (algorithm == "sha256") return Sha256Hex(bytes);
@@ -110,18 +132,32 @@ absl::StatusOr<std::string> HashHex(absl::string_view algorithm, absl::string_vi
       absl::StrCat("hash algorithm \"", algorithm, "\" is not supported (sha256, sha512)"));
 }
 
+struct LazyEd25519Key {
+  std::once_flag made;
+  std::shared_ptr<EVP_PKEY> key;  // null until made, or when OpenSSL refused the bytes
+
+  // Thread-safe: a key parsed once may be verified from several threads.
+  EVP_PKEY* Get(const std::string& raw) {
+    std::call_once(made, [&] {
+      EVP_PKEY* created = EVP_PKEY_new_raw_public_key(
+          EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()),
+          raw.size());
+      if (created == nullptr) {
+        ERR_clear_error();
+        return;
+      }
+      key = Share(created);
+    });
+    return key.get();
+  }
+};
+
 absl::StatusOr<Ed25519PublicKey> Ed25519PublicKey::FromRaw(absl::string_view raw) {
   if (raw.size() != kEd25519KeyBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("an ed25519 public key is 32 bytes, not ", raw.size()));
   }
-  EVP_PKEY* key = EVP_PKEY_new_raw_public_key(
-      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
-  if (key == nullptr) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError("OpenSSL refuses the ed25519 public key");
-  }
-  return Ed25519PublicKey(Share(key), std::string(raw));
+  return Ed25519PublicKey(std::make_shared<LazyEd25519Key>(), std::string(raw));
 }
 
 absl::StatusOr<Ed25519PublicKey> Ed25519PublicKey::FromPem(absl::string_view pem) {
@@ -136,17 +172,19 @@ absl::StatusOr<Ed25519PublicKey> Ed25519PublicKey::FromPem(absl::string_view pem
   if (!IsEd25519(key)) return absl::InvalidArgumentError("the PEM public key is not ed25519");
   absl::StatusOr<std::string> raw = RawPublicKey(key);
   if (!raw.ok()) return raw.status();
-  return Ed25519PublicKey(std::move(shared), *std::move(raw));
+  return FromRaw(*raw);
 }
 
 bool Ed25519PublicKey::Verify(absl::string_view message, absl::string_view signature) const {
   if (signature.size() != kEd25519SignatureBytes || !key_) return false;
+  EVP_PKEY* key = key_->Get(raw_);
+  if (key == nullptr) return false;
   MdContext context(EVP_MD_CTX_new());
   if (!context) return false;
   // ed25519 has no separate digest: the md argument is null and the whole
   // message goes through the one-shot EVP_DigestVerify.
   const bool valid =
-      EVP_DigestVerifyInit(context.get(), nullptr, nullptr, nullptr, key_.get()) == 1 &&
+      EVP_DigestVerifyInit(context.get(), nullptr, nullptr, nullptr, key) == 1 &&
       EVP_DigestVerify(context.get(), reinterpret_cast<const unsigned char*>(signature.data()),
                        signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
                        message.size()) == 1;

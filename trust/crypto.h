@@ -21,6 +21,10 @@ std::string HexEncode(absl::string_view bytes);
 absl::StatusOr<std::string> HexDecode(absl::string_view hex);
 bool IsLowercaseHex(absl::string_view text);
 
+// The digests run OpenSSL's SHA-2 code directly, not through an EVP fetch:
+// the same implementation, without the provider set-up (about 2 MiB of
+// resident libcrypto) that a device's cached boot would otherwise pay for
+// hashing a few key ids.
 std::string Sha256(absl::string_view bytes);  // 32 raw bytes
 std::string Sha256Hex(absl::string_view bytes);
 std::string Sha512Hex(absl::string_view bytes);
@@ -28,9 +32,14 @@ std::string Sha512Hex(absl::string_view bytes);
 // UNIMPLEMENTED for any other name.
 absl::StatusOr<std::string> HashHex(absl::string_view algorithm, absl::string_view bytes);
 
+// OpenSSL's key object for a public key, made on the first Verify (crypto.cc).
+struct LazyEd25519Key;
+
 class Ed25519PublicKey {
  public:
-  // INVALID_ARGUMENT unless `raw` is 32 bytes that OpenSSL accepts as a key.
+  // INVALID_ARGUMENT unless `raw` is 32 bytes. OpenSSL's key object is made
+  // on the first Verify: parsing metadata (every key of a root) then costs
+  // no OpenSSL provider set-up, which a boot that verifies nothing skips.
   static absl::StatusOr<Ed25519PublicKey> FromRaw(absl::string_view raw);
   // A SubjectPublicKeyInfo PEM ("-----BEGIN PUBLIC KEY-----"), e.g. from
   // `openssl pkey -pubout`.
@@ -41,9 +50,9 @@ class Ed25519PublicKey {
   const std::string& raw() const { return raw_; }  // 32 bytes
 
  private:
-  Ed25519PublicKey(std::shared_ptr<EVP_PKEY> key, std::string raw)
+  Ed25519PublicKey(std::shared_ptr<LazyEd25519Key> key, std::string raw)
       : key_(std::move(key)), raw_(std::move(raw)) {}
-  std::shared_ptr<EVP_PKEY> key_;  // shared: copies of a parsed key are cheap
+  std::shared_ptr<LazyEd25519Key> key_;  // shared: copies of a parsed key are cheap
   std::string raw_;
 };
 

@@ -106,18 +106,34 @@ std::string MetadataFileName(absl::string_view role, std::optional<int64_t> vers
 absl::StatusOr<TrustedMetadataSet> TrustedMetadataSet::Create(absl::string_view root_bytes,
                                                               absl::Time reference_time,
                                                               const MetadataLimits& limits) {
+  return FromRoot(root_bytes, reference_time, limits, /*verify_signatures=*/true);
+}
+
+absl::StatusOr<TrustedMetadataSet> TrustedMetadataSet::FromRoot(absl::string_view root_bytes,
+                                                                absl::Time reference_time,
+                                                                const MetadataLimits& limits,
+                                                                bool verify_signatures) {
   RETURN_IF_ERROR(CheckSize("root.json", root_bytes, limits.root_max_bytes));
   ASSIGN_OR_RETURN(Metadata<Root> root, ParseRoot(root_bytes, "root.json"));
-  RETURN_IF_ERROR(VerifyByRoot(
-      absl::StrCat("root.json (v", root.signed_part.version, ", the trusted root)"),
-      root.signed_part, root.signed_part.version, "root", root.canonical_signed, root.signatures));
+  if (verify_signatures) {
+    RETURN_IF_ERROR(VerifyByRoot(
+        absl::StrCat("root.json (v", root.signed_part.version, ", the trusted root)"),
+        root.signed_part, root.signed_part.version, "root", root.canonical_signed,
+        root.signatures));
+  }
   return TrustedMetadataSet(Trusted<Root>{std::move(root), std::string(root_bytes)},
                             reference_time, limits);
 }
 
+bool TrustedMetadataSet::VerifiedWhenWritten(bool persisted) const {
+  return persisted && verified_when_written_root_ &&
+         *verified_when_written_root_ == root_.metadata.signed_part.version;
+}
+
 absl::StatusOr<TrustedMetadataSet> TrustedMetadataSet::Restore(absl::string_view state,
                                                                absl::Time reference_time,
-                                                               const MetadataLimits& limits) {
+                                                               const MetadataLimits& limits,
+                                                               PersistedState provenance) {
   ASSIGN_OR_RETURN(Json document, ParseJson(state, "trust state"));
   const Json* format = document.Find("format");
   if (format == nullptr || !format->is_string() || format->string_value() != kStateFormat) {
@@ -128,7 +144,12 @@ absl::StatusOr<TrustedMetadataSet> TrustedMetadataSet::Restore(absl::string_view
   if (root == nullptr || !root->is_string()) {
     return absl::InvalidArgumentError("trust state: root: missing");
   }
-  ASSIGN_OR_RETURN(TrustedMetadataSet set, Create(root->string_value(), reference_time, limits));
+  const bool verified_when_written = provenance == PersistedState::kVerifiedWhenWritten;
+  ASSIGN_OR_RETURN(TrustedMetadataSet set, FromRoot(root->string_value(), reference_time, limits,
+                                                    /*verify_signatures=*/!verified_when_written));
+  if (verified_when_written) {
+    set.verified_when_written_root_ = set.root_.metadata.signed_part.version;
+  }
   if (const Json* timestamp = document.Find("timestamp"); timestamp && timestamp->is_string()) {
     set.persisted_timestamp_ = timestamp->string_value();
   }
@@ -227,9 +248,13 @@ absl::StatusOr<TimestampUpdate> TrustedMetadataSet::ApplyTimestamp(absl::string_
   const std::string label = persisted ? "persisted timestamp.json" : TimestampLabel();
   RETURN_IF_ERROR(CheckSize(label, bytes, limits_.timestamp_max_bytes));
   ASSIGN_OR_RETURN(Metadata<Timestamp> next, ParseTimestamp(bytes, label));
-  RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part,
-                               root_.metadata.signed_part.version, "timestamp",
-                               next.canonical_signed, next.signatures));
+  const int64_t root_version = root_.metadata.signed_part.version;
+  const bool same_as_trusted =
+      timestamp_ && timestamp_->bytes == bytes && timestamp_root_version_ == root_version;
+  if (!same_as_trusted && !VerifiedWhenWritten(persisted)) {
+    RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part, root_version, "timestamp",
+                                 next.canonical_signed, next.signatures));
+  }
   if (timestamp_) {
     const Timestamp& trusted = timestamp_->metadata.signed_part;
     if (next.signed_part.version < trusted.version) {
@@ -251,6 +276,7 @@ absl::StatusOr<TimestampUpdate> TrustedMetadataSet::ApplyTimestamp(absl::string_
   // Trusted before the expiry check: a newer, validly signed timestamp is
   // the rollback reference even when it has expired (workflow 5.4.4).
   timestamp_ = Trusted<Timestamp>{std::move(next), std::string(bytes)};
+  timestamp_root_version_ = root_version;
   RETURN_IF_ERROR(CheckFinalTimestamp());
   return TimestampUpdate::kUpdated;
 }
@@ -315,9 +341,11 @@ absl::Status TrustedMetadataSet::ApplySnapshot(absl::string_view bytes, bool per
         CheckAgainstMeta(label, bytes, timestamp.snapshot_meta, Describe(timestamp, "timestamp.json")));
   }
   ASSIGN_OR_RETURN(Metadata<Snapshot> next, ParseSnapshot(bytes, label));
-  RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part,
-                               root_.metadata.signed_part.version, "snapshot",
-                               next.canonical_signed, next.signatures));
+  if (!VerifiedWhenWritten(persisted)) {
+    RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part,
+                                 root_.metadata.signed_part.version, "snapshot",
+                                 next.canonical_signed, next.signatures));
+  }
   if (snapshot_) {
     // No role may go back, and none may disappear (workflow 5.5.5).
     for (const auto& [file, meta] : snapshot_->metadata.signed_part.meta) {
@@ -359,9 +387,12 @@ absl::Status TrustedMetadataSet::LoadPersistedSnapshot() {
   return status;
 }
 
-absl::Status TrustedMetadataSet::UpdateDelegatedTargets(absl::string_view bytes,
-                                                        absl::string_view role,
-                                                        absl::string_view delegator) {
+absl::Status TrustedMetadataSet::ApplyTargets(absl::string_view bytes, absl::string_view role,
+                                              absl::string_view delegator, bool persisted) {
+  // Only the top-level targets: a delegated role's copy may have been
+  // verified under an older snapshot's delegation.
+  const bool verified_when_written =
+      VerifiedWhenWritten(persisted) && role == "targets" && delegator == "root";
   if (!snapshot_) {
     return absl::FailedPreconditionError(
         absl::StrCat(role, ".json: no snapshot is trusted yet (workflow order)"));
@@ -382,16 +413,21 @@ absl::Status TrustedMetadataSet::UpdateDelegatedTargets(absl::string_view bytes,
                                 ? std::min(*meta->second.length, limits_.targets_max_bytes)
                                 : limits_.targets_max_bytes;
   RETURN_IF_ERROR(CheckSize(label, bytes, max_bytes));
-  RETURN_IF_ERROR(CheckAgainstMeta(label, bytes, meta->second, Describe(snapshot, "snapshot.json")));
+  if (!verified_when_written) {
+    RETURN_IF_ERROR(
+        CheckAgainstMeta(label, bytes, meta->second, Describe(snapshot, "snapshot.json")));
+  }
   ASSIGN_OR_RETURN(Metadata<Targets> next, ParseTargets(bytes, label));
 
   if (delegator == "root") {
     if (role != "targets") {
       return absl::InvalidArgumentError(absl::StrCat(label, ": root delegates only targets"));
     }
-    RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part,
-                                 root_.metadata.signed_part.version, "targets",
-                                 next.canonical_signed, next.signatures));
+    if (!verified_when_written) {
+      RETURN_IF_ERROR(VerifyByRoot(label, root_.metadata.signed_part,
+                                   root_.metadata.signed_part.version, "targets",
+                                   next.canonical_signed, next.signatures));
+    }
   } else {
     const Metadata<Targets>* parent = targets(delegator);
     if (parent == nullptr) {
@@ -436,7 +472,7 @@ absl::Status TrustedMetadataSet::LoadPersistedTargets(absl::string_view role,
   }
   const std::string bytes = std::move(persisted->second);
   persisted_targets_.erase(persisted);
-  absl::Status status = UpdateDelegatedTargets(bytes, role, delegator);
+  absl::Status status = ApplyTargets(bytes, role, delegator, /*persisted=*/true);
   if (!status.ok()) {
     notes_.push_back(absl::StrCat("persisted ", role, ".json not used: ", status.message()));
   }

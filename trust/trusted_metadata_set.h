@@ -61,6 +61,21 @@ struct MetadataRequest {
 std::string MetadataFileName(absl::string_view role, std::optional<int64_t> version);
 std::string PercentEncodeRoleName(absl::string_view role);
 
+// Where a state given to Restore comes from.
+enum class PersistedState {
+  // Anything: every signature and hash is checked again.
+  kVerifyAgain,
+  // Exactly the bytes SerializeTrusted wrote after an update that succeeded
+  // (the caller's evidence, e.g. a stamp of the file's identity): the root,
+  // timestamp, snapshot and top-level targets in it were each verified
+  // against that root, so their signatures and hashes are not checked
+  // again. Everything else is: expiry against the new reference time,
+  // versions, the timestamp naming the snapshot and the snapshot the
+  // targets, lengths. Delegated roles, and anything once a newer root is
+  // trusted, are verified as for kVerifyAgain.
+  kVerifiedWhenWritten,
+};
+
 enum class TimestampUpdate {
   kUpdated,    // a newer timestamp is now trusted
   kUnchanged,  // the same version as the trusted one: nothing changed upstream
@@ -79,9 +94,9 @@ class TrustedMetadataSet {
   // From SerializeTrusted() of an earlier update. The root is verified
   // again; the timestamp, snapshot and targets are kept as persisted copies
   // (rollback references and a cache) and are verified when first used.
-  static absl::StatusOr<TrustedMetadataSet> Restore(absl::string_view state,
-                                                    absl::Time reference_time,
-                                                    const MetadataLimits& limits = {});
+  static absl::StatusOr<TrustedMetadataSet> Restore(
+      absl::string_view state, absl::Time reference_time, const MetadataLimits& limits = {},
+      PersistedState provenance = PersistedState::kVerifyAgain);
 
   // Root N+1: signed by a threshold of root N's root keys AND of its own,
   // version exactly N+1. FAILED_PRECONDITION once a timestamp was loaded.
@@ -94,7 +109,9 @@ class TrustedMetadataSet {
   // Checks the final root has not expired, then timestamp.json: signed by a
   // threshold of the timestamp keys, version and snapshot version not below
   // the trusted ones, not expired. An expired timestamp with a new version
-  // is kept as the rollback reference, and the error is returned.
+  // is kept as the rollback reference, and the error is returned. Bytes
+  // identical to the trusted timestamp, verified under the same root, are
+  // not verified twice (the answer could not differ); expiry still is.
   absl::StatusOr<TimestampUpdate> UpdateTimestamp(absl::string_view bytes);
 
   // The snapshot the trusted timestamp names: length and hashes as the
@@ -111,7 +128,9 @@ class TrustedMetadataSet {
     return UpdateDelegatedTargets(bytes, "targets", "root");
   }
   absl::Status UpdateDelegatedTargets(absl::string_view bytes, absl::string_view role,
-                                      absl::string_view delegator);
+                                      absl::string_view delegator) {
+    return ApplyTargets(bytes, role, delegator, /*persisted=*/false);
+  }
 
   // The persisted copies from Restore, verified like fresh downloads (the
   // snapshot skips only the timestamp's hashes, which name the file on the
@@ -153,6 +172,15 @@ class TrustedMetadataSet {
   TrustedMetadataSet(Trusted<Root> root, absl::Time reference_time, const MetadataLimits& limits)
       : root_(std::move(root)), reference_time_(reference_time), limits_(limits) {}
 
+  static absl::StatusOr<TrustedMetadataSet> FromRoot(absl::string_view root_bytes,
+                                                     absl::Time reference_time,
+                                                     const MetadataLimits& limits,
+                                                     bool verify_signatures);
+  // Whether a persisted copy's signatures and hashes were verified when it
+  // was written (PersistedState::kVerifiedWhenWritten, same root).
+  bool VerifiedWhenWritten(bool persisted) const;
+  absl::Status ApplyTargets(absl::string_view bytes, absl::string_view role,
+                            absl::string_view delegator, bool persisted);
   absl::Status FinishRootChain();
   absl::Status CheckFinalTimestamp() const;
   absl::Status CheckFinalSnapshot() const;
@@ -172,6 +200,11 @@ class TrustedMetadataSet {
   std::optional<std::string> persisted_timestamp_;
   std::optional<std::string> persisted_snapshot_;
   std::map<std::string, std::string, std::less<>> persisted_targets_;
+
+  // The root version under which timestamp_ was verified.
+  int64_t timestamp_root_version_ = 0;
+  // Set by Restore with kVerifiedWhenWritten: the restored root's version.
+  std::optional<int64_t> verified_when_written_root_;
 
   bool root_chain_finished_ = false;
   bool persisted_timestamp_tried_ = false;

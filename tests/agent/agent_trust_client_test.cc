@@ -12,6 +12,7 @@
 #include "agent/metadata_fetcher.h"
 #include "agent/trust_client.h"
 #include "agent/trust_status.h"
+#include "agent/verified_stamp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/fake_clock.h"
@@ -196,6 +197,60 @@ TEST_F(AgentTrustClient, ASignedArtifactPassesAndTheStateIsKeptForTheNextUpdate)
   EXPECT_THAT(again->CheckArtifact(Artifact(), "x86_cpu", nullptr), IsOk());
   EXPECT_EQ(ReadTextFile(TrustStatePath(state_dir())), state);
   EXPECT_EQ(fs::last_write_time(TrustStatePath(state_dir())), written) << "not rewritten";
+}
+
+TEST_F(AgentTrustClient, AStampedStateIsNotVerifiedAgainUntilTheFileChanges) {
+  ASSERT_THAT(Client()->Update(absl::Seconds(10)), IsOk());
+  // Just written: too recent to stamp (a write in the same ctime tick would
+  // go unseen), so the next update verifies everything and stamps it.
+  EXPECT_FALSE(fs::exists(TrustStateStampPath(state_dir())));
+  absl::SleepFor(absl::Milliseconds(60));
+  ASSERT_THAT(Client()->Update(absl::Seconds(10)), IsOk());
+  ASSERT_TRUE(fs::exists(TrustStateStampPath(state_dir())));
+
+  absl::StatusOr<LoadedTrust> stamped =
+      LoadTrustedState(config_, state_dir(), clock_.Now(), /*use_stamp=*/true);
+  ASSERT_THAT(stamped, IsOk());
+  EXPECT_TRUE(stamped->verified_when_written);
+  std::unique_ptr<TrustClient> client = Client();
+  ASSERT_THAT(client->Update(absl::Seconds(10)), IsOk());
+  EXPECT_THAT(client->CheckArtifact(Artifact(), "x86_cpu", nullptr), IsOk());
+  // `trust status` verifies everything whatever the stamp says.
+  absl::StatusOr<LoadedTrust> checked = LoadTrustedState(config_, state_dir(), clock_.Now());
+  ASSERT_THAT(checked, IsOk());
+  EXPECT_FALSE(checked->verified_when_written);
+
+  // Expiry is still judged: a week on, the stamped timestamp has expired.
+  FakeClock later(clock_.Now() + absl::Hours(24 * 8));
+  TrustClient stale(config_, state_dir(), &later,
+                    [this](MonotonicTime) { return repository_.Fetcher(); });
+  EXPECT_THAT(stale.Update(absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("expired")));
+
+  // The same bytes written again: another inode and ctime, so the stamp no
+  // longer vouches and the signatures are checked again.
+  const std::string state = ReadTextFile(TrustStatePath(state_dir()));
+  fs::remove(TrustStatePath(state_dir()));
+  WriteTextFile(TrustStatePath(state_dir()), state);
+  absl::StatusOr<LoadedTrust> rewritten =
+      LoadTrustedState(config_, state_dir(), clock_.Now(), /*use_stamp=*/true);
+  ASSERT_THAT(rewritten, IsOk());
+  EXPECT_FALSE(rewritten->verified_when_written);
+  // Other bytes under a copied stamp: refused by its SHA-256.
+  const std::string stamp = ReadTextFile(TrustStateStampPath(state_dir()));
+  std::string tampered = state;
+  tampered.insert(tampered.rfind('}'), " ");
+  WriteTextFile(TrustStatePath(state_dir()), tampered);
+  absl::StatusOr<FileIdentity> identity = StatFileIdentity(TrustStatePath(state_dir()));
+  ASSERT_THAT(identity, IsOk());
+  absl::StatusOr<VerifiedStamp> parsed = ParseStamp(stamp);
+  ASSERT_THAT(parsed, IsOk());
+  parsed->identity = *identity;
+  ASSERT_THAT(WriteStamp(TrustStateStampPath(state_dir()), *parsed), IsOk());
+  absl::StatusOr<LoadedTrust> forged =
+      LoadTrustedState(config_, state_dir(), clock_.Now(), /*use_stamp=*/true);
+  ASSERT_THAT(forged, IsOk());
+  EXPECT_FALSE(forged->verified_when_written);
 }
 
 TEST_F(AgentTrustClient, RefusesWhatTheTargetsDoNotSayForThisDevice) {

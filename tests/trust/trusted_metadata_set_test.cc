@@ -10,6 +10,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/trust/test_repository.h"
 #include "trust/client.h"
+#include "trust/json.h"
 
 namespace weightpath::trust {
 namespace {
@@ -620,6 +621,55 @@ TEST_F(TrustDelegationTest, PersistedDelegatedRolesAreReused) {
   ASSERT_THAT(RefreshMetadata(*restored, repository_.Fetcher()), IsOk());
   ASSERT_THAT(FindTarget(*restored, "models/spark.bin", &fetch), IsOk());
   EXPECT_THAT(FileNames(repository_.requests), ElementsAre("2.root.json", "timestamp.json"));
+}
+
+// The persisted timestamp with one hex digit of its signature changed.
+std::string WithBrokenTimestampSignature(const std::string& state) {
+  absl::StatusOr<Json> document = ParseJson(state, "state");
+  EXPECT_THAT(document, IsOk());
+  std::string timestamp = document->Find("timestamp")->string_value();
+  const size_t sig = timestamp.find("\"sig\"");
+  const size_t digit = timestamp.find('"', timestamp.find(':', sig)) + 1;
+  timestamp[digit] = timestamp[digit] == '0' ? '1' : '0';
+  document->Set("timestamp", Json::String(timestamp));
+  return PrettyJson(*document);
+}
+
+TEST(TrustStateTest, AStateVerifiedWhenWrittenSkipsOnlyItsSignatures) {
+  TestRepository repository;
+  const std::string broken = WithBrokenTimestampSignature(RefreshedState(repository));
+
+  // Checked again: the broken copy is dropped (and the download verified).
+  absl::StatusOr<TrustedMetadataSet> checked = TrustedMetadataSet::Restore(broken, TestNow());
+  ASSERT_THAT(checked, IsOk());
+  ASSERT_THAT(RefreshMetadata(*checked, repository.Fetcher()), IsOk());
+  EXPECT_THAT(checked->notes(), ElementsAre(HasSubstr("persisted timestamp.json dropped")));
+
+  // Vouched for by the caller: taken as verified, so nothing is dropped,
+  // and the download (other bytes than the copy) is verified as always.
+  absl::StatusOr<TrustedMetadataSet> vouched = TrustedMetadataSet::Restore(
+      broken, TestNow(), {}, PersistedState::kVerifiedWhenWritten);
+  ASSERT_THAT(vouched, IsOk());
+  ASSERT_THAT(RefreshMetadata(*vouched, repository.Fetcher()), IsOk());
+  EXPECT_THAT(vouched->notes(), ::testing::IsEmpty());
+
+  // Expiry, versions and consistency are still checked: a month on, the
+  // timestamp the repository still serves has expired.
+  repository.PublishSnapshotAndTimestamp();
+  const std::string state = RefreshedState(repository);
+  absl::StatusOr<TrustedMetadataSet> late = TrustedMetadataSet::Restore(
+      state, TestNow() + absl::Hours(24 * 30), {}, PersistedState::kVerifiedWhenWritten);
+  ASSERT_THAT(late, IsOk());
+  EXPECT_THAT(RefreshMetadata(*late, repository.Fetcher()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("expired")));
+  // A version rollback still is one.
+  absl::StatusOr<TrustedMetadataSet> current = TrustedMetadataSet::Restore(
+      state, TestNow(), {}, PersistedState::kVerifiedWhenWritten);
+  ASSERT_THAT(current, IsOk());
+  repository.timestamp.version -= 2;
+  repository.PublishSnapshotAndTimestamp();
+  EXPECT_THAT(RefreshMetadata(*current, repository.Fetcher()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("rollback")));
 }
 
 TEST(TrustStateTest, RestoreRefusesAnUnsignedRoot) {
