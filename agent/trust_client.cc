@@ -34,7 +34,7 @@ std::string Versions(const trust::TrustedMetadataSet& set) {
   return absl::StrJoin(parts, ", ");
 }
 
-// As the server's catalog bounds it (server/catalog.h).
+// As the server's catalog bounds it (server/config/catalog.h).
 constexpr size_t kMaxTargetPathBytes = 1024;
 
 bool SameArtifact(const v1::Artifact& a, const v1::Artifact& b) {

@@ -180,7 +180,7 @@ void BM_RegistryRecord_HotPath(benchmark::State& state) {
 }
 BENCHMARK(BM_RegistryRecord_HotPath);
 
-// The overload guards a resolve passes before its work (server/device_call_limits.h),
+// The overload guards a resolve passes before its work (server/security/device_call_limits.h),
 // as the server's flags set them up: off, the in-flight limit alone (the
 // default), and with a per-device rate limit too, over 1 or 100,000 distinct
 // device ids (one shard entry hot in cache, or misses across the 1 MiB

@@ -66,7 +66,7 @@ class WeightPathServer {
   std::unique_ptr<FleetState> fleet_;  // null with --store=none
   std::unique_ptr<FleetQueries> fleet_queries_;
   std::unique_ptr<OperatorAuth> operator_auth_;
-  // Runs the calls that wait on the store (server/store_call.h); outlives
+  // Runs the calls that wait on the store (server/api/store_call.h); outlives
   // the services, which hold it.
   std::unique_ptr<StoreExecutor> store_executor_;
   std::unique_ptr<DeviceCallLimits> device_call_limits_;

@@ -88,7 +88,7 @@ function metaFor(bytes, version) {
 
 // The path names the bundled policy can hand out: the demo catalog's.
 function reachablePaths() {
-  const text = fs.readFileSync(path.join(env.WEIGHTPATH_SOURCE_DIR, 'server', 'demo_catalog.yaml'), 'utf8');
+  const text = fs.readFileSync(path.join(env.WEIGHTPATH_SOURCE_DIR, 'server', 'config', 'demo_catalog.yaml'), 'utf8');
   return [...text.matchAll(/^ {4}([a-z0-9][a-z0-9-]*):$/gm)].map((match) => match[1]);
 }
 

@@ -1,7 +1,7 @@
 // Server reflection on the real binary, so grpcurl-style tools can list,
 // describe and call every service without the .proto files. Both protocol
 // versions are served: grpc.reflection.v1alpha (gRPC's own implementation)
-// and grpc.reflection.v1 (server/reflection_v1.cc); the same tests run
+// and grpc.reflection.v1 (server/api/reflection_v1.cc); the same tests run
 // against each.
 #include <set>
 #include <string>

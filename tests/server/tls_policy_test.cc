@@ -41,7 +41,7 @@ TEST(ServerTlsPolicyTest, UnreadableOrNonPemFilesNameTheFlag) {
   config.tls_key_path = "/nonexistent/server.key";
   EXPECT_THAT(BuildServerCredentials(config).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("--tls_cert")));
-  config.tls_cert_path = WEIGHTPATH_SOURCE_DIR "/server/demo_catalog.yaml";
+  config.tls_cert_path = WEIGHTPATH_SOURCE_DIR "/server/config/demo_catalog.yaml";
   EXPECT_THAT(BuildServerCredentials(config).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls_cert: ")));
 }
