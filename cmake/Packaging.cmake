@@ -1,0 +1,48 @@
+# install() rules and three Debian packages (cpack -G DEB in the build
+# directory): weightpath-server (binary, systemd unit, example config, a
+# `weightpath` system user owning /var/lib/weightpath-server), weightpath-agent
+# (binary, its two units, example config) and weightpathctl. Shared-library
+# dependencies come from dpkg-shlibdeps, so the packages name Debian 12's
+# runtime libraries, never the -dev ones. tests/packaging builds, unpacks
+# and runs them.
+include(GNUInstallDirs)
+
+install(TARGETS weightpath-server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT server)
+install(FILES deploy/systemd/weightpath-server.service DESTINATION lib/systemd/system
+        COMPONENT server)
+install(FILES deploy/packaging/server/server.yaml DESTINATION /etc/weightpath COMPONENT server)
+install(FILES README.md DESTINATION share/doc/weightpath-server COMPONENT server)
+
+install(TARGETS weightpath-agent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT agent)
+install(FILES deploy/systemd/weightpath-agent.service deploy/systemd/weightpath-agent-run.service
+        DESTINATION lib/systemd/system COMPONENT agent)
+install(FILES examples/agent.yaml DESTINATION /etc/weightpath COMPONENT agent)
+install(FILES agent/README.md DESTINATION share/doc/weightpath-agent COMPONENT agent)
+
+install(TARGETS weightpathctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ctl)
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME weightpath)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "weightpath maintainers <weightpath@example.net>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Weight-path deployment for fleets of edge LLM devices")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_GROUPING IGNORE)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_SERVER_PACKAGE_NAME weightpath-server)
+set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "passwd")
+set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/deploy/packaging/server/postinst
+    ${PROJECT_SOURCE_DIR}/deploy/packaging/server/postrm
+    ${PROJECT_SOURCE_DIR}/deploy/packaging/server/conffiles)
+set(CPACK_DEBIAN_AGENT_PACKAGE_NAME weightpath-agent)
+set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/deploy/packaging/agent/conffiles)
+set(CPACK_DEBIAN_CTL_PACKAGE_NAME weightpathctl)
+set(CPACK_COMPONENT_SERVER_DESCRIPTION "weightpath-server: the policy server over gRPC")
+set(CPACK_COMPONENT_AGENT_DESCRIPTION "weightpath-agent: picks, fetches and verifies a device's weight build")
+set(CPACK_COMPONENT_CTL_DESCRIPTION "weightpathctl: the operators' command line")
+include(CPack)

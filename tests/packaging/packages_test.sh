@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The Debian packages as an operator gets them: cpack builds the three from
+# this build tree, each is unpacked into a scratch root (dpkg-deb -x: no root
+# needed, nothing touches the host), its control data is checked (runtime
+# library dependencies only, conffiles, the server's user-creating postinst),
+# and then the server runs from the unpacked layout on the packaged example
+# config (ports and store moved into the scratch directory), weightpathctl
+# resolves against it, and the agent probes and boots against it, fetching
+# and verifying the demo artifact from a loopback mirror.
+#   usage: packages_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build_dir=$1
+source_dir=$2
+work=$(mktemp -d /tmp/weightpath-packages-XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "packages_test: $*" >&2; exit 1; }
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+(cd "$build_dir" && cpack -G DEB -B "$work/debs" >"$work/cpack.log" 2>&1) ||
+  { cat "$work/cpack.log" >&2; fail "cpack failed"; }
+root=$work/root
+for package in weightpath-server weightpath-agent weightpathctl; do
+  deb=$(ls "$work/debs/${package}_"*.deb 2>/dev/null | head -n 1)
+  [[ -n $deb ]] || fail "no $package package in $work/debs"
+  depends=$(dpkg-deb -f "$deb" Depends)
+  [[ $depends == *libc6* ]] || fail "$package: Depends lacks the shared libraries: $depends"
+  [[ $depends != *-dev* ]] || fail "$package: depends on a -dev package: $depends"
+  dpkg-deb -x "$deb" "$root"
+  echo "$package: $(dpkg-deb -f "$deb" Version), Depends: $depends"
+done
+for file in usr/bin/weightpath-server usr/bin/weightpath-agent usr/bin/weightpathctl \
+    usr/lib/systemd/system/weightpath-server.service usr/lib/systemd/system/weightpath-agent.service \
+    usr/lib/systemd/system/weightpath-agent-run.service etc/weightpath/server.yaml \
+    etc/weightpath/agent.yaml; do
+  [[ -e $root/$file ]] || fail "/$file is not in any package"
+done
+server_deb=$(ls "$work/debs/weightpath-server_"*.deb)
+dpkg-deb -e "$server_deb" "$work/server-control"
+grep -qx /etc/weightpath/server.yaml "$work/server-control/conffiles" ||
+  fail "server.yaml is not a conffile (an upgrade would overwrite the operator's edits)"
+grep -q "useradd --system" "$work/server-control/postinst" || fail "postinst creates no system user"
+grep -q "^User=weightpath" "$root/usr/lib/systemd/system/weightpath-server.service" ||
+  fail "the server unit does not run as the weightpath user"
+sh -n "$work/server-control/postinst" && sh -n "$work/server-control/postrm"
+
+# The packaged config, as an operator would start from it: only the ports
+# and the store's directory differ.
+grpc_port=$(free_port)
+metrics_port=$(free_port)
+mirror_port=$(free_port)
+sed -e "s|^listen: .*|listen: 127.0.0.1:$grpc_port|" \
+    -e "s|^metrics_listen: .*|metrics_listen: 127.0.0.1:$metrics_port|" \
+    -e "s|/var/lib/weightpath-server|$work/state|" \
+    "$root/etc/weightpath/server.yaml" >"$work/server.yaml"
+mkdir -p "$work/state"
+# The demo catalog, its artifacts served from a free port.
+"$source_dir/scripts/make-demo-artifacts" "$work/artifacts" >/dev/null
+sed "s|127.0.0.1:8765|127.0.0.1:$mirror_port|g" "$source_dir/server/config/demo_catalog.yaml" \
+  >"$work/catalog.yaml"
+python3 -m http.server "$mirror_port" --bind 127.0.0.1 --directory "$work/artifacts" \
+  >"$work/mirror.log" 2>&1 &
+pids+=($!)
+(cd "$work/state" && exec "$root/usr/bin/weightpath-server" --config "$work/server.yaml" \
+   --catalog "$work/catalog.yaml") >"$work/server.log" 2>&1 &
+pids+=($!)
+
+address=127.0.0.1:$grpc_port
+ctl=$root/usr/bin/weightpathctl
+answer=
+for _ in $(seq 1 100); do
+  if answer=$("$ctl" resolve --server "$address" \
+       --profile "$source_dir/examples/profiles/intel-sapphire-rapids.json" -o json 2>/dev/null); then
+    break
+  fi
+  answer=
+  sleep 0.1
+done
+[[ -n $answer ]] || { cat "$work/server.log" >&2; fail "the installed server did not answer"; }
+python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["weight_path"]["name"], r' \
+  "$answer" || fail "weightpathctl resolve gave no weight path: $answer"
+echo "weightpathctl resolve against the installed server: ok"
+
+"$root/usr/bin/weightpath-agent" probe -o json >"$work/probe.json" || fail "agent probe failed"
+cat >"$work/agent.yaml" <<YAML
+server: $address
+device_id: package-test-0001
+priority: fidelity
+labels:
+  workload: agentic
+state_dir: $work/agent/state
+cache_dir: $work/agent/cache
+decision_file: $work/agent/run/decision.json
+env_file: $work/agent/run/engine.env
+budget: 20
+YAML
+status=0
+WEIGHTPATH_HW_PROFILE=$source_dir/examples/profiles/intel-sapphire-rapids.json \
+  "$root/usr/bin/weightpath-agent" boot --config "$work/agent.yaml" >"$work/agent.log" 2>&1 ||
+  status=$?
+if [[ $status -ne 0 ]]; then
+  cat "$work/agent.log" "$work/server.log" >&2
+  fail "the installed agent's boot exited $status (0 = a decision from the server, verified)"
+fi
+grep -q WEIGHTPATH_ENGINE_ARGS "$work/agent/run/engine.env" || fail "no engine.env handed over"
+echo "weightpath-agent boot from the installed layout: ok"
+echo "packages_test: all three packages build, unpack and run"
