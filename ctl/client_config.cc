@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/bounded_yaml.h"
-#include "common/control_characters.h"
+#include "common/strict_yaml.h"
 #include "ctl/text_file.h"
 #include "yaml-cpp/yaml.h"
 
@@ -30,24 +30,20 @@ std::string DirectoryOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-absl::Status KeyError(const std::string& path, const YAML::Node& key, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ":", key.Mark().line + 1, ": ",
-                                                 ControlEscaped(key.Scalar()), ": ", what));
-}
-
-// `value` as a string: a scalar, never empty.
-absl::StatusOr<SourcedValue> StringValue(const std::string& path, const YAML::Node& key,
-                                         const YAML::Node& value, bool is_path,
-                                         absl::string_view name) {
-  if (!value.IsScalar() || value.Scalar().empty()) {
-    return KeyError(path, key, "must be a non-empty string");
-  }
+// The entry's value as a string, never empty; a relative path is taken from
+// the config file's folder.
+absl::StatusOr<SourcedValue> StringValue(const yaml::Reader& reader, const yaml::Entry& entry,
+                                         bool is_path) {
+  absl::StatusOr<std::string> value = yaml::ReadScalar(reader, entry, "a non-empty string");
+  if (!value.ok()) return value.status();
+  if (value->empty()) return yaml::Fault(reader, entry, "must not be empty");
+  const std::string path(reader.source_name());
   SourcedValue sourced;
-  sourced.value = value.Scalar();
+  sourced.value = *std::move(value);
   if (is_path && sourced.value.front() != '/') {
     sourced.value = absl::StrCat(DirectoryOf(path), "/", sourced.value);
   }
-  sourced.source = absl::StrCat(path, ":", key.Mark().line + 1, " ", name);
+  sourced.source = absl::StrCat(path, ":", entry.key_mark.line + 1, " ", entry.path);
   return sourced;
 }
 
@@ -66,34 +62,25 @@ absl::StatusOr<ConfigFile> ReadConfigFile(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": must be a mapping (server, token_file, tls)"));
   }
-  for (const auto& entry : *root) {
-    const std::string& name = entry.first.Scalar();
-    if (name == "server" || name == "token_file") {
-      absl::StatusOr<SourcedValue> value =
-          StringValue(path, entry.first, entry.second, name == "token_file", name);
-      if (!value.ok()) return value.status();
-      (name == "server" ? config.server : config.token_file) = *std::move(value);
-    } else if (name == "tls") {
-      if (!entry.second.IsMap()) {
-        return KeyError(path, entry.first, "must be a mapping of ca, cert and key");
-      }
-      for (const auto& tls : entry.second) {
-        const std::string& tls_name = tls.first.Scalar();
-        std::optional<SourcedValue>* slot = tls_name == "ca"     ? &config.ca
-                                            : tls_name == "cert" ? &config.cert
-                                            : tls_name == "key"  ? &config.key
-                                                                 : nullptr;
-        if (slot == nullptr) {
-          return KeyError(path, tls.first, "unknown key under tls (ca, cert or key)");
-        }
-        absl::StatusOr<SourcedValue> value =
-            StringValue(path, tls.first, tls.second, true, absl::StrCat("tls.", tls_name));
+  const yaml::Reader reader(path);
+  absl::StatusOr<yaml::Map> top =
+      yaml::Map::Read(reader, *root, "", {"server", "token_file", "tls"});
+  if (!top.ok()) return top.status();
+  for (const yaml::Entry& entry : top->entries()) {
+    if (entry.key == "tls") {
+      absl::StatusOr<yaml::Map> tls = yaml::Map::Read(reader, entry, {"ca", "cert", "key"});
+      if (!tls.ok()) return tls.status();
+      for (const yaml::Entry& file : tls->entries()) {
+        absl::StatusOr<SourcedValue> value = StringValue(reader, file, /*is_path=*/true);
         if (!value.ok()) return value.status();
-        *slot = *std::move(value);
+        (file.key == "ca" ? config.ca : file.key == "cert" ? config.cert : config.key) =
+            *std::move(value);
       }
-    } else {
-      return KeyError(path, entry.first, "unknown key (server, token_file or tls)");
+      continue;
     }
+    absl::StatusOr<SourcedValue> value = StringValue(reader, entry, entry.key == "token_file");
+    if (!value.ok()) return value.status();
+    (entry.key == "server" ? config.server : config.token_file) = *std::move(value);
   }
   return config;
 }

@@ -114,15 +114,18 @@ TEST_F(CtlClientConfigTest, BadConfigFilesAreRefusedWithFileAndLine) {
   absl::StatusOr<ClientSettings> unknown = Resolve({});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(unknown.status().message(),
-              AllOf(HasSubstr(config + ":2: tokenfile"), HasSubstr("unknown key")));
+              AllOf(HasSubstr(config + ":2:1: tokenfile"),
+                    HasSubstr("unknown key 'tokenfile' (allowed: server, token_file, tls)")));
 
   Write(".config/weightpath/config.yaml", "tls:\n  certificate: c.pem\n");
   EXPECT_THAT(Resolve({}).status().message(),
-              AllOf(HasSubstr(config + ":2: certificate"), HasSubstr("unknown key under tls")));
+              AllOf(HasSubstr(config + ":2:3: tls.certificate"),
+                    HasSubstr("unknown key 'certificate' (allowed: ca, cert, key)")));
 
   Write(".config/weightpath/config.yaml", "server: [a, b]\n");
   EXPECT_THAT(Resolve({}).status().message(),
-              AllOf(HasSubstr(config + ":1: server"), HasSubstr("non-empty string")));
+              AllOf(HasSubstr(config + ":1:9: server"),
+                    HasSubstr("expected a non-empty string, got a list")));
 
   environment_["WEIGHTPATH_CONFIG"] = dir_ + "/missing.yaml";
   absl::StatusOr<ClientSettings> missing = Resolve({});
