@@ -45,6 +45,29 @@ std::string DefaultCatalogStateDir(const std::string& store_url) {
   return std::string(slash == 0 ? "/" : file.substr(0, slash));
 }
 
+// --admin_identity and --admin_token_file are one admin each; the
+// operators of --config bring their own names and roles.
+absl::StatusOr<std::vector<OperatorCredential>> OperatorCredentials(const ServerConfig& config) {
+  std::vector<OperatorCredential> credentials;
+  if (!config.admin_identity.empty()) {
+    RETURN_IF_ERROR(ParseAdminIdentity(config.admin_identity).status());
+    credentials.push_back({"admin", Role::kAdmin, "", config.admin_identity, "--admin_identity"});
+  }
+  if (!config.admin_token_file.empty()) {
+    credentials.push_back({"admin", Role::kAdmin, config.admin_token_file, "", "--admin_token_file"});
+  }
+  for (const OperatorIdentityConfig& entry : config.operators) {
+    std::optional<Role> role = ParseRole(entry.role);
+    if (!role.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(entry.where, ": unknown role ", entry.role));
+    }
+    credentials.push_back({entry.name, *role, entry.token_file, entry.certificate,
+                           absl::StrCat(entry.where, " ",
+                                        entry.token_file.empty() ? "certificate" : "token_file")});
+  }
+  return credentials;
+}
+
 }  // namespace
 
 WeightPathServer::WeightPathServer(const ServerConfig& config) : config_(config) {}
@@ -114,15 +137,17 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
 
   const bool mutual_tls = !config.client_ca_path.empty();
-  std::string admin_token_file = config.admin_token_file;
+  ASSIGN_OR_RETURN(std::vector<OperatorCredential> operator_credentials, OperatorCredentials(config));
   // Under mutual TLS only certificates admit operators, so a generated
   // token would admit no one.
-  if (admin_token_file.empty() && config.admin_identity.empty() && !mutual_tls) {
-    ASSIGN_OR_RETURN(admin_token_file,
+  if (operator_credentials.empty() && !mutual_tls) {
+    ASSIGN_OR_RETURN(const std::string token_file,
                      DefaultAdminTokenFile(DefaultCatalogStateDir(config.store_url), config.store_url));
+    if (!token_file.empty()) {
+      operator_credentials.push_back({"admin", Role::kAdmin, token_file, "", "admin token file"});
+    }
   }
-  ASSIGN_OR_RETURN(OperatorAuth operator_auth,
-                   OperatorAuth::Create(mutual_tls, config.admin_identity, admin_token_file));
+  ASSIGN_OR_RETURN(OperatorAuth operator_auth, OperatorAuth::Create(mutual_tls, operator_credentials));
   server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
   if (config.store_url != "none") {
     absl::StatusOr<std::unique_ptr<store::FleetStore>> store = store::OpenFleetStore(config.store_url);

@@ -2,17 +2,32 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/api/fleet_admin_roles.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
 
 absl::Status FleetAdminService::Admit(const grpc::ServerContextBase& context, const char* method,
                                       Needs needs) const {
-  absl::Status status = auth_->Authorize(context);
-  if (!status.ok()) {
-    spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(), status.ToString());
-    return status;
+  const std::optional<Role> needs_role = RoleNeededFor(method);
+  if (!needs_role.has_value()) {
+    // Unreachable while the descriptor test holds; refused rather than served.
+    return absl::InternalError(absl::StrCat("FleetAdmin.", method, " has no role in the table"));
+  }
+  absl::StatusOr<Caller> caller = auth_->Authenticate(context);
+  if (!caller.ok()) {
+    spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(),
+                 caller.status().ToString());
+    return caller.status();
+  }
+  if (caller->role < *needs_role) {
+    absl::Status denied = absl::PermissionDeniedError(absl::StrCat(
+        "FleetAdmin.", method, " needs role ", RoleName(*needs_role), "; the caller \"",
+        caller->identity, "\" has role ", RoleName(caller->role)));
+    spdlog::warn("FleetAdmin.{} from {} refused: {}", method, context.peer(), denied.ToString());
+    return denied;
   }
   switch (needs) {
     case Needs::kOperatorOnly:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -13,6 +14,19 @@
 namespace weightpath::server {
 
 enum class LogFormat { kText, kJson };
+
+// One operator identity from the --config file's `operators` list, mapped
+// to a role (server/security/operator_auth.h checks and uses it):
+//   operators:
+//     - {name: alice, role: viewer, token_file: /etc/weightpath/alice.token}
+//     - {name: release, role: operator, certificate: "ou=release-team"}
+struct OperatorIdentityConfig {
+  std::string name;
+  std::string role;         // viewer, operator or admin
+  std::string token_file;   // exactly one of token_file and certificate
+  std::string certificate;  // ou=NAME or uri_prefix=PREFIX
+  std::string where;        // "FILE:LINE operators[I]", for errors
+};
 
 struct ServerConfig {
   std::string listen = "127.0.0.1:50051";
@@ -56,6 +70,7 @@ struct ServerConfig {
   // Operator identity for FleetAdmin (server/operator_auth.h).
   std::string admin_token_file;
   std::string admin_identity;
+  std::vector<OperatorIdentityConfig> operators;  // only from --config
 };
 
 // Names of the flags present in argv (as --name, --name=value, -name, or

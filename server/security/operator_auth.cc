@@ -92,56 +92,132 @@ std::vector<std::string> OrganizationalUnits(absl::string_view subject) {
   return units;
 }
 
-absl::StatusOr<OperatorAuth> OperatorAuth::Create(bool mutual_tls,
-                                                  const std::string& admin_identity,
-                                                  const std::string& token_file) {
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kViewer:
+      return "viewer";
+    case Role::kOperator:
+      return "operator";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+std::optional<Role> ParseRole(absl::string_view name) {
+  for (Role role : {Role::kViewer, Role::kOperator, Role::kAdmin}) {
+    if (RoleName(role) == name) return role;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<OperatorAuth> OperatorAuth::Create(
+    bool mutual_tls, const std::vector<OperatorCredential>& credentials) {
   OperatorAuth auth;
   auth.mutual_tls_ = mutual_tls;
-  if (!admin_identity.empty()) {
-    ASSIGN_OR_RETURN(auth.identity_, ParseAdminIdentity(admin_identity));
-  }
-  if (!token_file.empty()) {
-    ASSIGN_OR_RETURN(auth.token_, ReadSecretFile(token_file, "--admin_token_file"));
+  for (const OperatorCredential& credential : credentials) {
+    if (!credential.certificate.empty()) {
+      absl::StatusOr<AdminIdentity> mark = ParseAdminIdentity(credential.certificate);
+      if (!mark.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(credential.source, ": ", mark.status().message()));
+      }
+      auth.certificates_.push_back({credential.name, credential.role, *std::move(mark)});
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::string token, ReadSecretFile(credential.token_file, credential.source));
+    for (const TokenIdentity& earlier : auth.tokens_) {
+      if (TokensEqual(token, earlier.token)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            credential.source, ": holds the same token as operator \"", earlier.name,
+            "\"; each identity needs its own token"));
+      }
+    }
+    auth.tokens_.push_back({credential.name, credential.role, std::move(token)});
   }
   return auth;
 }
 
-absl::Status OperatorAuth::Authorize(const grpc::ServerContextBase& context) const {
-  if (mutual_tls_) {
-    std::shared_ptr<const grpc::AuthContext> auth_context = context.auth_context();
-    return AuthorizeCertificate(*auth_context);
+absl::StatusOr<OperatorAuth> OperatorAuth::Create(bool mutual_tls,
+                                                  const std::string& admin_identity,
+                                                  const std::string& token_file) {
+  std::vector<OperatorCredential> credentials;
+  if (!admin_identity.empty()) {
+    // ParseAdminIdentity's message already names --admin_identity.
+    RETURN_IF_ERROR(ParseAdminIdentity(admin_identity).status());
+    credentials.push_back({"admin", Role::kAdmin, "", admin_identity, "--admin_identity"});
   }
-  return AuthorizeToken(context);
+  if (!token_file.empty()) {
+    credentials.push_back({"admin", Role::kAdmin, token_file, "", "--admin_token_file"});
+  }
+  return Create(mutual_tls, credentials);
 }
 
-absl::Status OperatorAuth::AuthorizeCertificate(const grpc::AuthContext& auth_context) const {
-  if (!identity_.has_value()) {
-    return absl::PermissionDeniedError(
-        "FleetAdmin under mutual TLS needs an operator certificate, and the server has no "
-        "--admin_identity to recognise one");
+absl::StatusOr<Caller> OperatorAuth::Authenticate(const grpc::ServerContextBase& context) const {
+  if (mutual_tls_) {
+    std::shared_ptr<const grpc::AuthContext> auth_context = context.auth_context();
+    return AuthenticateCertificate(*auth_context);
   }
-  if (identity_->kind == AdminIdentity::Kind::kOrganizationalUnit) {
+  return AuthenticateToken(context);
+}
+
+namespace {
+
+bool MatchesMark(const grpc::AuthContext& auth_context, const AdminIdentity& mark) {
+  if (mark.kind == AdminIdentity::Kind::kOrganizationalUnit) {
     for (const grpc::string_ref& subject :
          auth_context.FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
       for (const std::string& unit :
            OrganizationalUnits(absl::string_view(subject.data(), subject.size()))) {
-        if (unit == identity_->value) return absl::OkStatus();
+        if (unit == mark.value) return true;
       }
     }
-  } else {
-    for (const grpc::string_ref& uri : auth_context.FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
-      if (absl::StartsWith(absl::string_view(uri.data(), uri.size()), identity_->value)) {
-        return absl::OkStatus();
-      }
-    }
+    return false;
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "client certificate is not an operator certificate (--admin_identity requires ",
-      identity_->kind == AdminIdentity::Kind::kOrganizationalUnit ? "OU=" : "a URI SAN starting ",
-      identity_->value, ")"));
+  for (const grpc::string_ref& uri : auth_context.FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
+    if (absl::StartsWith(absl::string_view(uri.data(), uri.size()), mark.value)) return true;
+  }
+  return false;
 }
 
-absl::Status OperatorAuth::AuthorizeToken(const grpc::ServerContextBase& context) const {
+std::string MarkText(const AdminIdentity& mark) {
+  return absl::StrCat(mark.kind == AdminIdentity::Kind::kOrganizationalUnit ? "OU=" : "a URI SAN starting ",
+                      mark.value);
+}
+
+}  // namespace
+
+absl::StatusOr<Caller> OperatorAuth::AuthenticateCertificate(
+    const grpc::AuthContext& auth_context) const {
+  if (certificates_.empty()) {
+    return absl::PermissionDeniedError(
+        "FleetAdmin under mutual TLS needs an operator certificate, and the server has no "
+        "--admin_identity (or certificate in its operators) to recognise one");
+  }
+  // A certificate several identities recognise gets the highest of their roles.
+  const CertificateIdentity* best = nullptr;
+  for (const CertificateIdentity& identity : certificates_) {
+    if (MatchesMark(auth_context, identity.mark) && (best == nullptr || identity.role > best->role)) {
+      best = &identity;
+    }
+  }
+  if (best == nullptr) {
+    std::string wanted;
+    for (const CertificateIdentity& identity : certificates_) {
+      absl::StrAppend(&wanted, wanted.empty() ? "" : " or ", MarkText(identity.mark));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "client certificate is not an operator certificate (the server requires ", wanted, ")"));
+  }
+  Caller caller{best->name, best->role};
+  for (const grpc::string_ref& cn : auth_context.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    absl::StrAppend(&caller.identity, " (CN=", absl::string_view(cn.data(), cn.size()), ")");
+    break;
+  }
+  return caller;
+}
+
+absl::StatusOr<Caller> OperatorAuth::AuthenticateToken(const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
   auto found = metadata.find("authorization");
   if (found == metadata.end()) {
@@ -154,14 +230,20 @@ absl::Status OperatorAuth::AuthorizeToken(const grpc::ServerContextBase& context
     return absl::UnauthenticatedError(
         "authorization metadata must be \"Bearer <token>\"");
   }
-  if (token_.empty()) {
+  if (tokens_.empty()) {
     return absl::PermissionDeniedError(
-        "the server has no --admin_token_file, so no bearer token is accepted");
+        "the server has no --admin_token_file (nor token_file in its operators), so no bearer "
+        "token is accepted");
   }
-  if (!TokensEqual(presented, token_)) {
-    return absl::PermissionDeniedError("authorization: the bearer token is not the operator token");
+  // Every token is compared, so the time taken does not say which matched.
+  const TokenIdentity* matched = nullptr;
+  for (const TokenIdentity& identity : tokens_) {
+    if (TokensEqual(presented, identity.token)) matched = &identity;
   }
-  return absl::OkStatus();
+  if (matched == nullptr) {
+    return absl::PermissionDeniedError("authorization: the bearer token is not an operator token");
+  }
+  return Caller{matched->name, matched->role};
 }
 
 }  // namespace weightpath::server

@@ -134,5 +134,67 @@ TEST_F(AdminAccessTest, WithoutAStateDirectoryTheLogSaysHowToGetAdminAccess) {
   EXPECT_EQ(ModeOf(dir_.File("admin.token")), 0u);
 }
 
+TEST_F(AdminAccessTest, EachIdentityGetsItsRoleAndACallBeyondItNamesBoth) {
+  WriteSecretFileOrDie(dir_.File("viewer.token"), "viewer-token-1\n");
+  WriteSecretFileOrDie(dir_.File("operator.token"), "operator-token-2\n");
+  WriteSecretFileOrDie(dir_.File("admin.token"), "admin-token-3\n");
+  WriteFileOrDie(dir_.File("server.yaml"),
+                 absl::StrCat("operators:\n"
+                              "  - {name: vera, role: viewer, token_file: ", dir_.File("viewer.token"),
+                              "}\n"
+                              "  - {name: otto, role: operator, token_file: ",
+                              dir_.File("operator.token"), "}\n"));
+  auto server = ServerProcess::Start({"--store=sqlite:" + dir_.File("fleet.db"),
+                                      "--config=" + dir_.File("server.yaml"),
+                                      "--admin_token_file=" + dir_.File("admin.token")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Identities are configured, so nothing is generated.
+  EXPECT_THAT((*server)->Log(), Not(HasSubstr("no operator identity configured")));
+  auto as = [&](const std::string& token, std::vector<std::string> args) {
+    return Ctl(std::move(args), {{"WEIGHTPATH_SERVER", (*server)->grpc_address()},
+                                 {"WEIGHTPATH_TOKEN_FILE", dir_.File(token)}});
+  };
+
+  ProcessResult viewer_reads = as("viewer.token", {"summary"});
+  EXPECT_EQ(viewer_reads.exit_code, 0) << viewer_reads.err;
+  ProcessResult viewer_lists = as("viewer.token", {"rollout", "list"});
+  EXPECT_EQ(viewer_lists.exit_code, 0) << viewer_lists.err;
+
+  ProcessResult viewer_pauses = as("viewer.token", {"rollout", "pause", "r-1", "--reason", "x"});
+  EXPECT_EQ(viewer_pauses.exit_code, 2);
+  EXPECT_THAT(viewer_pauses.err,
+              AllOf(HasSubstr("FleetAdmin.PauseRollout needs role operator"),
+                    HasSubstr("\"vera\" has role viewer")));
+  EXPECT_THAT((*server)->Log(), HasSubstr("FleetAdmin.PauseRollout from"));
+
+  // The operator is admitted: the rollout simply does not exist.
+  for (const char* token : {"operator.token", "admin.token"}) {
+    ProcessResult pauses = as(token, {"rollout", "pause", "r-1", "--reason", "x"});
+    EXPECT_EQ(pauses.exit_code, 2) << token;
+    EXPECT_THAT(pauses.err, AllOf(HasSubstr("r-1"), Not(HasSubstr("needs role")))) << token;
+  }
+}
+
+TEST_F(AdminAccessTest, OperatorTokenFilesAreCheckedAndNeverShared) {
+  WriteSecretFileOrDie(dir_.File("a.token"), "same-token\n");
+  WriteSecretFileOrDie(dir_.File("b.token"), "same-token\n");
+  WriteFileOrDie(dir_.File("server.yaml"),
+                 absl::StrCat("operators:\n"
+                              "  - {name: a, role: viewer, token_file: ", dir_.File("a.token"), "}\n"
+                              "  - {name: b, role: admin, token_file: ", dir_.File("b.token"), "}\n"));
+  ExitResult shared = ServerProcess::RunToExit(
+      {"--store=none", "--config=" + dir_.File("server.yaml")}, absl::Seconds(60));
+  EXPECT_NE(shared.exit_code, 0);
+  EXPECT_THAT(shared.log, AllOf(HasSubstr("server.yaml:3: operators[1] token_file"),
+                                HasSubstr("same token as operator \"a\"")));
+
+  ::chmod(dir_.File("b.token").c_str(), 0644);
+  ExitResult widened = ServerProcess::RunToExit(
+      {"--store=none", "--config=" + dir_.File("server.yaml")}, absl::Seconds(60));
+  EXPECT_NE(widened.exit_code, 0);
+  EXPECT_THAT(widened.log, AllOf(HasSubstr("operators[1] token_file=" + dir_.File("b.token")),
+                                 HasSubstr("mode 0644")));
+}
+
 }  // namespace
 }  // namespace weightpath::server::testing

@@ -3,6 +3,7 @@
 // hangs together, every guard refuses its combination with its message, and
 // the server and weightpathctl work on what the chart renders.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -572,6 +573,10 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
       root.File("operator-token/" + token_volume["secret"]["items"][0]["path"].as<std::string>());
   server::testing::WriteFileOrDie(token_path, "s3cret-operator-token\n");
   ASSERT_EQ(chmod(token_path.c_str(), token_volume["secret"]["defaultMode"].as<int>()), 0);
+  // The kubelet's file belongs to root and the pod's fsGroup, and the
+  // server's user reads it through the group: owned by another user here
+  // too, so the group read the token-file rule allows is that one.
+  ASSERT_EQ(chown(token_path.c_str(), 65532, getgid()), 0);
 
   std::vector<std::string> args;
   for (std::string arg : ContainerArgs(deployment)) {
@@ -607,7 +612,7 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
       {WEIGHTPATH_CTL_BINARY, "devices", "--server", server.grpc_address(), "--token-file",
        wrong_token});
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_THAT(refused.err, HasSubstr("the bearer token is not the operator token"));
+  EXPECT_THAT(refused.err, HasSubstr("the bearer token is not an operator token"));
 
   server.Signal(SIGTERM);
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).exit_code, 0) << server.Log();

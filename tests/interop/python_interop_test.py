@@ -52,6 +52,7 @@ except ImportError as missing:
 
 import weightpath_client  # noqa: E402  (examples/python)
 from weightpath.v1 import fleet_pb2  # noqa: E402
+from weightpath.v1 import rollout_pb2  # noqa: E402
 from weightpath.v1 import weightpath_pb2 as wp  # noqa: E402
 
 
@@ -82,6 +83,7 @@ REFLECTION = {
 SERVICES = ["weightpath.v1.WeightPath", "weightpath.v1.FleetAdmin", "grpc.health.v1.Health"]
 PRIORITIES = [None, "speed", "fidelity"]  # None: the request leaves it unset
 ADMIN_TOKEN = "interop-python-operator-token"
+VIEWER_TOKEN = "interop-python-viewer-token"
 START_TIMEOUT_S = 30  # a loaded 2-core CI machine can be slow to start a server
 CALL_TIMEOUT_S = 10
 
@@ -139,8 +141,16 @@ def setUpModule():
     token_file = os.path.join(work_dir, "admin-token")
     with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as token:
         token.write(ADMIN_TOKEN + "\n")
+    viewer_token_file = os.path.join(work_dir, "viewer-token")
+    with open(os.open(viewer_token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as token:
+        token.write(VIEWER_TOKEN + "\n")
+    config_file = os.path.join(work_dir, "server.yaml")
+    with open(config_file, "w", encoding="utf-8") as config:
+        config.write("operators:\n"
+                     f"  - {{name: interop-viewer, role: viewer, token_file: {viewer_token_file}}}\n")
     server = ServerProcess(work_dir, [f"--store=sqlite:{os.path.join(work_dir, 'fleet.db')}",
-                                      f"--admin_token_file={token_file}"])
+                                      f"--admin_token_file={token_file}",
+                                      f"--config={config_file}"])
     channel = grpc.insecure_channel(server.address)
 
 
@@ -474,6 +484,26 @@ class FleetAdminTest(unittest.TestCase):
                        {grpc.StatusCode.NOT_FOUND})
         self.assertEqual(device.hardware_class, "arm64_cpu")
         self.assertGreaterEqual(self.summary(admin_metadata()).total_devices, 1)
+
+    def test_a_viewer_reads_and_is_refused_a_rollout_action_naming_the_roles(self):
+        viewer = admin_metadata(VIEWER_TOKEN)
+        self.summary(viewer)
+        with self.assertRaises(grpc.RpcError) as refused:
+            unary("/weightpath.v1.FleetAdmin/PauseRollout", rollout_pb2.Rollout,
+                  rollout_pb2.RolloutControlRequest(id="any-rollout", reason="interop"),
+                  metadata=viewer)
+        error = refused.exception
+        self.assertEqual(error.code(), grpc.StatusCode.PERMISSION_DENIED, error.details())
+        for named in ("FleetAdmin.PauseRollout", "needs role operator", "interop-viewer",
+                      "has role viewer"):
+            self.assertIn(named, error.details())
+        # The admin passes admission: the rollout is simply not there.
+        with self.assertRaises(grpc.RpcError) as missing:
+            unary("/weightpath.v1.FleetAdmin/PauseRollout", rollout_pb2.Rollout,
+                  rollout_pb2.RolloutControlRequest(id="any-rollout", reason="interop"),
+                  metadata=admin_metadata())
+        self.assertEqual(missing.exception.code(), grpc.StatusCode.NOT_FOUND,
+                         missing.exception.details())
 
 
 class EngineHarnessTest(unittest.TestCase):

@@ -1,0 +1,33 @@
+#include "server/api/fleet_admin_roles.h"
+
+namespace weightpath::server {
+
+absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
+  // Reads are the viewer's; steering a rollout is the operator's; anything
+  // that changes what devices are served outside a rollout, or reads who did
+  // what, is the admin's.
+  static constexpr FleetAdminMethodRole kRoles[] = {
+      {"ListDevices", Role::kViewer},
+      {"GetDevice", Role::kViewer},
+      {"FleetSummary", Role::kViewer},
+      {"GetVerificationMatrix", Role::kViewer},
+      {"GetRollout", Role::kViewer},
+      {"ListRollouts", Role::kViewer},
+      {"ExplainDecision", Role::kViewer},
+      {"CreateRollout", Role::kOperator},
+      {"PauseRollout", Role::kOperator},
+      {"ResumeRollout", Role::kOperator},
+      {"AdvanceRollout", Role::kOperator},
+      {"AbortRollout", Role::kOperator},
+  };
+  return kRoles;
+}
+
+std::optional<Role> RoleNeededFor(absl::string_view method) {
+  for (const FleetAdminMethodRole& row : FleetAdminMethodRoles()) {
+    if (row.method == method) return row.needs;
+  }
+  return std::nullopt;
+}
+
+}  // namespace weightpath::server
