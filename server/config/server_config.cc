@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/config/file_fingerprint.h"
 #include "server/config/signed_catalog.h"
@@ -103,7 +104,8 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(std::string, admin_identity, "",
           "Under mTLS, what marks an operator certificate: ou=NAME or uri_prefix=PREFIX");
 ABSL_FLAG(std::string, config, "",
-          "YAML file of flag values (keys named like the flags); the command line wins");
+          "YAML file of flag values (keys named like the flags; the command line wins) and the "
+          "operators list: each {name, role: viewer|operator|admin, token_file or certificate}");
 
 namespace weightpath::server {
 namespace {
@@ -130,7 +132,61 @@ bool IsConfigurable(absl::string_view name) {
 constexpr size_t kMaxConfigBytes = 1024 * 1024;
 constexpr size_t kMaxConfigNodes = 10000;
 
-absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string>& on_command_line) {
+// The `operators` list: a mapping per identity, each key known, each role
+// one of the three, exactly one credential.
+absl::StatusOr<std::vector<OperatorIdentityConfig>> ReadOperators(const std::string& path,
+                                                                  const YAML::Mark& key,
+                                                                  const YAML::Node& list) {
+  const std::string place = absl::StrCat(path, ":", key.line + 1, ": operators");
+  if (!list.IsSequence()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(place, ": must be a list of {name, role, token_file | certificate}"));
+  }
+  std::vector<OperatorIdentityConfig> operators;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    OperatorIdentityConfig entry;
+    entry.where = absl::StrCat(path, ":", item.Mark().line + 1, ": operators[", i, "]");
+    if (!item.IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(entry.where, ": must be a mapping of name, role and token_file or certificate"));
+    }
+    for (const auto& field : item) {
+      const std::string name = field.first.Scalar();
+      const std::string at = absl::StrCat(path, ":", field.first.Mark().line + 1, ": operators[", i,
+                                          "].", ControlEscaped(name));
+      std::string* slot = name == "name"          ? &entry.name
+                          : name == "role"        ? &entry.role
+                          : name == "token_file"  ? &entry.token_file
+                          : name == "certificate" ? &entry.certificate
+                                                  : nullptr;
+      if (slot == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": unknown key (name, role, token_file or certificate)"));
+      }
+      if (!field.second.IsScalar() || field.second.Scalar().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(at, ": must be a non-empty string"));
+      }
+      *slot = field.second.Scalar();
+    }
+    if (entry.name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(entry.where, ": needs a name (for logs and the audit trail)"));
+    }
+    if (entry.role != "viewer" && entry.role != "operator" && entry.role != "admin") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          entry.where, ": role \"", ControlEscaped(entry.role), "\" must be viewer, operator or admin"));
+    }
+    if (entry.token_file.empty() == entry.certificate.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(entry.where, ": needs exactly one of token_file and certificate"));
+    }
+    operators.push_back(std::move(entry));
+  }
+  return operators;
+}
+
+absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string>& on_command_line,
+                             std::vector<OperatorIdentityConfig>* operators) {
   ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, kMaxConfigBytes));
   yaml::Limits limits;
   limits.max_bytes = kMaxConfigBytes;
@@ -143,6 +199,10 @@ absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string
   const yaml::Reader reader(path);
   ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader, root, ""));
   for (const yaml::Entry& entry : map.entries()) {
+    if (entry.key == "operators") {
+      ASSIGN_OR_RETURN(*operators, ReadOperators(path, entry.key_mark, entry.value));
+      continue;
+    }
     if (!IsConfigurable(entry.key)) return yaml::UnknownKey(reader, entry, kConfigurableFlags);
     ASSIGN_OR_RETURN(const std::string value,
                      yaml::ReadScalar(reader, entry, "a single value"));
@@ -179,10 +239,12 @@ std::set<std::string> FlagNamesOnCommandLine(int argc, char** argv) {
 }
 
 absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& on_command_line) {
-  const std::string config_path = absl::GetFlag(FLAGS_config);
-  if (!config_path.empty()) RETURN_IF_ERROR(ApplyConfigFile(config_path, on_command_line));
-
   ServerConfig config;
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (!config_path.empty()) {
+    RETURN_IF_ERROR(ApplyConfigFile(config_path, on_command_line, &config.operators));
+  }
+
   config.listen = absl::GetFlag(FLAGS_listen);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.policy_path = absl::GetFlag(FLAGS_policy);

@@ -78,6 +78,48 @@ TEST_F(ServerConfigTest, ConfigFileFaultsNameTheLine) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.yaml")));
 }
 
+TEST_F(ServerConfigTest, OperatorsAreAListOfNamedIdentitiesWithARole) {
+  const std::string path = dir_.File("server.yaml");
+  testing::WriteFileOrDie(path,
+                          "store: none\n"
+                          "operators:\n"
+                          "  - {name: alice, role: viewer, token_file: /etc/wp/alice.token}\n"
+                          "  - name: release\n"
+                          "    role: operator\n"
+                          "    certificate: ou=release-team\n");
+  absl::SetFlag(&FLAGS_config, path);
+  absl::StatusOr<ServerConfig> config = ServerConfigFromFlags({});
+  ASSERT_THAT(config, IsOk());
+  ASSERT_EQ(config->operators.size(), 2u);
+  EXPECT_EQ(config->operators[0].name, "alice");
+  EXPECT_EQ(config->operators[0].role, "viewer");
+  EXPECT_EQ(config->operators[0].token_file, "/etc/wp/alice.token");
+  EXPECT_EQ(config->operators[1].certificate, "ou=release-team");
+  EXPECT_THAT(config->operators[1].where, HasSubstr("server.yaml:4: operators[1]"));
+
+  const struct {
+    std::string text;
+    std::string message;
+  } faults[] = {
+      {"operators: alice\n", "server.yaml:1: operators: must be a list"},
+      {"operators:\n  - {name: a, role: root, token_file: /t}\n",
+       "server.yaml:2: operators[0]: role \"root\" must be viewer, operator or admin"},
+      {"operators:\n  - {name: a, role: viewer}\n",
+       "operators[0]: needs exactly one of token_file and certificate"},
+      {"operators:\n  - {name: a, role: viewer, token_file: /t, certificate: ou=x}\n",
+       "operators[0]: needs exactly one of token_file and certificate"},
+      {"operators:\n  - {role: viewer, token_file: /t}\n", "operators[0]: needs a name"},
+      {"operators:\n  - name: a\n    rol: viewer\n",
+       "server.yaml:3: operators[0].rol: unknown key"},
+  };
+  for (const auto& fault : faults) {
+    testing::WriteFileOrDie(path, fault.text);
+    EXPECT_THAT(ServerConfigFromFlags({}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(fault.message)))
+        << fault.text;
+  }
+}
+
 TEST_F(ServerConfigTest, ConfigFileIsBoundedAndMustBeARegularFile) {
   const std::string path = dir_.File("server.yaml");
   // 64 KiB anchored once, repeated by 100 aliases: 6.4 MB once expanded.
