@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ctl/devices_command.h"
+#include "ctl/explain_command.h"
 #include "ctl/repo_command.h"
 #include "ctl/resolve_command.h"
 #include "ctl/rollout_command.h"
@@ -27,6 +28,7 @@ const std::vector<Command>& Commands() {
   // One line per subcommand; keep alphabetical.
   static const std::vector<Command> commands = {
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
+      {"explain", "why the server decides what it decides for a device", RunExplainCommand},
       {"repo", "run a signed (TUF) repository of artifacts", RunRepoCommand},
       {"resolve", "decide the weight path for a device profile", RunResolveCommand},
       {"rollout", "create, watch and steer staged rollouts", RunRolloutCommand},

@@ -1,0 +1,218 @@
+#include "ctl/explain_command.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "ctl/admin_output.h"
+#include "ctl/admin_query.h"
+#include "ctl/command_error.h"
+#include "ctl/text_file.h"
+#include "ctl/view_output.h"
+#include "policy/profile_json.h"
+
+namespace weightpath::ctl {
+namespace {
+
+constexpr std::string_view kCommand = "explain";
+
+constexpr char kUsage[] =
+    "usage: weightpathctl explain DEVICE_ID [flags]\n"
+    "       weightpathctl explain --profile FILE [--labels k=v,...] [--priority speed|fidelity]\n"
+    "                             [--model M] [flags]\n\n"
+    "Asks the server why it decides what it decides (ExplainDecision), without\n"
+    "recording anything: the rules in evaluation order and which matched, the\n"
+    "rollout and bucket that shaped the decision, the verification evidence and\n"
+    "the policy version. DEVICE_ID re-evaluates the device from the registry's\n"
+    "profile summary; --profile evaluates a full hardware profile JSON as the\n"
+    "prober writes it.";
+
+const std::vector<FlagSpec>& ExplainFlags() {
+  static const std::vector<FlagSpec> flags = ViewFlags({
+      {"profile", '\0', true, "hardware profile JSON to explain instead of a registered device"},
+      {"labels", '\0', true, "device labels with --profile, k=v,k2=v2"},
+      {"priority", '\0', true, "with --profile: speed (default) or fidelity"},
+      {"model", '\0', true, "with --profile: the model (default: the catalog's default)"},
+  });
+  return flags;
+}
+
+std::string PriorityWord(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED:
+      return "speed";
+    case v1::PRIORITY_FIDELITY:
+      return "fidelity";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string SourceWord(v1::Verification::Source source) {
+  switch (source) {
+    case v1::Verification::SOURCE_POLICY:
+      return "policy";
+    case v1::Verification::SOURCE_FLEET:
+      return "fleet";
+    case v1::Verification::SOURCE_NONE:
+      return "none";
+    case v1::Verification::SOURCE_UNAVAILABLE:
+      return "unavailable (the fleet store could not be read)";
+    default:
+      return "unspecified";
+  }
+}
+
+absl::StatusOr<v1::ExplainDecisionRequest> BuildRequest(const std::optional<std::string>& device_id,
+                                                        const ParsedArguments& arguments) {
+  v1::ExplainDecisionRequest request;
+  const std::optional<std::string> profile_path = arguments.Value("profile");
+  if (device_id.has_value() == profile_path.has_value()) {
+    return absl::InvalidArgumentError(
+        device_id.has_value() ? "give DEVICE_ID or --profile FILE, not both"
+                              : "needs DEVICE_ID or --profile FILE");
+  }
+  if (device_id.has_value()) {
+    for (const char* flag : {"labels", "priority", "model"}) {
+      if (arguments.Has(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag, " applies to --profile only: a registered device is explained with the "
+                        "labels, model and priority the registry holds"));
+      }
+    }
+    request.set_device_id(*device_id);
+    return request;
+  }
+  v1::ResolveWeightPathRequest* subject = request.mutable_request();
+  absl::StatusOr<std::string> text = ReadTextFile(*profile_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(*text, *profile_path);
+  if (!profile.ok()) return profile.status();
+  *subject->mutable_profile() = *std::move(profile);
+  subject->set_priority(v1::PRIORITY_SPEED);
+  if (std::optional<std::string> priority = arguments.Value("priority")) {
+    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
+    if (!parsed.ok()) return parsed.status();
+    subject->set_priority(*parsed);
+  }
+  if (std::optional<std::string> labels = arguments.Value("labels")) {
+    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
+    if (!parsed.ok()) return parsed.status();
+    *subject->mutable_labels() = *std::move(parsed);
+  }
+  subject->set_model(arguments.ValueOr("model", ""));
+  // ExplainDecision records nothing; the id only has to be well-formed.
+  subject->set_device_id("weightpathctl-explain");
+  return request;
+}
+
+void Line(std::ostream& out, std::string_view label, const std::string& value) {
+  std::string padded(label);
+  padded.resize(std::max<size_t>(padded.size() + 2, 18), ' ');
+  out << "  " << padded << value << "\n";
+}
+
+void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view subject,
+                std::optional<int> rollout_stages, std::ostream& out) {
+  const v1::ResolveWeightPathResponse& decision = response.decision();
+  const v1::WeightPathSpec& path = decision.weight_path();
+  out << "decision for " << subject << "\n";
+  Line(out, "hardware class", decision.hardware_class());
+  Line(out, "weight path", absl::StrCat(path.name(), "  (policy path ", path.path_id(), ")"));
+  Line(out, "priority", PriorityWord(decision.effective_priority()));
+  Line(out, "model", decision.model().empty() ? "-" : decision.model());
+  Line(out, "matched rule", decision.matched_rule().empty() ? "-" : decision.matched_rule());
+  Line(out, "artifact", decision.artifact().uri().empty() ? "-" : decision.artifact().uri());
+
+  out << "rollout\n";
+  const v1::RolloutAttribution& rollout = response.rollout();
+  if (rollout.rollout_id().empty()) {
+    Line(out, "shaped by", "no rollout");
+  } else {
+    Line(out, "shaped by", rollout.rollout_id());
+    Line(out, "bucket", absl::StrCat(rollout.bucket(), " of 0..9999"));
+    Line(out, "stage",
+         rollout_stages.has_value()
+             ? absl::StrCat(rollout.stage() + 1, " of ", *rollout_stages)
+             : absl::StrCat(rollout.stage() + 1));
+  }
+  if (response.rollouts_considered_size() == 0) {
+    Line(out, "considered", "no rollouts");
+  } else {
+    for (const std::string& line : response.rollouts_considered()) Line(out, "considered", line);
+  }
+
+  out << "rules tried (" << Counted(response.rule_trace_size(), "line", "lines")
+      << ", in evaluation order)\n";
+  for (const std::string& line : response.rule_trace()) out << "  " << line << "\n";
+
+  out << "verification\n";
+  const v1::Verification& verification = response.verification();
+  Line(out, "verified", path.verified() ? "yes" : "no, measure before trusting it");
+  Line(out, "evidence", SourceWord(verification.source()));
+  if (verification.source() == v1::Verification::SOURCE_FLEET) {
+    Line(out, "devices", Counted(verification.device_count(), "device", "devices"));
+  }
+  if (!verification.reason().empty()) Line(out, "reason", verification.reason());
+  for (const v1::ExpectedFigures& expected : path.expected()) {
+    std::string figure = absl::StrCat(expected.cpu_model(), " at ",
+                                      Counted(expected.threads(), "thread", "threads"));
+    if (expected.has_decode_tok_s()) absl::StrAppend(&figure, ": ", expected.decode_tok_s(), " tok/s decode");
+    Line(out, "expected", figure);
+  }
+
+  out << "policy\n";
+  Line(out, "version", response.policy_version());
+  Line(out, "evaluated at", FormatTimestamp(response.evaluated_at()));
+}
+
+}  // namespace
+
+int RunExplainCommand(const std::vector<std::string>& args, CommandIo io) {
+  if (args.empty()) return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(ExplainFlags())));
+  std::optional<std::string> device_id;
+  std::vector<std::string> flags = args;
+  if (!args.front().empty() && args.front()[0] != '-') {
+    device_id = args.front();
+    flags.erase(flags.begin());
+  }
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments = ParseFlags(
+      kCommand, flags, ExplainFlags(),
+      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(ExplainFlags()); }, io,
+      &exit_code);
+  if (!arguments.has_value()) return exit_code;
+  absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
+  if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
+  absl::StatusOr<v1::ExplainDecisionRequest> request = BuildRequest(device_id, *arguments);
+  if (!request.ok()) {
+    ReportError(kCommand, request.status(), io.err);
+    return kExitUsage;
+  }
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
+  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
+  absl::StatusOr<v1::ExplainDecisionResponse> response = CallFleetAdmin(
+      *connection, &v1::FleetAdmin::Stub::ExplainDecision, *request, "ExplainDecision");
+  if (!response.ok()) return ReportServerError(kCommand, response.status(), io.err);
+  if (*output != ViewOutput::kTable) {
+    absl::Status written = WriteMessage(*response, *output, io.out);
+    if (!written.ok()) return ReportError(kCommand, written, io.err);
+    return kExitOk;
+  }
+  // "stage k of n" needs the rollout's stage count; without it the stage
+  // still shows, 1-based.
+  std::optional<int> rollout_stages;
+  if (!response->rollout().rollout_id().empty()) {
+    v1::GetRolloutRequest get;
+    get.set_id(response->rollout().rollout_id());
+    absl::StatusOr<v1::Rollout> rollout =
+        CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::GetRollout, get, "GetRollout");
+    if (rollout.ok()) rollout_stages = rollout->stages_size();
+  }
+  const std::string subject =
+      device_id.has_value() ? absl::StrCat("device ", *device_id)
+                            : absl::StrCat("profile ", *arguments->Value("profile"));
+  WriteTable(*response, subject, rollout_stages, io.out);
+  return kExitOk;
+}
+
+}  // namespace weightpath::ctl

@@ -1,0 +1,116 @@
+#include "ctl/view_output.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "ctl/admin_output.h"
+#include "ctl/command.h"
+#include "ctl/command_error.h"
+#include "ctl/rollout_client.h"
+#include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/yaml.h"
+
+namespace weightpath::ctl {
+namespace {
+
+// JSON is YAML, so the document is re-emitted node by node in block style;
+// strings stay quoted where YAML would read them as something else.
+void EmitNode(const YAML::Node& node, YAML::Emitter& out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::BeginMap;
+      for (const auto& entry : node) {
+        out << YAML::Key << entry.first.Scalar() << YAML::Value;
+        EmitNode(entry.second, out);
+      }
+      out << YAML::EndMap;
+      return;
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (const auto& item : node) EmitNode(item, out);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar:
+      // A JSON string arrives tagged "!" (it was quoted); numbers and
+      // booleans come plain and stay plain.
+      if (node.Tag() == "!") {
+        out << YAML::DoubleQuoted << node.Scalar();
+      } else {
+        out << node.Scalar();
+      }
+      return;
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      out << YAML::Null;
+      return;
+  }
+}
+
+}  // namespace
+
+std::vector<FlagSpec> ViewFlags(std::vector<FlagSpec> own) {
+  own.push_back({"output", 'o', true, "table (default), json or yaml"});
+  own.push_back({"help", 'h', false, "show this help"});
+  for (FlagSpec& spec : ConnectionFlags()) own.push_back(std::move(spec));
+  return own;
+}
+
+absl::StatusOr<ViewOutput> ParseViewOutput(const std::optional<std::string>& text) {
+  if (!text.has_value() || *text == "table") return ViewOutput::kTable;
+  if (*text == "json") return ViewOutput::kJson;
+  if (*text == "yaml") return ViewOutput::kYaml;
+  return absl::InvalidArgumentError(
+      absl::StrCat("-o/--output '", *text, "' is not one of: json, table, yaml"));
+}
+
+absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
+                          std::ostream& out) {
+  if (output == ViewOutput::kJson) return WriteJson(message, out);
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  if (auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
+      !printed.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print YAML: ", printed.ToString()));
+  }
+  YAML::Emitter emitter;
+  EmitNode(YAML::Load(json), emitter);
+  if (!emitter.good()) {
+    return absl::InternalError(absl::StrCat("cannot print YAML: ", emitter.GetLastError()));
+  }
+  out << emitter.c_str() << "\n";
+  return absl::OkStatus();
+}
+
+int ReportServerError(std::string_view command, const absl::Status& status, std::ostream& err) {
+  // FromGrpcStatus wrote "<RPC>: <message>"; the code goes after the RPC.
+  std::string message(status.message());
+  const std::string code = absl::StatusCodeToString(status.code());
+  const size_t colon = message.find(": ");
+  if (colon != std::string::npos && message.find(' ') > colon) {
+    message = absl::StrCat(message.substr(0, colon), ": ", code, ": ", message.substr(colon + 2));
+  } else {
+    message = absl::StrCat(code, ": ", message);
+  }
+  ReportError(command, absl::Status(status.code(), message), err);
+  return kExitFailure;
+}
+
+std::string FormatSeconds(absl::Duration duration) {
+  int64_t seconds = std::llround(absl::ToDoubleSeconds(duration));
+  const bool negative = seconds < 0;
+  if (negative) seconds = -seconds;
+  std::string text;
+  if (seconds >= 3600) absl::StrAppend(&text, seconds / 3600, "h ");
+  if (seconds >= 60) absl::StrAppend(&text, (seconds % 3600) / 60, "m ");
+  absl::StrAppend(&text, seconds % 60, "s");
+  return negative ? absl::StrCat("-", text) : text;
+}
+
+std::string Counted(uint64_t count, std::string_view singular, std::string_view plural) {
+  const std::string_view noun = count == 1 ? singular : plural;
+  return absl::StrCat(count, " ", absl::string_view(noun.data(), noun.size()));
+}
+
+}  // namespace weightpath::ctl

@@ -1,0 +1,48 @@
+// Output and errors of the operator views (explain, device show, rollout
+// status --watch, apply): -o table|json|yaml, where json is the protobuf
+// JSON mapping (proto field names, defaults printed) and yaml the same
+// document in YAML block style; and one line on stderr for a call the
+// server refused or could not answer, naming the RPC and the gRPC code.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "google/protobuf/message.h"
+
+namespace weightpath::ctl {
+
+enum class ViewOutput { kTable, kJson, kYaml };
+
+// `own`, then --output/-o (table, json or yaml), --help/-h and
+// ConnectionFlags().
+std::vector<FlagSpec> ViewFlags(std::vector<FlagSpec> own);
+
+// "table" (the default when absent), "json" or "yaml"; INVALID_ARGUMENT
+// naming -o otherwise.
+absl::StatusOr<ViewOutput> ParseViewOutput(const std::optional<std::string>& text);
+
+// `message` as JSON or YAML (never kTable).
+absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
+                          std::ostream& out);
+
+// "weightpathctl <command>: <RPC>: <CODE>: <message>" on one line, for a
+// status from FromGrpcStatus; kExitFailure whatever the code, since the
+// command line itself was fine.
+int ReportServerError(std::string_view command, const absl::Status& status, std::ostream& err);
+
+// Whole seconds, largest units first: "0s", "45s", "2m 5s", "1h 0m 3s".
+std::string FormatSeconds(absl::Duration duration);
+
+// "1 device", "2 devices": `count` and the noun, plural unless it is one.
+std::string Counted(uint64_t count, std::string_view singular, std::string_view plural);
+
+}  // namespace weightpath::ctl

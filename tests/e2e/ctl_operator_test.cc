@@ -1,0 +1,101 @@
+// The operator views of weightpathctl against the real server: explain,
+// device show, rollout status --watch and apply, each run as the real
+// binary against weightpath-server with a SQLite fleet store.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/fleet_client.h"
+#include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
+
+namespace weightpath::server::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using weightpath::testing::ProcessResult;
+using weightpath::testing::RunProcess;
+
+class CtlOperatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    auto started = ServerProcess::Start(
+        {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
+         "--fleet_refresh_interval=100ms"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+    for (const char* device : {"arm-1", "arm-2"}) {
+      v1::ResolveWeightPathResponse response;
+      ASSERT_TRUE(CallResolve(*stub, ArmRequest(device), &response).ok());
+      path_ = response.weight_path().name();
+    }
+    ASSERT_TRUE(Eventually([&] { return Ctl({"devices"}).out.find("arm-2") != std::string::npos; }))
+        << server_->Log();
+  }
+
+  ProcessResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {WEIGHTPATHCTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--server=" + server_->grpc_address());
+    argv.push_back("--token-file=" + dir_.File("token"));
+    return RunProcess(argv);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::string path_;
+};
+
+TEST_F(CtlOperatorTest, ExplainShowsRulesRolloutVerificationAndPolicyForADevice) {
+  ProcessResult table = Ctl({"explain", "arm-1"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("decision for device arm-1"), HasSubstr("hardware class    arm64_cpu"),
+                    HasSubstr(path_), HasSubstr("shaped by         no rollout"),
+                    HasSubstr("rules tried ("),
+                    HasSubstr("arm64-cpu-tinygemm -> w4a16-tinygemm-arm64: matched, chosen"),
+                    HasSubstr("verification"), HasSubstr("evidence          none"),
+                    HasSubstr("version           sha256:")));
+
+  ProcessResult json = Ctl({"explain", "arm-1", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"rule_trace\": ["), HasSubstr("\"policy_version\"")));
+  ProcessResult yaml = Ctl({"explain", "arm-1", "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, AllOf(HasSubstr("rule_trace:\n  - "), HasSubstr("hardware_class: \"arm64_cpu\"")));
+}
+
+TEST_F(CtlOperatorTest, ExplainAProfileWithLabelsAndPriority) {
+  ProcessResult fidelity =
+      Ctl({"explain", "--profile", WEIGHTPATH_EXAMPLE_PROFILES_DIR "/intel-sapphire-rapids.json",
+           "--labels", "workload=agentic", "--priority", "fidelity"});
+  ASSERT_EQ(fidelity.exit_code, 0) << fidelity.err;
+  EXPECT_THAT(fidelity.out, AllOf(HasSubstr("decision for profile "), HasSubstr("x86_cpu"),
+                                  HasSubstr("priority          fidelity"),
+                                  HasSubstr("evidence          policy")));
+  EXPECT_THAT(fidelity.out, Not(HasSubstr("registry keeps only a profile summary")));
+}
+
+TEST_F(CtlOperatorTest, ExplainRefusalsAndUsageErrorsHaveTheirExitCodes) {
+  ProcessResult unknown = Ctl({"explain", "no-such-device"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("ExplainDecision: NOT_FOUND: "));
+  EXPECT_EQ(RunProcess({WEIGHTPATHCTL_PATH, "explain"}).exit_code, 2);
+  ProcessResult both = Ctl({"explain", "arm-1", "--profile", "x.json"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("not both"));
+  ProcessResult labels = Ctl({"explain", "arm-1", "--labels", "a=b"});
+  EXPECT_EQ(labels.exit_code, 2);
+  EXPECT_THAT(labels.err, HasSubstr("--labels applies to --profile only"));
+  ProcessResult output = Ctl({"explain", "arm-1", "-o", "xml"});
+  EXPECT_EQ(output.exit_code, 2);
+  EXPECT_THAT(output.err, HasSubstr("json, table, yaml"));
+}
+
+}  // namespace
+}  // namespace weightpath::server::testing
