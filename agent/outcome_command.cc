@@ -6,8 +6,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "agent/boot_flow.h"
 #include "agent/command_options.h"
+#include "agent/engine_readiness.h"
 #include "agent/outcome_report.h"
 #include "agent/weightpath_client.h"
 
@@ -54,6 +56,19 @@ absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(const CommandOptions& opt
     *count = *parsed;
     any_count = true;
   }
+  if (const std::optional<std::string> url = options.Value("--wait-ready")) {
+    ReadinessWait wait;
+    wait.url = *url;
+    if (const std::optional<std::string> timeout = options.Value("--ready-timeout")) {
+      if (!absl::ParseDuration(*timeout, &wait.timeout) || wait.timeout <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--ready-timeout: '", *timeout, "' is not a positive duration (e.g. 300s, 10m)"));
+      }
+    }
+    arguments.wait_ready = wait;
+  } else if (options.Value("--ready-timeout").has_value()) {
+    return absl::InvalidArgumentError("--ready-timeout needs --wait-ready URL");
+  }
   if (arguments.config_path.empty()) return absl::InvalidArgumentError("--config FILE is required");
   if (arguments.outcome == v1::OUTCOME_UNSPECIFIED) {
     return absl::InvalidArgumentError(
@@ -61,6 +76,9 @@ absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(const CommandOptions& opt
   }
   if (any_count && arguments.outcome != v1::OUTCOME_TASKS) {
     return absl::InvalidArgumentError("--tasks-completed/--tasks-undone/--tasks-failed need --outcome tasks");
+  }
+  if (arguments.wait_ready.has_value() && arguments.outcome != v1::OUTCOME_ENGINE_STARTED) {
+    return absl::InvalidArgumentError("--wait-ready goes with --outcome engine_started");
   }
   if (arguments.outcome == v1::OUTCOME_TASKS && !any_count) {
     return absl::InvalidArgumentError(
@@ -84,11 +102,18 @@ std::string OutcomeUsage() {
   return R"(usage: weightpath-agent outcome --config FILE --outcome engine_started|engine_start_failed|tasks
                               [--tasks-completed N] [--tasks-undone N] [--tasks-failed N]
                               [--detail TEXT] [--root DIR]
+                              [--wait-ready URL [--ready-timeout 10m]]
 
 Reports what happened to the build in decision_file (its path, artifact,
 policy version and rollout attribution) with WeightPath.ReportOutcome. The
 engine's unit calls `--outcome engine_started` from ExecStartPost once the
 engine serves; an engine harness reports task counts with `--outcome tasks`.
+
+--wait-ready URL (with engine_started): first wait for the engine's
+readiness endpoint (vLLM: http://127.0.0.1:8000/health) to answer 200,
+polling every second for up to --ready-timeout (default 10m). When it does
+not, engine_start_failed is reported instead, naming the URL and its last
+answer, and the exit code is 1 (the engine's unit then fails its start).
 
 exit codes: 0 accepted (or already recorded), 1 not sent or refused, 2 bad command line
 )";
@@ -98,7 +123,7 @@ int RunOutcomeCommand(int argc, char** argv) {
   const absl::StatusOr<CommandOptions> options =
       ParseCommandOptions(argc, argv,
                           {"--config", "--root", "--outcome", "--tasks-completed", "--tasks-undone",
-                           "--tasks-failed", "--detail"});
+                           "--tasks-failed", "--detail", "--wait-ready", "--ready-timeout"});
   if (!options.ok()) return UsageError("outcome", options.status().message(), OutcomeUsage());
   if (options->help()) {
     std::fputs(OutcomeUsage().c_str(), stdout);
@@ -130,6 +155,17 @@ int RunOutcomeCommand(int argc, char** argv) {
                  std::string(client.status().message()).c_str());
     return kExitNothingUsable;
   }
+  bool engine_not_ready = false;
+  if (arguments->wait_ready.has_value()) {
+    const absl::Status ready = WaitForEngineReady(*arguments->wait_ready, SystemClockInstance());
+    if (!ready.ok()) {
+      std::fprintf(stderr, "weightpath-agent outcome: %s\n", std::string(ready.message()).c_str());
+      if (ready.code() == absl::StatusCode::kInvalidArgument) return kExitNothingUsable;
+      arguments->outcome = v1::OUTCOME_ENGINE_START_FAILED;
+      arguments->detail = std::string(ready.message());
+      engine_not_ready = true;
+    }
+  }
   // observed_at is a timestamp for the server (wall time); the call's own
   // limit is a timeout, immune to the date being stepped meanwhile.
   const v1::ReportOutcomeRequest request =
@@ -145,7 +181,7 @@ int RunOutcomeCommand(int argc, char** argv) {
               request.path().c_str(),
               request.rollout_id().empty() ? "none" : request.rollout_id().c_str(),
               response->duplicate() ? " (already recorded)" : "");
-  return 0;
+  return engine_not_ready ? kExitNothingUsable : 0;
 }
 
 }  // namespace weightpath::agent

@@ -5,12 +5,14 @@
 // harness, which know things the agent cannot see.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
 #include "agent/command_options.h"
 #include "agent/decision_record.h"
+#include "agent/engine_readiness.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::agent {
@@ -23,6 +25,9 @@ struct OutcomeArguments {
   uint32_t tasks_undone = 0;
   uint32_t tasks_failed = 0;
   std::string detail;
+  // --wait-ready URL [--ready-timeout D]: engine_started is reported only
+  // once URL answers 200; engine_start_failed when it does not in time.
+  std::optional<ReadinessWait> wait_ready;
 };
 
 // INVALID_ARGUMENT naming the flag: missing --config or --outcome, an

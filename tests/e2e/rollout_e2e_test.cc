@@ -188,6 +188,63 @@ TEST_F(RolloutEndToEnd, AgenticDevicesSwitchToFidelityAsStagesAdvance) {
   EXPECT_EQ(Boot("device-0002", "agentic"), "w4a8-amx") << "abort returns members";
 }
 
+// The engine's unit reports its start only once the engine serves: the
+// agent polls the readiness endpoint, and an engine that never comes up is
+// reported as a failed start, which the rollout's engine gate counts.
+TEST_F(RolloutEndToEnd, EngineStartIsReportedOnlyOnceTheEngineAnswersHealth) {
+  const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("rollout.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  ASSERT_EQ(Boot("device-0002", "agentic"), "w4a16-tinygemm");
+
+  const auto start_engine = [](const std::string& ready_after) {
+    testing::SpawnOptions options;
+    options.pipe_stdout = true;
+    absl::StatusOr<std::unique_ptr<testing::Subprocess>> engine =
+        testing::Subprocess::Start({"python3", WEIGHTPATH_FAKE_ENGINE, ready_after}, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  };
+  const auto health_url = [](testing::Subprocess& engine) {
+    absl::StatusOr<std::string> line = engine.WaitForLine("port ", absl::Seconds(10));
+    EXPECT_TRUE(line.ok()) << line.status();
+    return absl::StrCat("http://127.0.0.1:", line.ok() ? line->substr(5) : "1", "/health");
+  };
+
+  // Loading for a second and a half, then serving.
+  std::unique_ptr<testing::Subprocess> slow = start_engine("1.5");
+  ASSERT_NE(slow, nullptr);
+  const absl::Time asked = absl::Now();
+  const ProcessResult started =
+      RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config", AgentConfig("device-0002", "agentic"),
+                  "--outcome", "engine_started", "--wait-ready", health_url(*slow),
+                  "--ready-timeout", "30s"});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_THAT(started.out, HasSubstr("reported OUTCOME_ENGINE_STARTED"));
+  EXPECT_GE(absl::Now() - asked, absl::Seconds(1)) << "reported before the engine served";
+  const v1::Rollout counted =
+      WaitForStatus([](const v1::Rollout& r) { return r.members().engine_started() == 1; });
+  EXPECT_EQ(counted.members().engine_failed(), 0u);
+
+  // Never serving: the start is reported as failed, with the reason.
+  ASSERT_EQ(Boot("device-0001", "agentic"), "w4a8-amx");
+  std::unique_ptr<testing::Subprocess> stuck = start_engine("-1");
+  ASSERT_NE(stuck, nullptr);
+  const std::string stuck_url = health_url(*stuck);
+  const ProcessResult failed =
+      RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config", AgentConfig("device-0001", "agentic"),
+                  "--outcome", "engine_started", "--wait-ready", stuck_url, "--ready-timeout", "2s"});
+  EXPECT_EQ(failed.exit_code, 1) << failed.out;
+  EXPECT_THAT(failed.err, HasSubstr("engine not ready at " + stuck_url));
+  EXPECT_THAT(failed.err, HasSubstr("last answer HTTP 503"));
+  EXPECT_THAT(failed.out, HasSubstr("reported OUTCOME_ENGINE_START_FAILED"));
+
+  const ProcessResult bad = RunProcess(
+      {WEIGHTPATH_AGENT_PATH, "outcome", "--config", AgentConfig("device-0002", "agentic"),
+       "--outcome", "tasks", "--tasks-completed", "1", "--wait-ready", stuck_url});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--wait-ready goes with --outcome engine_started"));
+}
+
 TEST_F(RolloutEndToEnd, OperatorErrorsComeBackWithTheirCodes) {
   agent::testing::WriteTextFile(dir_.Sub("bad.yaml"), "id: x\nstagez: []\n");
   ProcessResult bad = Ctl({"rollout", "create", "-f", dir_.Sub("bad.yaml")});

@@ -36,7 +36,8 @@ target_link_libraries(rollout_e2e_tests PRIVATE
   weightpath_server_test_support weightpath_agent_lib weightpath_policy weightpath_testing)
 target_compile_definitions(rollout_e2e_tests PRIVATE
   WEIGHTPATHCTL_PATH="$<TARGET_FILE:weightpathctl>"
-  WEIGHTPATH_AGENT_PATH="$<TARGET_FILE:weightpath-agent>")
+  WEIGHTPATH_AGENT_PATH="$<TARGET_FILE:weightpath-agent>"
+  WEIGHTPATH_FAKE_ENGINE="${CMAKE_CURRENT_LIST_DIR}/fake_engine.py")
 add_dependencies(rollout_e2e_tests weightpath-server weightpathctl weightpath-agent)
 weightpath_warnings(rollout_e2e_tests)
 gtest_discover_tests(rollout_e2e_tests TEST_PREFIX Rollout. DISCOVERY_TIMEOUT 60
