@@ -10,7 +10,6 @@
 #include "absl/strings/strip.h"
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
-#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/config/file_fingerprint.h"
 #include "server/config/signed_catalog.h"
@@ -134,51 +133,36 @@ constexpr size_t kMaxConfigNodes = 10000;
 
 // The `operators` list: a mapping per identity, each key known, each role
 // one of the three, exactly one credential.
-absl::StatusOr<std::vector<OperatorIdentityConfig>> ReadOperators(const std::string& path,
-                                                                  const YAML::Mark& key,
-                                                                  const YAML::Node& list) {
-  const std::string place = absl::StrCat(path, ":", key.line + 1, ": operators");
-  if (!list.IsSequence()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(place, ": must be a list of {name, role, token_file | certificate}"));
-  }
+absl::StatusOr<std::vector<OperatorIdentityConfig>> ReadOperators(const yaml::Reader& reader,
+                                                                  const yaml::Entry& list) {
+  ASSIGN_OR_RETURN(
+      const std::vector<yaml::Entry> items,
+      yaml::ReadList(reader, list, "a list of {name, role, token_file | certificate}"));
   std::vector<OperatorIdentityConfig> operators;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node item = list[i];
+  for (const yaml::Entry& item : items) {
     OperatorIdentityConfig entry;
-    entry.where = absl::StrCat(path, ":", item.Mark().line + 1, ": operators[", i, "]");
-    if (!item.IsMap()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(entry.where, ": must be a mapping of name, role and token_file or certificate"));
-    }
-    for (const auto& field : item) {
-      const std::string name = field.first.Scalar();
-      const std::string at = absl::StrCat(path, ":", field.first.Mark().line + 1, ": operators[", i,
-                                          "].", ControlEscaped(name));
-      std::string* slot = name == "name"          ? &entry.name
-                          : name == "role"        ? &entry.role
-                          : name == "token_file"  ? &entry.token_file
-                          : name == "certificate" ? &entry.certificate
-                                                  : nullptr;
-      if (slot == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(at, ": unknown key (name, role, token_file or certificate)"));
-      }
-      if (!field.second.IsScalar() || field.second.Scalar().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(at, ": must be a non-empty string"));
-      }
-      *slot = field.second.Scalar();
+    entry.where =
+        absl::StrCat(reader.source_name(), ":", item.value.Mark().line + 1, ": ", item.path);
+    ASSIGN_OR_RETURN(const yaml::Map map,
+                     yaml::Map::Read(reader, item, {"name", "role", "token_file", "certificate"}));
+    for (const yaml::Entry& field : map.entries()) {
+      std::string* slot = field.key == "name"         ? &entry.name
+                          : field.key == "role"       ? &entry.role
+                          : field.key == "token_file" ? &entry.token_file
+                                                      : &entry.certificate;
+      ASSIGN_OR_RETURN(*slot, yaml::ReadScalar(reader, field, "a non-empty string"));
+      if (slot->empty()) return yaml::Fault(reader, field, "must not be empty");
     }
     if (entry.name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(entry.where, ": needs a name (for logs and the audit trail)"));
+      return yaml::Fault(reader, item, "needs a name (for logs and the audit trail)");
     }
     if (entry.role != "viewer" && entry.role != "operator" && entry.role != "admin") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          entry.where, ": role \"", ControlEscaped(entry.role), "\" must be viewer, operator or admin"));
+      return yaml::Fault(
+          reader, item,
+          absl::StrCat("role \"", entry.role, "\" must be viewer, operator or admin"));
     }
     if (entry.token_file.empty() == entry.certificate.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(entry.where, ": needs exactly one of token_file and certificate"));
+      return yaml::Fault(reader, item, "needs exactly one of token_file and certificate");
     }
     operators.push_back(std::move(entry));
   }
@@ -200,7 +184,7 @@ absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string
   ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader, root, ""));
   for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "operators") {
-      ASSIGN_OR_RETURN(*operators, ReadOperators(path, entry.key_mark, entry.value));
+      ASSIGN_OR_RETURN(*operators, ReadOperators(reader, entry));
       continue;
     }
     if (!IsConfigurable(entry.key)) return yaml::UnknownKey(reader, entry, kConfigurableFlags);

@@ -68,7 +68,8 @@ TEST_F(ServerConfigTest, ConfigFileFaultsNameTheLine) {
   absl::SetFlag(&FLAGS_config, path);
   EXPECT_THAT(ServerConfigFromFlags({}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("server.yaml:2:1: listen_port: unknown key 'listen_port' (allowed: listen, ")));
+                       HasSubstr("server.yaml:2:1: listen_port: unknown key 'listen_port' "
+                                 "(allowed: listen, ")));
   testing::WriteFileOrDie(path, "shutdown_grace: soon\n");
   EXPECT_THAT(ServerConfigFromFlags({}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -101,16 +102,18 @@ TEST_F(ServerConfigTest, OperatorsAreAListOfNamedIdentitiesWithARole) {
     std::string text;
     std::string message;
   } faults[] = {
-      {"operators: alice\n", "server.yaml:1: operators: must be a list"},
+      {"operators: alice\n", "server.yaml:1:12: operators: expected a list of {name, role, token_file | certificate}, "
+       "got a scalar"},
       {"operators:\n  - {name: a, role: root, token_file: /t}\n",
-       "server.yaml:2: operators[0]: role \"root\" must be viewer, operator or admin"},
+       "server.yaml:2:5: operators[0]: role \"root\" must be viewer, operator or admin"},
       {"operators:\n  - {name: a, role: viewer}\n",
        "operators[0]: needs exactly one of token_file and certificate"},
       {"operators:\n  - {name: a, role: viewer, token_file: /t, certificate: ou=x}\n",
        "operators[0]: needs exactly one of token_file and certificate"},
       {"operators:\n  - {role: viewer, token_file: /t}\n", "operators[0]: needs a name"},
       {"operators:\n  - name: a\n    rol: viewer\n",
-       "server.yaml:3: operators[0].rol: unknown key"},
+       "server.yaml:3:5: operators[0].rol: unknown key 'rol' (allowed: name, role, token_file, "
+       "certificate)"},
   };
   for (const auto& fault : faults) {
     testing::WriteFileOrDie(path, fault.text);
