@@ -19,11 +19,9 @@ constexpr size_t kMaxConfigNodes = 10000;
 
 // The keys of an agent config, as an unknown one's refusal lists them.
 constexpr absl::string_view kConfigKeys[] = {
-    "apply_command", "budget",           "cache_dir",        "call_timeout",
-    "decision_file", "device_id",        "engine_check_command", "env_file",
-    "labels",        "model",            "priority",         "resolve_interval",
-    "retry_base_delay", "retry_max_delay", "server",         "state_dir",
-    "tls",           "trust"};
+    "apply_command", "budget", "cache_dir", "call_timeout", "decision_file", "device_id",
+    "engine_check_command", "env_file", "labels", "model", "priority", "resolve_interval",
+    "retry_base_delay", "retry_max_delay", "server", "state_dir", "tls", "trust"};
 
 absl::StatusOr<v1::Priority> ParsePriority(const yaml::Reader& reader, const yaml::Entry& entry) {
   ASSIGN_OR_RETURN(std::string text, yaml::ReadString(reader, entry));
