@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -459,6 +460,69 @@ TEST(HelmChartRendered, OperatorCertificateIdentityBecomesTheAdminIdentity) {
   EXPECT_EQ(FlagValue(args, "admin_identity"), "uri_prefix=spiffe://example.org/operator/");
   EXPECT_EQ(FlagValue(args, "client_ca"), "/etc/weightpath/client-ca/ca.crt");
   EXPECT_EQ(FlagValue(args, "admin_token_file"), "");
+}
+
+TEST(HelmChartRendered, OperatorIdentitiesBecomeTheServersOperatorsWithTheirSecrets) {
+  server::testing::TempDir dir;
+  const std::string values = WriteValuesFile(dir, "identities.yaml", R"(
+insecure: true
+operators:
+  identities:
+    - name: vera
+      role: viewer
+      tokenSecret: {name: weightpath-vera}
+    - name: release-bot
+      role: operator
+      tokenSecret: {name: weightpath-release, key: bearer}
+)");
+  const RenderedChart chart = Render({"--values", values});
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node deployment = chart.Only("Deployment");
+  const std::string config_flag = FlagValue(ContainerArgs(deployment), "config");
+  EXPECT_EQ(config_flag, "/etc/weightpath/config/server.yaml");
+  const YAML::Node server_yaml =
+      YAML::Load(chart.Only("ConfigMap")["data"]["server.yaml"].as<std::string>(""));
+  const YAML::Node operators = server_yaml["operators"];
+  ASSERT_EQ(operators.size(), 2u);
+  EXPECT_EQ(operators[0]["name"].as<std::string>(""), "vera");
+  EXPECT_EQ(operators[0]["role"].as<std::string>(""), "viewer");
+  EXPECT_EQ(operators[1]["role"].as<std::string>(""), "operator");
+  for (const auto& [index, name, key, secret] :
+       {std::tuple<int, std::string, std::string, std::string>{0, "vera", "token", "weightpath-vera"},
+        {1, "release-bot", "bearer", "weightpath-release"}}) {
+    const YAML::Node mount = Named(ServerContainer(deployment)["volumeMounts"], "operator-" + name);
+    ASSERT_TRUE(mount.IsDefined()) << name;
+    EXPECT_TRUE(mount["readOnly"].as<bool>(false));
+    EXPECT_EQ(operators[index]["token_file"].as<std::string>(""),
+              mount["mountPath"].as<std::string>() + "/" + key);
+    const YAML::Node volume = Named(PodSpec(deployment)["volumes"], "operator-" + name);
+    EXPECT_EQ(volume["secret"]["secretName"].as<std::string>(""), secret);
+    EXPECT_EQ(volume["secret"]["defaultMode"].as<int>(0), 0440);
+    EXPECT_EQ(volume["secret"]["items"][0]["key"].as<std::string>(""), key);
+  }
+
+  // The server reads the rendered file: what stops it here is the Secret's
+  // file missing outside a pod, named with its line, not a key it refuses.
+  const std::string rendered = dir.File("server.yaml");
+  server::testing::WriteFileOrDie(rendered,
+                                  chart.Only("ConfigMap")["data"]["server.yaml"].as<std::string>(""));
+  const server::testing::ExitResult parsed =
+      server::testing::ServerProcess::RunToExit({"--store=none", "--config=" + rendered},
+                                                absl::Seconds(60));
+  EXPECT_NE(parsed.exit_code, 0);
+  EXPECT_THAT(parsed.log, HasSubstr("operators[0] token_file=/etc/weightpath/operators/vera/token"));
+
+  const RenderedChart bad_role = Render(
+      {"--values", WriteValuesFile(dir, "bad.yaml",
+                                   "insecure: true\noperators:\n  identities:\n"
+                                   "    - {name: x, role: root, certificate: ou=x}\n")});
+  EXPECT_FALSE(bad_role.ok);
+  EXPECT_THAT(bad_role.error, HasSubstr("role"));
+
+  const RenderedChart none = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(none.ok) << none.error;
+  EXPECT_EQ(FlagValue(ContainerArgs(none.Only("Deployment")), "config"), "");
+  EXPECT_FALSE(none.Only("ConfigMap")["data"]["server.yaml"].IsDefined());
 }
 
 TEST(HelmChartRendered, NetworkPolicyAdmitsTheListedPeersToTheContainerPorts) {
