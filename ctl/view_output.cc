@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "ctl/admin_output.h"
 #include "ctl/command.h"
 #include "ctl/command_error.h"
 #include "ctl/rollout_client.h"
@@ -63,16 +62,26 @@ absl::StatusOr<ViewOutput> ParseViewOutput(const std::optional<std::string>& tex
       absl::StrCat("-o/--output '", *text, "' is not one of: json, table, yaml"));
 }
 
-absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
-                          std::ostream& out) {
-  if (output == ViewOutput::kJson) return WriteJson(message, out);
+namespace {
+
+absl::StatusOr<std::string> ProtoJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
   options.always_print_primitive_fields = true;
   options.preserve_proto_field_names = true;
   std::string json;
   if (auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
       !printed.ok()) {
-    return absl::InternalError(absl::StrCat("cannot print YAML: ", printed.ToString()));
+    return absl::InternalError(absl::StrCat("cannot print the answer: ", printed.ToString()));
+  }
+  while (!json.empty() && json.back() == '\n') json.pop_back();
+  return json;
+}
+
+absl::Status WriteJsonText(const std::string& json, ViewOutput output, std::ostream& out) {
+  if (output == ViewOutput::kJson) {
+    out << json << "\n";
+    return absl::OkStatus();
   }
   YAML::Emitter emitter;
   EmitNode(YAML::Load(json), emitter);
@@ -81,6 +90,27 @@ absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput o
   }
   out << emitter.c_str() << "\n";
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
+                          std::ostream& out) {
+  absl::StatusOr<std::string> json = ProtoJson(message);
+  if (!json.ok()) return json.status();
+  return WriteJsonText(*json, output, out);
+}
+
+absl::Status WriteMessages(const std::vector<NamedMessage>& messages, ViewOutput output,
+                           std::ostream& out) {
+  std::string json = "{";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    absl::StatusOr<std::string> part = ProtoJson(*messages[i].second);
+    if (!part.ok()) return part.status();
+    absl::StrAppend(&json, i == 0 ? "\n" : ",\n", "\"", messages[i].first, "\": ", *part);
+  }
+  json += "\n}";
+  return WriteJsonText(json, output, out);
 }
 
 int ReportServerError(std::string_view command, const absl::Status& status, std::ostream& err) {

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,12 @@ absl::StatusOr<ViewOutput> ParseViewOutput(const std::optional<std::string>& tex
 // `message` as JSON or YAML (never kTable).
 absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
                           std::ostream& out);
+
+// One JSON or YAML document of several messages, each under its name, in
+// the order given: {"device": {...}, "verification": {...}}.
+using NamedMessage = std::pair<std::string, const google::protobuf::Message*>;
+absl::Status WriteMessages(const std::vector<NamedMessage>& messages, ViewOutput output,
+                           std::ostream& out);
 
 // "weightpathctl <command>: <RPC>: <CODE>: <message>" on one line, for a
 // status from FromGrpcStatus; kExitFailure whatever the code, since the

@@ -97,5 +97,50 @@ TEST_F(CtlOperatorTest, ExplainRefusalsAndUsageErrorsHaveTheirExitCodes) {
   EXPECT_THAT(output.err, HasSubstr("json, table, yaml"));
 }
 
+TEST_F(CtlOperatorTest, DeviceShowHasTheRecordTheLastDecisionAndTheFleetEvidence) {
+  ProcessResult before = Ctl({"device", "show", "arm-1"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_THAT(before.out,
+              AllOf(HasSubstr("device arm-1\n"), HasSubstr("labels            site=lab-a"),
+                    HasSubstr("cpu               Neoverse-N1"), HasSubstr("last decision\n"),
+                    HasSubstr("weight path       " + path_), HasSubstr("priority          speed"),
+                    HasSubstr("policy version    sha256:"), HasSubstr("rollout           no rollout"),
+                    HasSubstr("regressions       none"), HasSubstr("no reports yet for " + path_),
+                    HasSubstr(" ago)")));
+
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+  v1::ReportMeasurementResponse reported;
+  ASSERT_TRUE(Report(*stub, Measurement("m-1", "arm-1", path_, 31.2, 16), &reported).ok());
+  ProcessResult after;
+  ASSERT_TRUE(Eventually([&] {
+    after = Ctl({"device", "show", "arm-1"});
+    return after.out.find("1 device reported") != std::string::npos;
+  })) << after.out << after.err;
+  EXPECT_THAT(after.out, AllOf(HasSubstr("median 31.2 tok/s (min 31.2, max 31.2, 1 sample)"),
+                               HasSubstr("3 of 12 prompts exact")));
+
+  ProcessResult yaml = Ctl({"device", "show", "arm-1", "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, AllOf(HasSubstr("device:\n  device_id: \"arm-1\""),
+                              HasSubstr("verification:\n  cells:\n")));
+  ProcessResult json = Ctl({"device", "show", "arm-1", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"device\": {"));
+}
+
+TEST_F(CtlOperatorTest, DeviceShowRefusalsAndUsageErrors) {
+  ProcessResult unknown = Ctl({"device", "show", "no-such-device"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("GetDevice: NOT_FOUND: "));
+  EXPECT_EQ(RunProcess({WEIGHTPATHCTL_PATH, "device"}).exit_code, 2);
+  ProcessResult no_id = Ctl({"device", "show"});
+  EXPECT_EQ(no_id.exit_code, 2);
+  EXPECT_THAT(no_id.err, HasSubstr("needs the device ID"));
+  EXPECT_EQ(Ctl({"device", "list"}).exit_code, 2);
+  ProcessResult help = RunProcess({WEIGHTPATHCTL_PATH, "device", "show", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("Not shown, because the API does not return them"));
+}
+
 }  // namespace
 }  // namespace weightpath::server::testing

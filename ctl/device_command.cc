@@ -1,0 +1,194 @@
+#include "ctl/device_command.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/proto_time.h"
+#include "ctl/admin_output.h"
+#include "ctl/admin_query.h"
+#include "ctl/command_error.h"
+#include "ctl/view_output.h"
+
+namespace weightpath::ctl {
+namespace {
+
+constexpr std::string_view kCommand = "device";
+
+constexpr char kUsage[] =
+    "usage: weightpathctl device show DEVICE_ID [-o table|json|yaml] [flags]\n\n"
+    "The device's registry record (GetDevice): labels, hardware class and profile\n"
+    "summary, agent version, first and last seen; its last decision (path, model,\n"
+    "priority, artifact, policy version, rollout); its regressions; and the\n"
+    "verification cell of its path on its class and CPU model\n"
+    "(GetVerificationMatrix): how many devices reported it and their median figures.\n\n"
+    "Not shown, because the API does not return them: the device's own measurement\n"
+    "reports one by one and its outcome reports (boot, engine start, tasks); a\n"
+    "rollout's counts of outcomes are in 'weightpathctl rollout status ID'.";
+
+const std::vector<FlagSpec>& DeviceFlags() {
+  static const std::vector<FlagSpec> flags = ViewFlags({});
+  return flags;
+}
+
+std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
+std::string PriorityWord(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED:
+      return "speed";
+    case v1::PRIORITY_FIDELITY:
+      return "fidelity";
+    default:
+      return "-";
+  }
+}
+
+void Line(std::ostream& out, std::string_view label, const std::string& value) {
+  std::string padded(label);
+  padded.resize(std::max<size_t>(padded.size() + 2, 18), ' ');
+  out << "  " << padded << value << "\n";
+}
+
+std::string SeenAt(const google::protobuf::Timestamp& at, absl::Time now) {
+  if (at.seconds() == 0 && at.nanos() == 0) return "-";
+  return absl::StrCat(FormatTimestamp(at), " (", FormatSeconds(now - FromProtoTime(at)), " ago)");
+}
+
+std::string Figure(const v1::FigureStats& stats, std::string_view unit) {
+  if (stats.samples() == 0) return "-";
+  return absl::StrCat("median ", FormatFigure(stats.median(), stats.samples()), " ",
+                      absl::string_view(unit.data(), unit.size()), " (min ",
+                      FormatFigure(stats.min(), stats.samples()), ", max ",
+                      FormatFigure(stats.max(), stats.samples()), ", ",
+                      Counted(stats.samples(), "sample", "samples"), ")");
+}
+
+// The matrix cells for the device's path on its class and CPU model.
+v1::GetVerificationMatrixResponse CellsFor(const v1::Device& device,
+                                           const v1::GetVerificationMatrixResponse& matrix) {
+  v1::GetVerificationMatrixResponse cells;
+  cells.set_policy_version(matrix.policy_version());
+  for (const v1::VerificationCell& cell : matrix.cells()) {
+    if (cell.path() == device.path() && cell.hardware_class() == device.hardware_class() &&
+        cell.cpu_model() == device.profile().cpu_model()) {
+      *cells.add_cells() = cell;
+    }
+  }
+  return cells;
+}
+
+void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixResponse* cells,
+                std::ostream& out) {
+  const absl::Time now = absl::Now();
+  out << "device " << device.device_id() << "\n";
+  Line(out, "labels", FormatLabels(device.labels()));
+  Line(out, "hardware class", OrDash(device.hardware_class()));
+  const v1::ProfileSummary& profile = device.profile();
+  Line(out, "arch", OrDash(profile.arch()));
+  Line(out, "cpu", OrDash(profile.cpu_model()));
+  Line(out, "cpu flags", profile.cpu_flags().empty() ? "-" : absl::StrJoin(profile.cpu_flags(), ","));
+  Line(out, "accelerator", OrDash(profile.accelerator()));
+  Line(out, "agent version", OrDash(device.agent_version()));
+  Line(out, "first seen", SeenAt(device.first_seen(), now));
+  Line(out, "last seen", SeenAt(device.last_seen(), now));
+
+  out << "last decision\n";
+  Line(out, "weight path", OrDash(device.path()));
+  Line(out, "model", OrDash(device.model()));
+  Line(out, "priority", PriorityWord(device.effective_priority()));
+  const v1::Artifact& artifact = device.artifact();
+  Line(out, "artifact", OrDash(artifact.uri()));
+  if (!artifact.version().empty()) Line(out, "version", artifact.version());
+  if (!artifact.sha256().empty()) Line(out, "sha256", artifact.sha256());
+  Line(out, "policy version", OrDash(device.policy_version()));
+  Line(out, "rollout", device.rollout_id().empty() ? "no rollout" : device.rollout_id());
+
+  out << "measurements\n";
+  Line(out, "regressions", device.regression_count() == 0
+                               ? std::string("none")
+                               : absl::StrCat(Counted(device.regression_count(), "regression",
+                                                      "regressions"),
+                                              ", last: ", OrDash(device.last_regression())));
+  if (cells == nullptr) {
+    Line(out, "fleet evidence", "not read (the error follows on stderr)");
+    return;
+  }
+  if (cells->cells().empty()) {
+    Line(out, "fleet evidence",
+         absl::StrCat("no reports yet for ", OrDash(device.path()), " on ",
+                      OrDash(device.hardware_class()), " / ", OrDash(profile.cpu_model())));
+  }
+  for (const v1::VerificationCell& cell : cells->cells()) {
+    Line(out, "fleet evidence",
+         absl::StrCat(cell.path(), " on ", cell.hardware_class(), " / ", cell.cpu_model(), ": ",
+                      Counted(cell.device_count(), "device", "devices"), " reported",
+                      cell.verified() ? ", verified" : ", not verified"));
+    Line(out, "decode", Figure(cell.decode_tok_s(), "tok/s"));
+    Line(out, "prefill", Figure(cell.prefill_tok_s(), "tok/s"));
+    if (cell.fidelity_prompts() > 0) {
+      Line(out, "fidelity", absl::StrCat(cell.fidelity_exact_matches(), " of ",
+                                         Counted(cell.fidelity_prompts(), "prompt", "prompts"),
+                                         " exact"));
+    }
+    Line(out, "fleet regressions", absl::StrCat(cell.regressions()));
+    Line(out, "last measured", SeenAt(cell.last_measured(), now));
+  }
+}
+
+}  // namespace
+
+int RunDeviceCommand(const std::vector<std::string>& args, CommandIo io) {
+  const std::string help = absl::StrCat(kUsage, "\n\n", FlagHelp(DeviceFlags()));
+  if (args.empty()) return NoArguments(io.err, help);
+  if (args.front() == "--help" || args.front() == "-h" || args.front() == "help") {
+    return ShowHelp(io.out, help);
+  }
+  if (args.front() != "show") {
+    return UsageError(io.err, "weightpathctl device",
+                      absl::StrCat("unknown action '", args.front(), "' (show)"), kUsage);
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (rest.empty() || rest.front().empty() || rest.front()[0] == '-') {
+    if (!rest.empty() && (rest.front() == "--help" || rest.front() == "-h")) {
+      return ShowHelp(io.out, help);
+    }
+    return UsageError(io.err, "weightpathctl device",
+                      "device show needs the device ID as its first argument", kUsage);
+  }
+  const std::string id = rest.front();
+  rest.erase(rest.begin());
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments = ParseFlags(
+      kCommand, rest, DeviceFlags(), [&help](std::ostream& out) { out << help; }, io, &exit_code);
+  if (!arguments.has_value()) return exit_code;
+  absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
+  if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
+  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
+  v1::GetDeviceRequest request;
+  request.set_device_id(id);
+  absl::StatusOr<v1::Device> device =
+      CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::GetDevice, request, "GetDevice");
+  if (!device.ok()) return ReportServerError(kCommand, device.status(), io.err);
+  // The record is worth showing even when the matrix cannot be read; the
+  // failure is still reported and the exit code says so.
+  absl::StatusOr<v1::GetVerificationMatrixResponse> matrix =
+      CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::GetVerificationMatrix,
+                     v1::GetVerificationMatrixRequest(), "GetVerificationMatrix");
+  const v1::GetVerificationMatrixResponse cells =
+      matrix.ok() ? CellsFor(*device, *matrix) : v1::GetVerificationMatrixResponse();
+  if (*output != ViewOutput::kTable) {
+    std::vector<NamedMessage> parts = {{"device", &*device}};
+    if (matrix.ok()) parts.push_back({"verification", &cells});
+    absl::Status written = WriteMessages(parts, *output, io.out);
+    if (!written.ok()) return ReportError(kCommand, written, io.err);
+  } else {
+    WriteTable(*device, matrix.ok() ? &cells : nullptr, io.out);
+  }
+  if (!matrix.ok()) return ReportServerError(kCommand, matrix.status(), io.err);
+  return kExitOk;
+}
+
+}  // namespace weightpath::ctl
