@@ -62,7 +62,8 @@ class Map {
   // scalar, a repeated key, and a key that is not one of `allowed` (the
   // first in the document's order, naming the allowed ones).
   static absl::StatusOr<Map> Read(const Reader& reader, const YAML::Node& node,
-                                  absl::string_view path, absl::Span<const absl::string_view> allowed,
+                                  absl::string_view path,
+                                  absl::Span<const absl::string_view> allowed,
                                   const YAML::Mark& fallback = YAML::Mark::null_mark());
   static absl::StatusOr<Map> Read(const Reader& reader, const Entry& entry,
                                   absl::Span<const absl::string_view> allowed);
