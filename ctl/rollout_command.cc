@@ -1,5 +1,11 @@
 #include "ctl/rollout_command.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/grpc_status.h"
@@ -9,6 +15,8 @@
 #include "ctl/rollout_view.h"
 #include "ctl/rollout_yaml.h"
 #include "ctl/text_file.h"
+#include "ctl/view_output.h"
+#include "absl/time/clock.h"
 
 namespace weightpath::ctl {
 namespace {
@@ -39,6 +47,12 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
       action == Action::kAbort) {
     flags.push_back({"reason", '\0', true, "why, recorded as the rollout's state reason"});
   }
+  if (action == Action::kStatus) {
+    flags.push_back({"watch", 'w', false,
+                     "refresh until the rollout completes (exit 0), pauses, rolls back or is "
+                     "aborted (exit 1); Ctrl-C exits 130"});
+    flags.push_back({"interval", '\0', true, "with --watch: time between reads (default 2s)"});
+  }
   flags.push_back({"output", 'o', true, "text (default) or json"});
   flags.push_back({"help", 'h', false, "show this help"});
   return flags;
@@ -47,11 +61,18 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
 void WriteHelp(std::ostream& out) {
   out << "usage: weightpathctl rollout create -f rollout.yaml [flags]\n"
          "       weightpathctl rollout status|pause|resume|advance|abort ID [flags]\n"
+         "       weightpathctl rollout status ID --watch [--interval 2s] [flags]\n"
          "       weightpathctl rollout list [flags]\n\n"
          "status shows the progress view: stage k/n and percent, members and how many\n"
          "report, outcomes of members against the control group, gate readings, state\n"
-         "and reason. pause/resume/advance/abort print the rollout after the change.\n\n"
+         "and reason. pause/resume/advance/abort print the rollout after the change.\n"
+         "status --watch reads the rollout every --interval and shows it again: in place\n"
+         "when stdout is a terminal, otherwise one block each time it changed. It ends\n"
+         "when the rollout completes (exit 0) or pauses, rolls back or is aborted\n"
+         "(exit 1); Ctrl-C ends it with exit 130.\n\n"
       << FlagHelp(RolloutFlags(Action::kCreate))
+      << "  -w, --watch     (status) refresh until the rollout ends or stops\n"
+         "  --interval D    (status --watch) time between reads, e.g. 2s or 500ms (default 2s)\n"
       << "  --reason TEXT   (pause, resume, advance, abort) why, kept as the state reason\n";
 }
 
@@ -141,6 +162,104 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
   return PrintRollout(rollout, format, out);
 }
 
+volatile std::sig_atomic_t interrupted = 0;
+
+void OnInterrupt(int) { interrupted = 1; }
+
+// Whether the rollout has stopped moving on its own: completed, or waiting
+// for an operator (paused), or finished badly.
+bool Settled(v1::RolloutState state) {
+  return state == v1::ROLLOUT_STATE_COMPLETED || state == v1::ROLLOUT_STATE_PAUSED ||
+         state == v1::ROLLOUT_STATE_ROLLED_BACK || state == v1::ROLLOUT_STATE_ABORTED;
+}
+
+constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io) {
+  absl::Duration interval = absl::Seconds(2);
+  if (std::optional<std::string> text = arguments.Value("interval")) {
+    if (!absl::ParseDuration(*text, &interval) || interval <= absl::ZeroDuration()) {
+      return ReportError(kCommand,
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "--interval=\"", *text, "\" must be a positive duration such as 2s or 500ms")),
+                         io.err);
+    }
+  }
+  OutputFormat format = OutputFormat::kText;
+  if (std::optional<std::string> text = arguments.Value("output")) {
+    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*text);
+    if (!parsed.ok()) return ReportError(kCommand, parsed.status(), io.err);
+    format = *parsed;
+  }
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(arguments);
+  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
+  // In place only on a terminal: a pipe or a log gets each change once.
+  const bool in_place = &io.out == &std::cout && isatty(STDOUT_FILENO) == 1 &&
+                        format == OutputFormat::kText;
+  interrupted = 0;
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous = {};
+  sigaction(SIGINT, &action, &previous);
+  std::string shown;
+  int exit_code = kExitFailure;
+  while (true) {
+    std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
+    v1::GetRolloutRequest request;
+    request.set_id(id);
+    v1::Rollout rollout;
+    const grpc::Status status = connection->stub().GetRollout(context.get(), request, &rollout);
+    if (interrupted) {
+      exit_code = kExitInterrupted;
+      break;
+    }
+    if (!status.ok()) {
+      exit_code = ReportServerError(kCommand, FromGrpcStatus("GetRollout", status, *context), io.err);
+      break;
+    }
+    std::string block;
+    if (format == OutputFormat::kJson) {
+      absl::StatusOr<std::string> json = RolloutJson(rollout);
+      if (!json.ok()) {
+        exit_code = ReportError(kCommand, json.status(), io.err);
+        break;
+      }
+      block = *std::move(json);
+    } else {
+      block = FormatRolloutProgress(rollout);
+    }
+    if (block != shown) {
+      if (in_place) {
+        io.out << "\033[H\033[2J";
+      } else if (!shown.empty()) {
+        io.out << "\n";
+      }
+      io.out << block;
+      if (in_place) {
+        io.out << "\n(every " << FormatSeconds(interval) << "; Ctrl-C to stop)\n";
+      }
+      io.out.flush();
+      shown = std::move(block);
+    }
+    if (Settled(rollout.state())) {
+      exit_code = rollout.state() == v1::ROLLOUT_STATE_COMPLETED ? kExitOk : kExitFailure;
+      break;
+    }
+    // Short sleeps, so Ctrl-C ends the wait at once.
+    const absl::Time wake = absl::Now() + interval;
+    while (!interrupted && absl::Now() < wake) {
+      absl::SleepFor(std::min(absl::Milliseconds(50), wake - absl::Now()));
+    }
+    if (interrupted) {
+      exit_code = kExitInterrupted;
+      break;
+    }
+  }
+  sigaction(SIGINT, &previous, nullptr);
+  return exit_code;
+}
+
 }  // namespace
 
 int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
@@ -175,6 +294,13 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
   const std::optional<ParsedArguments> arguments =
       ParseFlags(kCommand, rest, RolloutFlags(spec->action), WriteHelp, io, &exit_code);
   if (!arguments.has_value()) return exit_code;
+  if (spec->action == Action::kStatus && arguments->Has("watch")) {
+    return Watch(id, *arguments, io);
+  }
+  if (arguments->Has("interval")) {
+    return ReportError(kCommand, absl::InvalidArgumentError("--interval applies to --watch only"),
+                       io.err);
+  }
   absl::Status done = Run(*spec, id, *arguments, io.out);
   if (!done.ok()) return ReportError(kCommand, done, io.err);
   return kExitOk;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "deploy/label_selector.h"
 #include "common/proto_time.h"
+#include "ctl/view_output.h"
 #include "deploy/rollout_evaluation.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -76,11 +77,11 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
     const v1::RolloutStage& stage = rollout.stages(index);
     std::vector<std::string> plan;
     for (const v1::RolloutStage& each : rollout.stages()) plan.push_back(absl::StrCat(each.percent(), "%"));
-    absl::StrAppend(&out, "  stage:     ", index + 1, "/", stage_count, " at ", stage.percent(),
+    absl::StrAppend(&out, "  stage:     ", index + 1, " of ", stage_count, " at ", stage.percent(),
                     "% of the selector  [", absl::StrJoin(plan, " -> "), "]\n");
-    absl::StrAppend(&out, "             bake ", stage.min_bake_seconds(), "s, needs ",
-                    stage.min_reporting_devices(), " reporting, silent after ",
-                    stage.report_timeout_seconds(), "s");
+    absl::StrAppend(&out, "             bake ", FormatSeconds(absl::Seconds(stage.min_bake_seconds())),
+                    ", needs ", stage.min_reporting_devices(), " reporting, silent after ",
+                    FormatSeconds(absl::Seconds(stage.report_timeout_seconds())));
     if (rollout.has_stage_started_at()) {
       absl::StrAppend(&out, ", started ",
                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
@@ -92,10 +93,11 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
 
   const v1::CohortOutcomes& members = rollout.members();
   const v1::CohortOutcomes& control = rollout.control();
-  absl::StrAppend(&out, "  members:   ", members.devices(), " devices, ", members.reporting(),
-                  " reporting (", Percent(members.reporting(), members.devices()), ")\n");
-  absl::StrAppend(&out, "  control:   ", control.devices(), " devices, ", control.reporting(),
-                  " reporting\n");
+  absl::StrAppend(&out, "  members:   ", Counted(members.devices(), "device", "devices"), ", ",
+                  members.reporting(), " reporting (",
+                  Percent(members.reporting(), members.devices()), ")\n");
+  absl::StrAppend(&out, "  control:   ", Counted(control.devices(), "device", "devices"), ", ",
+                  control.reporting(), " reporting\n");
   absl::StrAppend(&out, absl::StrFormat("  outcomes:  %-18s %10s %10s\n", "", "members", "control"));
   AppendOutcomeRow(&out, "engine_started", members.engine_started(), control.engine_started());
   AppendOutcomeRow(&out, "boot_failed", members.boot_failed(), control.boot_failed());

@@ -1,6 +1,8 @@
 // The operator views of weightpathctl against the real server: explain,
 // device show, rollout status --watch and apply, each run as the real
 // binary against weightpath-server with a SQLite fleet store.
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
@@ -18,6 +20,28 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using weightpath::testing::ProcessResult;
 using weightpath::testing::RunProcess;
+using weightpath::testing::SpawnOptions;
+using weightpath::testing::Subprocess;
+
+// Two stages whose bake the reconciler never finishes in a test, so only
+// the operator's advance moves it.
+constexpr char kRolloutYaml[] =
+    "id: lab-fidelity\n"
+    "description: lab devices onto fidelity\n"
+    "selector:\n"
+    "  match_labels:\n"
+    "    site: lab-a\n"
+    "action:\n"
+    "  set_priority: PRIORITY_FIDELITY\n"
+    "stages:\n"
+    "  - percent: 50\n"
+    "    min_bake_seconds: 3600\n"
+    "    min_reporting_devices: 1\n"
+    "    report_timeout_seconds: 3600\n"
+    "  - percent: 100\n"
+    "    min_bake_seconds: 3600\n"
+    "    min_reporting_devices: 1\n"
+    "    report_timeout_seconds: 3600\n";
 
 class CtlOperatorTest : public ::testing::Test {
  protected:
@@ -44,6 +68,24 @@ class CtlOperatorTest : public ::testing::Test {
     argv.push_back("--server=" + server_->grpc_address());
     argv.push_back("--token-file=" + dir_.File("token"));
     return RunProcess(argv);
+  }
+
+  std::unique_ptr<Subprocess> StartCtl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {WEIGHTPATHCTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--server=" + server_->grpc_address());
+    argv.push_back("--token-file=" + dir_.File("token"));
+    SpawnOptions options;
+    options.pipe_stdout = true;
+    auto started = Subprocess::Start(argv, options);
+    EXPECT_TRUE(started.ok()) << started.status();
+    return started.ok() ? *std::move(started) : nullptr;
+  }
+
+  void CreateRollout() {
+    WriteFileOrDie(dir_.File("rollout.yaml"), kRolloutYaml);
+    ProcessResult created = Ctl({"rollout", "create", "-f", dir_.File("rollout.yaml")});
+    ASSERT_EQ(created.exit_code, 0) << created.err;
   }
 
   TempDir dir_;
@@ -140,6 +182,48 @@ TEST_F(CtlOperatorTest, DeviceShowRefusalsAndUsageErrors) {
   ProcessResult help = RunProcess({WEIGHTPATHCTL_PATH, "device", "show", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("Not shown, because the API does not return them"));
+}
+
+TEST_F(CtlOperatorTest, RolloutWatchPrintsEachChangeAndExitsZeroWhenTheRolloutCompletes) {
+  ASSERT_NO_FATAL_FAILURE(CreateRollout());
+  std::unique_ptr<Subprocess> watch =
+      StartCtl({"rollout", "status", "lab-fidelity", "--watch", "--interval", "100ms"});
+  ASSERT_NE(watch, nullptr);
+  ASSERT_TRUE(watch->WaitForLine("rollout lab-fidelity: PROGRESSING", absl::Seconds(20)).ok());
+  ASSERT_TRUE(watch->WaitForLine("  stage:     1 of 2 at 50%", absl::Seconds(5)).ok());
+  ASSERT_EQ(Ctl({"rollout", "advance", "lab-fidelity"}).exit_code, 0);
+  ASSERT_TRUE(watch->WaitForLine("  stage:     2 of 2 at 100%", absl::Seconds(20)).ok());
+  ASSERT_EQ(Ctl({"rollout", "advance", "lab-fidelity", "--reason", "done"}).exit_code, 0);
+  absl::StatusOr<std::string> completed =
+      watch->WaitForLine("rollout lab-fidelity: COMPLETED", absl::Seconds(20));
+  ASSERT_TRUE(completed.ok()) << completed.status();
+  EXPECT_THAT(*completed, HasSubstr("completed by operator: done"));
+  EXPECT_EQ(watch->Wait(absl::Seconds(20)).exit_code, 0);
+}
+
+TEST_F(CtlOperatorTest, RolloutWatchExitsOneWhenPausedAnd130OnCtrlC) {
+  ASSERT_NO_FATAL_FAILURE(CreateRollout());
+  std::unique_ptr<Subprocess> paused = StartCtl({"rollout", "status", "lab-fidelity", "-w"});
+  ASSERT_NE(paused, nullptr);
+  ASSERT_TRUE(paused->WaitForLine("rollout lab-fidelity: PROGRESSING", absl::Seconds(20)).ok());
+  ASSERT_EQ(Ctl({"rollout", "pause", "lab-fidelity", "--reason", "look first"}).exit_code, 0);
+  ASSERT_TRUE(paused->WaitForLine("rollout lab-fidelity: PAUSED (", absl::Seconds(20)).ok());
+  EXPECT_EQ(paused->Wait(absl::Seconds(20)).exit_code, 1);
+
+  ASSERT_EQ(Ctl({"rollout", "resume", "lab-fidelity"}).exit_code, 0);
+  std::unique_ptr<Subprocess> interrupted =
+      StartCtl({"rollout", "status", "lab-fidelity", "--watch", "--interval", "1h"});
+  ASSERT_NE(interrupted, nullptr);
+  ASSERT_TRUE(interrupted->WaitForLine("rollout lab-fidelity: PROGRESSING", absl::Seconds(20)).ok());
+  interrupted->Signal(SIGINT);
+  EXPECT_EQ(interrupted->Wait(absl::Seconds(10)).exit_code, 130);
+
+  ProcessResult bad_interval = Ctl({"rollout", "status", "lab-fidelity", "-w", "--interval", "soon"});
+  EXPECT_EQ(bad_interval.exit_code, 2);
+  EXPECT_THAT(bad_interval.err, HasSubstr("--interval"));
+  ProcessResult missing = Ctl({"rollout", "status", "no-such-rollout", "--watch"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("GetRollout: NOT_FOUND: "));
 }
 
 }  // namespace

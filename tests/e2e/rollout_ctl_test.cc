@@ -115,7 +115,7 @@ v1::Rollout InProgress() {
 TEST(CtlRolloutViewTest, ProgressShowsStageMembersOutcomesGatesAndReason) {
   const std::string view = FormatRolloutProgress(InProgress());
   EXPECT_THAT(view, HasSubstr("rollout agentic-fidelity: PAUSED (stage 1: task gate"));
-  EXPECT_THAT(view, HasSubstr("stage:     2/4 at 10% of the selector  [1% -> 10% -> 50% -> 100%]"));
+  EXPECT_THAT(view, HasSubstr("stage:     2 of 4 at 10% of the selector  [1% -> 10% -> 50% -> 100%]"));
   EXPECT_THAT(view, HasSubstr("members:   40 devices, 30 reporting (75.0%)"));
   EXPECT_THAT(view, HasSubstr("control:   360 devices, 300 reporting"));
   EXPECT_THAT(view, HasSubstr("engine_started             28        300"));

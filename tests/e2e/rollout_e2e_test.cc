@@ -155,7 +155,7 @@ TEST_F(RolloutEndToEnd, AgenticDevicesSwitchToFidelityAsStagesAdvance) {
   const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("rollout.yaml")});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   EXPECT_THAT(created.out, HasSubstr("rollout fidelity-agentic: PROGRESSING"));
-  EXPECT_THAT(created.out, HasSubstr("stage:     1/2 at 1%"));
+  EXPECT_THAT(created.out, HasSubstr("stage:     1 of 2 at 1%"));
 
   EXPECT_EQ(Boot("device-0002", "agentic"), "w4a16-tinygemm") << "bucket 34 is inside 1%";
   EXPECT_EQ(Boot("device-0001", "agentic"), "w4a8-amx") << "bucket 8492 is not";
@@ -171,11 +171,11 @@ TEST_F(RolloutEndToEnd, AgenticDevicesSwitchToFidelityAsStagesAdvance) {
       [](const v1::Rollout& r) { return r.members().engine_started() == 1 && r.control().devices() == 1; });
   EXPECT_EQ(counted.members().devices(), 1u);
   const ProcessResult view = Ctl({"rollout", "status", kRolloutId});
-  EXPECT_THAT(view.out, HasSubstr("members:   1 devices, 1 reporting"));
+  EXPECT_THAT(view.out, HasSubstr("members:   1 device, 1 reporting"));
 
   const ProcessResult advanced = Ctl({"rollout", "advance", kRolloutId, "--reason", "looks good"});
   ASSERT_EQ(advanced.exit_code, 0) << advanced.err;
-  EXPECT_THAT(advanced.out, HasSubstr("stage:     2/2 at 100%"));
+  EXPECT_THAT(advanced.out, HasSubstr("stage:     2 of 2 at 100%"));
   EXPECT_EQ(Boot("device-0001", "agentic"), "w4a16-tinygemm") << "100% takes every agentic device";
   EXPECT_EQ(Boot("device-0003", "chat"), "w4a8-amx");
 
