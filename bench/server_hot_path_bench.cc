@@ -89,7 +89,8 @@ BENCHMARK(BM_Validate);
 
 void BM_Decide(benchmark::State& state) {
   const v1::ResolveWeightPathRequest request = ExampleRequest();
-  const Snapshot& snapshot = Snapshots().Current();
+  const auto pinned_snapshot = Snapshots().Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   for (auto _ : state) {
     ResolveSummary summary;
     benchmark::DoNotOptimize(Decide(request, snapshot, &summary).ok());
@@ -99,7 +100,8 @@ BENCHMARK(BM_Decide);
 
 void BM_Respond_Protobuf(benchmark::State& state) {
   const v1::ResolveWeightPathRequest request = ExampleRequest();
-  const Snapshot& snapshot = Snapshots().Current();
+  const auto pinned_snapshot = Snapshots().Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   for (auto _ : state) {
     v1::ResolveWeightPathResponse response;
     ResolveSummary summary;
@@ -111,7 +113,8 @@ BENCHMARK(BM_Respond_Protobuf);
 
 void BM_Respond_HotPath(benchmark::State& state) {
   const v1::ResolveWeightPathRequest request = ExampleRequest();
-  const Snapshot& snapshot = Snapshots().Current();
+  const auto pinned_snapshot = Snapshots().Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   v1::ResolveWeightPathResponse per_call;
   for (auto _ : state) {
     ResolveSummary summary;
@@ -130,7 +133,8 @@ BENCHMARK(BM_Respond_HotPath);
 // the few bytes of "unchanged".
 void BM_Respond_Unchanged(benchmark::State& state) {
   v1::ResolveWeightPathRequest request = ExampleRequest();
-  const Snapshot& snapshot = Snapshots().Current();
+  const auto pinned_snapshot = Snapshots().Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   request.set_known_decision_etag(bench::EmbeddedDefaultsDecision(request)->decision_etag());
   v1::ResolveWeightPathResponse per_call;
   for (auto _ : state) {
@@ -155,8 +159,8 @@ struct ResolvedExample {
   v1::ResolveWeightPathResponse per_call;
   ResolvedExample() {
     ResolveSummary summary;
-    const absl::StatusOr<ResolvedDecision> decision = Decide(request, Snapshots().Current(), &summary);
-    FillDecidedPart(*decision, Snapshots().Current(), &decided);
+    const absl::StatusOr<ResolvedDecision> decision = Decide(request, *Snapshots().Current(), &summary);
+    FillDecidedPart(*decision, *Snapshots().Current(), &decided);
     FillPerCallPart(*decision, &per_call);
   }
 };

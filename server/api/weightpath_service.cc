@@ -102,11 +102,12 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
     const RequestHead* plain = DecodeRequestHead(wire, &head) ? &head : nullptr;
     bool answered = false;
     policy::Decision known;
-    const Snapshot* known_with = plain != nullptr ? FindKnownDecision(head, &known) : nullptr;
+    const SnapshotHolder::Pin snapshot = snapshots_->Current();
+    const bool is_known = plain != nullptr && FindKnownDecision(head, *snapshot, &known);
     // A device whose profile the memo knows is admitted as soon as that is
     // known (its request parses); every other request once parsed, as before.
-    if (known_with != nullptr && admit(head.device_id)) {
-      answered = AnswerKnown(context, head, wire, known, *known_with, &scratch, &summary,
+    if (is_known && admit(head.device_id)) {
+      answered = AnswerKnown(context, head, wire, known, *snapshot, &scratch, &summary,
                              response_bytes);
     }
     if (!answered && !shed) {
@@ -129,15 +130,14 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
   return reactor;
 }
 
-const Snapshot* WeightPathService::FindKnownDecision(const RequestHead& head,
-                                                     policy::Decision* decision) const {
-  if (ProfileMemoOff()) return nullptr;
-  if (rollouts_ != nullptr && !rollouts_->ForThisCall().empty()) return nullptr;
-  if (!RequestHeadIsValid(head)) return nullptr;
-  const Snapshot& snapshot = snapshots_->Current();
+bool WeightPathService::FindKnownDecision(const RequestHead& head, const Snapshot& snapshot,
+                                          policy::Decision* decision) const {
+  if (ProfileMemoOff()) return false;
+  if (rollouts_ != nullptr && !rollouts_->ForThisCall()->empty()) return false;
+  if (!RequestHeadIsValid(head)) return false;
   const ProfileMemo::Epoch epoch = memo_.EpochFor(*snapshots_, snapshot);
-  if (epoch.policy_reads_labels) return nullptr;
-  return memo_.Find(head.profile, epoch.id, head.priority, decision) ? &snapshot : nullptr;
+  if (epoch.policy_reads_labels) return false;
+  return memo_.Find(head.profile, epoch.id, head.priority, decision);
 }
 
 bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const RequestHead& head,
@@ -205,11 +205,12 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                                               grpc::ByteBuffer* response_bytes) {
   RETURN_IF_ERROR(AdmitDevice(*context, ValidateResolveRequest(request), request.device_id()));
   // Both stay valid for the whole call; a refresh or reload publishes new ones.
-  const RolloutCache::Rollouts& rollouts = rollouts_ != nullptr ? rollouts_->ForThisCall() : kNoRollouts;
-  const Snapshot& snapshot = snapshots_->Current();
-  ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, snapshot, summary, rollouts));
-  AnswerDecided(request, snapshot, decision, per_call, summary, response_bytes);
-  if (head != nullptr) RememberProfile(request, *head, snapshot, rollouts);
+  const Published<RolloutCache::Rollouts>::Pin rollouts =
+      rollouts_ != nullptr ? rollouts_->ForThisCall() : Published<RolloutCache::Rollouts>::Pin::Of(kNoRollouts);
+  const SnapshotHolder::Pin snapshot = snapshots_->Current();
+  ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, *snapshot, summary, *rollouts));
+  AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
+  if (head != nullptr) RememberProfile(request, *head, *snapshot, *rollouts);
   return absl::OkStatus();
 }
 

@@ -108,10 +108,10 @@ class WeightPathService final
                              grpc::ByteBuffer* response_bytes);
   // The policy's decision for a plain request whose profile memo_ knows
   // (server/resolve/profile_memo.h), when nothing else the memo cannot see decides:
-  // no rollouts, a policy that reads no labels. Returns the snapshot (the
-  // one Current() gave this call) the decision belongs to; null when the
-  // memo does not hold it. Valid until this thread's next Current().
-  const Snapshot* FindKnownDecision(const RequestHead& head, policy::Decision* decision) const;
+  // no rollouts, a policy that reads no labels. `snapshot` is the call's
+  // (held by the caller's Pin); false when the memo does not hold it.
+  bool FindKnownDecision(const RequestHead& head, const Snapshot& snapshot,
+                         policy::Decision* decision) const;
   // The answer to such a request, admitted already: its head passes
   // validation and its profile is one memo_ holds as valid. false, with
   // nothing sent and nothing recorded, for anything else to settle (a

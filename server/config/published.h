@@ -20,24 +20,58 @@ inline std::atomic<uint64_t> next_published_id{1};
 template <typename T>
 class Published {
  public:
+  // What Current() returns: this thread's view of the value, valid for as
+  // long as the Pin lives. A Pin can be neither copied nor moved, so it
+  // cannot outlive the scope that asked for it nor travel to another
+  // thread; a function that needs the value takes `const T&` from it. Work
+  // that outlives the call takes Share() instead.
+  class Pin {
+   public:
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+    ~Pin() {
+      if (pins_ != nullptr) --*pins_;
+    }
+    const T& operator*() const { return *value_; }
+    const T* operator->() const { return value_; }
+    const T* get() const { return value_; }
+
+    // A value that outlives every reader (a static default).
+    static Pin Of(const T& forever) { return Pin(&forever, nullptr); }
+
+   private:
+    friend class Published;
+    Pin(const T* value, int* pins) : value_(value), pins_(pins) {}
+    explicit Pin(std::shared_ptr<const T> owned)
+        : owned_(std::move(owned)), value_(owned_.get()), pins_(nullptr) {}
+
+    std::shared_ptr<const T> owned_;  // only when the thread's copy was pinned
+    const T* value_;
+    int* pins_;  // the thread copy's count of live Pins, or null
+  };
+
   explicit Published(std::shared_ptr<const T> initial = nullptr)
       : id_(next_published_id.fetch_add(1, std::memory_order_relaxed)),
         current_(std::move(initial)) {}
   Published(const Published&) = delete;
   Published& operator=(const Published&) = delete;
 
-  // Valid until the same thread calls Current() again on any Published<T>.
-  const T& Current() const {
-    // One slot per thread and type; several instances in one process (tests
+  Pin Current() const {
+    // One copy per thread and type; several instances in one process (tests
     // run several servers) take turns, told apart by id (never reused).
     struct ThreadCopy {
       uint64_t id = 0;
       uint64_t generation = 0;
       std::shared_ptr<const T> value;
+      int pins = 0;  // live Pins on `value`: while any, it is never replaced
     };
     thread_local ThreadCopy copy;
     const uint64_t generation = generation_.load(std::memory_order_acquire);
     if (copy.id != id_ || copy.generation != generation) {
+      // Another instance's value, or an older one, is still in use on this
+      // thread: this reader gets a reference of its own (rare: a call that
+      // reads two instances of one type, or a publish within a call).
+      if (copy.pins > 0) return Pin(Share());
       absl::MutexLock lock(&mutex_);
       copy.value = current_;
       copy.id = id_;
@@ -45,7 +79,8 @@ class Published {
       // if a Publish slipped in after the load above.
       copy.generation = generation_.load(std::memory_order_relaxed);
     }
-    return *copy.value;
+    ++copy.pins;
+    return Pin(copy.value.get(), &copy.pins);
   }
 
   // A reference the caller owns, for work that outlives one request.

@@ -72,7 +72,8 @@ void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
 
 void FleetState::ApplyVerification(std::string_view path, std::string_view hardware_class,
                                    std::string_view cpu_model, v1::WeightPathSpec* spec) const {
-  const Evidence& evidence = evidence_.Current();
+  const Published<Evidence>::Pin pinned = evidence_.Current();
+  const Evidence& evidence = *pinned;
   if (!evidence.store_up) {
     // `verified` keeps the policy's flag the resolver set.
     v1::Verification* verification = spec->mutable_verification();
@@ -170,7 +171,7 @@ absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix
   return response;
 }
 
-bool FleetState::store_up() const { return evidence_.Current().store_up; }
+bool FleetState::store_up() const { return evidence_.Current()->store_up; }
 
 void FleetState::MarkStore(bool up) {
   evidence_.Update([up](const std::shared_ptr<const Evidence>& current) {

@@ -27,8 +27,8 @@ class RolloutCache {
   // if a refresh lands meanwhile.
   std::shared_ptr<const Rollouts> Current() const { return current_.Share(); }
   // The same for one resolve, through the thread's own copy of the pointer
-  // (no lock): valid until this thread's next ForThisCall().
-  const Rollouts& ForThisCall() const { return current_.Current(); }
+  // (no lock), held for as long as the Pin lives.
+  Published<Rollouts>::Pin ForThisCall() const { return current_.Current(); }
 
   // Re-reads every rollout. Per id the higher revision wins, so a refresh
   // that read the database just before this replica's own update cannot

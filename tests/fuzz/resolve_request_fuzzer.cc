@@ -103,7 +103,8 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
 
 void CheckResponse(const v1::ResolveWeightPathRequest& request) {
   const Fixture& fixture = GetFixture();
-  const server::Snapshot& snapshot = fixture.holder->Current();
+  const auto pinned_snapshot = fixture.holder->Current();
+  const server::Snapshot& snapshot = *pinned_snapshot;
   server::ResolveSummary summary;
   absl::StatusOr<server::ResolvedDecision> decision =
       server::Decide(request, snapshot, &summary, fixture.rollouts);

@@ -52,6 +52,37 @@ std::shared_ptr<const Pair> MakePair(uint64_t serial) {
   return pair;
 }
 
+// A Pin keeps its value for as long as it lives, whatever else the thread
+// reads meanwhile: another instance of the same type (which shares the
+// thread's copy), or the same instance after a publish.
+TEST(ServerConcurrencyTest, APinKeepsItsValueWhileTheThreadReadsOtherValues) {
+  Published<std::string> first(std::make_shared<const std::string>("first"));
+  Published<std::string> second(std::make_shared<const std::string>("second"));
+  const Published<std::string>::Pin held = first.Current();
+  {
+    const Published<std::string>::Pin other = second.Current();
+    EXPECT_EQ(*other, "second");
+    EXPECT_EQ(*held, "first");
+  }
+  first.Publish(std::make_shared<const std::string>("first, again"));
+  {
+    const Published<std::string>::Pin newer = first.Current();
+    EXPECT_EQ(*newer, "first, again");
+    EXPECT_EQ(*held, "first") << "a publish must not move a pinned value";
+  }
+  const Published<std::string>::Pin same = second.Current();
+  EXPECT_EQ(*same, "second");
+  EXPECT_EQ(*held, "first");
+}
+
+TEST(ServerConcurrencyTest, UnpinnedReadsOfTheSameGenerationShareTheThreadCopy) {
+  Published<std::string> published(std::make_shared<const std::string>("value"));
+  const std::string* seen = published.Current().get();
+  EXPECT_EQ(published.Current().get(), seen) << "no new reference while nothing changed";
+  std::string forever = "static";
+  EXPECT_EQ(Published<std::string>::Pin::Of(forever).get(), &forever);
+}
+
 TEST(ServerConcurrencyTest, PublishedReadersSeeWholeValuesWhileWritersReplaceThem) {
   Published<Pair> published(MakePair(0));
   constexpr uint64_t kPublishes = 3000;
@@ -63,7 +94,8 @@ TEST(ServerConcurrencyTest, PublishedReadersSeeWholeValuesWhileWritersReplaceThe
     readers.emplace_back([&, r] {
       uint64_t highest = 0;
       auto check = [&] {
-        const Pair& pair = published.Current();
+        const auto pinned_pair = published.Current();
+        const Pair& pair = *pinned_pair;
         if (pair.twice != 2 * pair.serial || pair.payload.size() != 16 ||
             pair.payload.back() != pair.serial) {
           torn.fetch_add(1);
@@ -147,7 +179,8 @@ TEST_F(ServerReloadUnderLoadTest, ResolvesStayWholeWhileThePolicyChangesUnderThe
     resolvers.emplace_back([&] {
       std::set<std::string> seen;
       while (!done.load(std::memory_order_acquire)) {
-        const Snapshot& snapshot = holder_.Current();
+        const auto pinned_snapshot = holder_.Current();
+        const Snapshot& snapshot = *pinned_snapshot;
         ResolveSummary summary;
         absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
         if (!decision.ok()) {

@@ -49,7 +49,7 @@ class ServerConfigWatcherTest : public ::testing::Test {
     return value.ok() ? *value : -1;
   }
 
-  std::string PolicyVersion() { return holder_.Current().policy->version(); }
+  std::string PolicyVersion() { return holder_.Current()->policy->version(); }
 
   testing::TempDir dir_;
   const std::string policy_path_;
@@ -62,7 +62,7 @@ class ServerConfigWatcherTest : public ::testing::Test {
 TEST_F(ServerConfigWatcherTest, LoadsBothFilesAndReportsTheirVersions) {
   ASSERT_THAT(watcher_.LoadInitial(), IsOk());
   EXPECT_EQ(PolicyVersion(), ShortContentVersion(PolicyText()));
-  EXPECT_EQ(holder_.Current().catalog->version(), ShortContentVersion(CatalogText()));
+  EXPECT_EQ(holder_.Current()->catalog->version(), ShortContentVersion(CatalogText()));
   EXPECT_EQ(Metric("weightpath_policy_info{catalog_version=\"" +
                    ShortContentVersion(CatalogText()) + "\",version=\"" +
                    ShortContentVersion(PolicyText()) + "\"}"),
@@ -108,7 +108,7 @@ TEST_F(ServerConfigWatcherTest, CatalogMissingAReachablePathIsRefused) {
   catalog.replace(at, 13, "    w4a8-gone:");
   Replace(catalog_path_, catalog);
   EXPECT_EQ(watcher_.CheckNow(), Result::kRefused);
-  EXPECT_EQ(holder_.Current().catalog->version(), ShortContentVersion(CatalogText()));
+  EXPECT_EQ(holder_.Current()->catalog->version(), ShortContentVersion(CatalogText()));
 }
 
 TEST_F(ServerConfigWatcherTest, DeletedFileIsRefusedAndItsReturnReloads) {
@@ -124,7 +124,7 @@ TEST_F(ServerConfigWatcherTest, ReloadNowRereadsWithoutAFingerprintChange) {
   EXPECT_EQ(watcher_.ReloadNow(), Result::kUnchanged);
   Replace(catalog_path_, CatalogText() + "\n# new catalog revision\n");
   EXPECT_EQ(watcher_.ReloadNow(), Result::kReloaded);
-  EXPECT_EQ(holder_.Current().catalog->version(),
+  EXPECT_EQ(holder_.Current()->catalog->version(),
             ShortContentVersion(CatalogText() + "\n# new catalog revision\n"));
 }
 
@@ -176,14 +176,14 @@ TEST(ServerSnapshotHolderTest, PublishedSnapshotIsSeenByTheNextRead) {
   auto first = std::make_shared<Snapshot>();
   first->policy = policy::DefaultPolicy();
   SnapshotHolder holder(first);
-  EXPECT_EQ(&holder.Current(), first.get());
+  EXPECT_EQ(holder.Current().get(), first.get());
   auto second = std::make_shared<Snapshot>(*first);
   holder.Publish(second);
-  EXPECT_EQ(&holder.Current(), second.get());
+  EXPECT_EQ(holder.Current().get(), second.get());
   // A second holder on the same thread does not see the first one's cache.
   SnapshotHolder other(first);
-  EXPECT_EQ(&other.Current(), first.get());
-  EXPECT_EQ(&holder.Current(), second.get());
+  EXPECT_EQ(other.Current().get(), first.get());
+  EXPECT_EQ(holder.Current().get(), second.get());
 }
 
 }  // namespace

@@ -197,10 +197,10 @@ TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
   SnapshotHolder holder;
   auto first = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr});
   holder.Publish(first);
-  const ProfileMemo::Epoch epoch1 = memo.EpochFor(holder, holder.Current());
+  const ProfileMemo::Epoch epoch1 = memo.EpochFor(holder, *holder.Current());
   EXPECT_NE(epoch1.id, 0u);
   EXPECT_FALSE(epoch1.policy_reads_labels);
-  EXPECT_EQ(memo.EpochFor(holder, holder.Current()).id, epoch1.id);  // steady
+  EXPECT_EQ(memo.EpochFor(holder, *holder.Current()).id, epoch1.id);  // steady
 
   const std::string profile = Bytes(ExampleProfile("intel-sapphire-rapids.json"));
   ASSERT_TRUE(memo.Remember(profile, epoch1.id, DecisionFor(1), DecisionFor(1)));
@@ -209,7 +209,7 @@ TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
   // the old one is not used for it.
   auto second = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr});
   holder.Publish(second);
-  const ProfileMemo::Epoch epoch2 = memo.EpochFor(holder, holder.Current());
+  const ProfileMemo::Epoch epoch2 = memo.EpochFor(holder, *holder.Current());
   EXPECT_GT(epoch2.id, epoch1.id);
   policy::Decision found;
   EXPECT_FALSE(memo.Find(profile, epoch2.id, v1::PRIORITY_SPEED, &found));
@@ -219,7 +219,7 @@ TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
   // Nor is one that decides against a snapshot never published.
   Snapshot stray{policy::DefaultPolicy(), nullptr};
   EXPECT_EQ(memo.EpochFor(holder, stray).id, 0u);
-  EXPECT_EQ(memo.EpochFor(holder, holder.Current()).id, epoch2.id);
+  EXPECT_EQ(memo.EpochFor(holder, *holder.Current()).id, epoch2.id);
 
   // A policy whose rules test labels decides on more than the profile.
   constexpr char kLabelPolicy[] = R"(schema: 1
@@ -237,7 +237,7 @@ rules:
       policy::LoadPolicy(kLabelPolicy, "labels.yaml");
   ASSERT_TRUE(label_policy.ok()) << label_policy.status();
   holder.Publish(std::make_shared<Snapshot>(Snapshot{*label_policy, nullptr}));
-  const ProfileMemo::Epoch epoch3 = memo.EpochFor(holder, holder.Current());
+  const ProfileMemo::Epoch epoch3 = memo.EpochFor(holder, *holder.Current());
   EXPECT_GT(epoch3.id, epoch2.id);
   EXPECT_TRUE(epoch3.policy_reads_labels);
 }

@@ -41,7 +41,8 @@ std::shared_ptr<const Snapshot> EmbeddedSnapshot() {
 
 v1::ResolveWeightPathResponse HotPathResponse(const SnapshotHolder& holder, DecidedPartCache& cache,
                                               const v1::ResolveWeightPathRequest& request) {
-  const Snapshot& snapshot = holder.Current();
+  const auto pinned_snapshot = holder.Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   ResolveSummary summary;
   absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
   EXPECT_TRUE(decision.ok()) << decision.status();
@@ -69,7 +70,7 @@ TEST(ResponseCacheTest, EncodedResponsesReadBackAsResolveBuildsThem) {
     for (const v1::ResolveWeightPathRequest& request : ExampleRequests()) {
       v1::ResolveWeightPathResponse expected;
       ResolveSummary summary;
-      ASSERT_TRUE(Resolve(request, holder.Current(), &expected, &summary).ok());
+      ASSERT_TRUE(Resolve(request, *holder.Current(), &expected, &summary).ok());
       const v1::ResolveWeightPathResponse actual = HotPathResponse(holder, cache, request);
       std::string differences;
       MessageDifferencer differencer;
@@ -88,7 +89,8 @@ TEST(ResponseCacheTest, SameDecisionSharesOneEncoding) {
   SnapshotHolder holder(EmbeddedSnapshot());
   DecidedPartCache cache;
   const v1::ResolveWeightPathRequest request = ExampleRequests().front();
-  const Snapshot& snapshot = holder.Current();
+  const auto pinned_snapshot = holder.Current();
+  const Snapshot& snapshot = *pinned_snapshot;
   ResolveSummary summary;
   const absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
   ASSERT_TRUE(decision.ok());

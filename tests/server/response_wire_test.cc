@@ -121,7 +121,8 @@ class ResponseWireTest : public ::testing::Test {
   Answers Answer(const v1::ResolveWeightPathRequest& request,
                  const std::vector<v1::Rollout>& rollouts, bool fleet_evidence) {
     Answers answers;
-    const Snapshot& snapshot = holder_->Current();
+    const auto pinned_snapshot = holder_->Current();
+    const Snapshot& snapshot = *pinned_snapshot;
     ResolveSummary summary;
     absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary, rollouts);
     EXPECT_TRUE(decision.ok()) << decision.status();
