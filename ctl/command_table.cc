@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ctl/apply_command.h"
 #include "ctl/device_command.h"
 #include "ctl/devices_command.h"
 #include "ctl/explain_command.h"
@@ -28,6 +29,7 @@ void WriteUsage(std::ostream& out) {
 const std::vector<Command>& Commands() {
   // One line per subcommand; keep alphabetical.
   static const std::vector<Command> commands = {
+      {"apply", "create rollouts from YAML files (idempotent)", RunApplyCommand},
       {"device", "one device: registry record, last decision, measurements", RunDeviceCommand},
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"explain", "why the server decides what it decides for a device", RunExplainCommand},

@@ -68,9 +68,24 @@ class YamlToJson {
     return nullptr;
   }
 
+  // Rollout fields the server keeps (its progress and its counts): a file
+  // that sets them would be claiming a state it cannot have.
+  static bool IsServerSet(const Descriptor* message, const FieldDescriptor* field) {
+    if (message != v1::Rollout::descriptor()) return false;
+    static constexpr absl::string_view kServerSet[] = {
+        "state",      "current_stage",  "members",      "control",          "created_at",
+        "stage_started_at", "state_reason", "sequential_gates", "stage_entered_at"};
+    for (absl::string_view name : kServerSet) {
+      if (field->name() == name) return true;
+    }
+    return false;
+  }
+
   static std::vector<absl::string_view> FieldNames(const Descriptor* message) {
     std::vector<absl::string_view> names;
-    for (int i = 0; i < message->field_count(); ++i) names.push_back(message->field(i)->name());
+    for (int i = 0; i < message->field_count(); ++i) {
+      if (!IsServerSet(message, message->field(i))) names.push_back(message->field(i)->name());
+    }
     return names;
   }
 
@@ -84,6 +99,11 @@ class YamlToJson {
       if (message != nullptr) {
         const FieldDescriptor* field = FindField(message, field_entry.key);
         if (field == nullptr) return yaml::UnknownKey(reader_, field_entry, FieldNames(message));
+        if (IsServerSet(message, field)) {
+          return yaml::Fault(reader_, field_entry,
+                             "is set by the server (a rollout's progress and counts), not by a "
+                             "rollout file; remove it");
+        }
         // A proto map's keys are the user's (labels), so only its values'
         // type carries on; a message field's keys are checked one level down.
         if (field->is_map()) {

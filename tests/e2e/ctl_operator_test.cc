@@ -2,6 +2,7 @@
 // device show, rollout status --watch and apply, each run as the real
 // binary against weightpath-server with a SQLite fleet store.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -224,6 +225,55 @@ TEST_F(CtlOperatorTest, RolloutWatchExitsOneWhenPausedAnd130OnCtrlC) {
   ProcessResult missing = Ctl({"rollout", "status", "no-such-rollout", "--watch"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("GetRollout: NOT_FOUND: "));
+}
+
+TEST_F(CtlOperatorTest, ApplyCreatesThenLeavesUnchangedAndRefusesAChangedSpecNamingTheFields) {
+  const std::string folder = dir_.File("rollouts");
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  WriteFileOrDie(folder + "/b.yml", kRolloutYaml);
+  std::string other = kRolloutYaml;
+  other.replace(other.find("id: lab-fidelity"), 16, "id: lab-first");
+  WriteFileOrDie(folder + "/a.yaml", other);
+  WriteFileOrDie(folder + "/notes.txt", "not a rollout");
+
+  ProcessResult first = Ctl({"apply", "-f", folder});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out,
+            "rollout/lab-first created (" + folder + "/a.yaml)\n"
+            "rollout/lab-fidelity created (" + folder + "/b.yml)\n"
+            "2 rollouts: 2 created, 0 unchanged, 0 refused, 0 failed\n");
+  EXPECT_THAT(Ctl({"rollout", "list"}).out, AllOf(HasSubstr("lab-first"), HasSubstr("lab-fidelity")));
+
+  ProcessResult again = Ctl({"apply", "-f", folder});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, AllOf(HasSubstr("rollout/lab-first unchanged"),
+                               HasSubstr("rollout/lab-fidelity unchanged"),
+                               HasSubstr("0 created, 2 unchanged")));
+
+  std::string changed = other;
+  changed.replace(changed.find("percent: 50"), 11, "percent: 25");
+  changed.replace(changed.find("lab devices onto fidelity"), 25, "a new description");
+  WriteFileOrDie(folder + "/a.yaml", changed);
+  ProcessResult refused = Ctl({"apply", "-f", folder});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("rollout 'lab-first' exists with a different spec "
+                                     "(description, stages); refused"));
+  EXPECT_THAT(refused.out, AllOf(HasSubstr("rollout/lab-fidelity unchanged"),
+                                 HasSubstr("1 unchanged, 1 refused")));
+}
+
+TEST_F(CtlOperatorTest, ApplyRefusesFieldsTheServerSetsWithFileAndLineAndAppliesNothing) {
+  WriteFileOrDie(dir_.File("good.yaml"), kRolloutYaml);
+  WriteFileOrDie(dir_.File("state.yaml"),
+                 "id: claims-done\nselector: {all: true}\ncurrent_stage: 1\n");
+  ProcessResult refused = Ctl({"apply", "-f", dir_.File("state.yaml")});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, AllOf(HasSubstr("state.yaml:3:"), HasSubstr("rollout.current_stage"),
+                                 HasSubstr("is set by the server"),
+                                 HasSubstr("nothing applied")));
+  EXPECT_THAT(Ctl({"rollout", "list"}).out, HasSubstr("no rollouts"));
+  EXPECT_EQ(RunProcess({WEIGHTPATHCTL_PATH, "apply"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"apply", "-f", dir_.File("missing.yaml")}).exit_code, 2);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "ctl/command.h"
 #include "ctl/command_table.h"
 #include "ctl/rollout_view.h"
@@ -17,6 +18,7 @@
 namespace weightpath::ctl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::weightpath::testing::IsOk;
 using ::weightpath::testing::StatusIs;
@@ -55,6 +57,23 @@ TEST(CtlRolloutYamlTest, UnknownKeyIsNamedWithItsPathAndLine) {
   EXPECT_THAT(ParseRolloutYaml("id: x\nselektor: {}\n", "r.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("r.yaml:2:1: rollout.selektor: unknown key 'selektor' (allowed: id, ")));
+}
+
+TEST(CtlRolloutYamlTest, FieldsTheServerSetsAreRefusedSayingSoAndAreNotListedAsKeys) {
+  for (const char* key : {"state: ROLLOUT_STATE_COMPLETED", "current_stage: 2", "members: {}",
+                          "control: {}", "created_at: \"2026-01-01T00:00:00Z\"",
+                          "stage_started_at: \"2026-01-01T00:00:00Z\"", "state_reason: x",
+                          "sequential_gates: []", "stage_entered_at: []", "currentStage: 1"}) {
+    EXPECT_THAT(ParseRolloutYaml(absl::StrCat("id: x\n", key, "\n"), "r.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("r.yaml:2:"), HasSubstr("is set by the server"))))
+        << key;
+  }
+  absl::StatusOr<v1::Rollout> typo = ParseRolloutYaml("id: x\nstaet: 1\n", "r.yaml");
+  EXPECT_THAT(typo.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(allowed: id, description, selector, action, stages, gates, "
+                                 "precedence)")));
 }
 
 TEST(CtlRolloutYamlTest, LabelKeysAreFreeAndTheirValuesStayStrings) {
