@@ -46,6 +46,18 @@ std::vector<std::string> Policy::ReachablePathNames() const {
   return names;
 }
 
+std::vector<HardwareClass> Policy::HardwareClassesRoutedTo(std::string_view path_name) const {
+  uint32_t bits = 0;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (rule_paths_[i]->name == path_name) bits |= rule_class_bits_[i];
+  }
+  std::vector<HardwareClass> classes;
+  for (HardwareClass hardware_class : kAllHardwareClasses) {
+    if (bits & (uint32_t{1} << static_cast<int>(hardware_class))) classes.push_back(hardware_class);
+  }
+  return classes;
+}
+
 absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view yaml_text,
                                                          std::string_view source_name,
                                                          const std::atomic<bool>* cancel) {
@@ -61,6 +73,7 @@ absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view yaml_t
   policy->rules_ = std::move(document.rules);
   policy->compiled_ = std::move(compiled);
   policy->rule_reachable_ = std::move(totality.rule_reachable);
+  policy->rule_class_bits_ = std::move(totality.rule_class_bits);
   for (size_t i = 0; i < policy->rules_.size(); ++i) {
     // The document parser already refused rules naming undefined ids.
     policy->rule_paths_.push_back(policy->FindPath(policy->rules_[i].path_id));

@@ -33,6 +33,10 @@ class Policy {
   // Distinct path names some reachable profile can be given (the catalog
   // must carry an artifact for each), in first-appearance order.
   std::vector<std::string> ReachablePathNames() const;
+  // The hardware classes some profile of which is routed to `path_name`
+  // (in kAllHardwareClasses order): the classes an artifact for that path
+  // must be built for.
+  std::vector<HardwareClass> HardwareClassesRoutedTo(std::string_view path_name) const;
   // Rules that are the first match for no profile at all (shadowed by
   // earlier rules); allowed, but worth a warning where policies are loaded.
   const std::vector<std::string>& UnreachableRuleNames() const { return unreachable_rules_; }
@@ -56,6 +60,7 @@ class Policy {
   // Parallel to rules_: the definition each rule selects.
   std::vector<const PathDefinition*> rule_paths_;
   std::vector<bool> rule_reachable_;
+  std::vector<uint32_t> rule_class_bits_;  // TotalityReport::rule_class_bits
   std::vector<std::string> unreachable_rules_;
   CompiledRules compiled_;
   std::string version_;

@@ -85,6 +85,7 @@ absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::s
 
   TotalityReport report;
   report.rule_reachable.assign(rules.rule_count(), false);
+  report.rule_class_bits.assign(rules.rule_count(), 0);
   ProfileFacts facts;
   for (HardwareClass hardware_class : kAllHardwareClasses) {
     facts.hardware_class = hardware_class;
@@ -122,6 +123,7 @@ absl::StatusOr<TotalityReport> CheckTotality(const CompiledRules& rules, absl::s
                                  "; add a rule (e.g. a catch-all for that hardware_class)"));
               }
               report.rule_reachable[match] = true;
+              report.rule_class_bits[match] |= uint32_t{1} << static_cast<int>(hardware_class);
               // Advance the label odometer: each key runs absent, another
               // value, then each named value.
               size_t key = 0;

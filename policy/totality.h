@@ -22,6 +22,9 @@ inline constexpr uint64_t kMaxAbstractProfiles = uint64_t{1} << 20;
 struct TotalityReport {
   // Per rule: whether it is the first match for at least one profile.
   std::vector<bool> rule_reachable;
+  // Per rule: the hardware classes (bit static_cast<int>(HardwareClass)) of
+  // the profiles it is the first match for.
+  std::vector<uint32_t> rule_class_bits;
   uint64_t profiles_checked = 0;
   // Profiles tested against rules, summed: the work kMaxTotalityRuleChecks
   // bounds.

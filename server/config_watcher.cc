@@ -83,6 +83,10 @@ absl::Status ConfigWatcher::LoadInitial() {
   spdlog::info("loaded policy {} from {} and catalog {} from {}, {}", snapshot->policy->version(),
                snapshot->policy->source_name(), snapshot->catalog->version(),
                snapshot->catalog->source_name(), snapshot->catalog->trust().summary);
+  if (!snapshot->catalog->trust().coverage_warning.empty()) {
+    spdlog::warn("catalog {}: {}", snapshot->catalog->version(),
+                 snapshot->catalog->trust().coverage_warning);
+  }
   if (metrics_ != nullptr) {
     metrics_->SetPolicyInfo(snapshot->policy->version(), snapshot->catalog->version());
     metrics_->SetCatalogTrust(snapshot->catalog->trust());
@@ -146,6 +150,9 @@ ConfigWatcher::Result ConfigWatcher::Reload() {
                current ? current->policy->version() : "none", next->policy->version(),
                current ? current->catalog->version() : "none", next->catalog->version(),
                next->catalog->trust().summary);
+  if (!next->catalog->trust().coverage_warning.empty()) {
+    spdlog::warn("catalog {}: {}", next->catalog->version(), next->catalog->trust().coverage_warning);
+  }
   if (metrics_ != nullptr) {
     metrics_->RecordReload(true);
     metrics_->SetPolicyInfo(next->policy->version(), next->catalog->version());

@@ -64,8 +64,23 @@ absl::Status CheckTargetPath(absl::string_view path);
 
 // Where a catalog's artifacts come from: a plain YAML file (unsigned), or
 // the targets of a TUF repository the server verified (server/signed_catalog.h).
+// A route the policy can take that no signed build covers: the target for
+// `model`'s `weight_path` does not list `hardware_class`, so every device of
+// that class sent there refuses the artifact (and keeps its last good build).
+struct UncoveredRoute {
+  std::string model;
+  std::string weight_path;
+  std::string hardware_class;
+  std::string target_path;
+};
+
 struct CatalogTrust {
   bool signed_catalog = false;
+  // Signed catalog only, against the policy it was built for; warned about
+  // (log and weightpath_catalog_uncovered_routes), not refused.
+  std::vector<UncoveredRoute> uncovered_routes;
+  // For the log: the routes above in one line; empty when there are none.
+  std::string coverage_warning;
   // The earliest expiry of the verified root, timestamp, snapshot and
   // targets; InfiniteFuture for a plain catalog.
   absl::Time metadata_expires = absl::InfiniteFuture();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
+#include "policy/hardware_class.h"
 #include "server/config/content_hash.h"
 #include "server/config/file_fingerprint.h"
 #include "trust/json.h"
@@ -286,6 +287,8 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
         absl::StrCat(source_name, ": catalog refused: ", ControlEscaped(problem)));
   };
   std::map<std::string, Catalog::ModelArtifacts, std::less<>> models;
+  // (model, weight path) -> the hardware classes its target is built for.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> built_for;
   trust::Json description = trust::Json::MakeArray();
   for (const trust::TargetInfo& target : targets) {
     // Targets that are not weightpath artifacts (no custom.model: an agent
@@ -319,6 +322,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
           "\"; the catalog takes exactly one artifact for each (remove one with weightpathctl "
           "repo remove-target)"));
     }
+    built_for[{custom->model, custom->weight_path}] = custom->hardware_classes;
     trust::Json entry = trust::Json::MakeArray();
     for (const std::string& text :
          {custom->model, custom->weight_path, target.path, target.sha256, artifact.uri,
@@ -359,6 +363,23 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
 
   CatalogTrust trust;
   trust.signed_catalog = true;
+  // Warned about, not refused: the repository is signed offline and the
+  // policy published on its own, and refusing would stop the server from
+  // starting (or keep an older catalog) for every class over one class's
+  // missing build, while the devices of that class stay safe on their last
+  // good build either way.
+  for (const auto& [model, artifacts] : models) {
+    for (const std::string& path : reachable) {
+      const std::vector<std::string>& classes = built_for.at({model, path});
+      for (policy::HardwareClass routed : policy.HardwareClassesRoutedTo(path)) {
+        const std::string name(policy::HardwareClassName(routed));
+        if (std::find(classes.begin(), classes.end(), name) == classes.end()) {
+          trust.uncovered_routes.push_back(
+              {model, path, name, artifacts.find(path)->second.target_path});
+        }
+      }
+    }
+  }
   const trust::Root& root = set.root().signed_part;
   const trust::Timestamp& timestamp = set.timestamp()->signed_part;
   const trust::Snapshot& snapshot = set.snapshot()->signed_part;
@@ -368,6 +389,19 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
   trust.summary = absl::StrCat("signed: root v", root.version, ", targets v", top.version,
                                ", snapshot v", snapshot.version, ", timestamp v", timestamp.version,
                                "; expires ", trust::FormatExpires(trust.metadata_expires));
+  if (!trust.uncovered_routes.empty()) {
+    std::vector<std::string> routes;
+    for (const UncoveredRoute& route : trust.uncovered_routes) {
+      routes.push_back(absl::StrCat(route.hardware_class, " -> ", route.model, " ",
+                                    route.weight_path, " (", route.target_path, ")"));
+    }
+    trust.coverage_warning = absl::StrCat(
+        "policy ", policy.version(), " routes ", trust.uncovered_routes.size(),
+        " hardware class/weight path pair(s) to a signed target not built for that class; "
+        "those devices refuse every such decision and keep their last good build (sign a build "
+        "for the class, or route it elsewhere): ",
+        ControlEscaped(absl::StrJoin(routes, ", ")));
+  }
   description.array().push_back(trust::Json::String(default_model));
   const std::string version =
       absl::StrCat("targets-v", top.version, ":", ShortContentVersion(trust::CanonicalJson(description)));

@@ -49,6 +49,13 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                                  "timestamp, snapshot and targets expires (Unix seconds); "
                                  "devices refuse new artifacts from then on")
                            .Register(*registry_)),
+      catalog_uncovered_routes_(
+          prometheus::BuildGauge()
+              .Name("weightpath_catalog_uncovered_routes")
+              .Help("Signed catalog only: 1 for each model, weight path and hardware class the "
+                    "policy routes to a signed target whose hardware_classes omit that class "
+                    "(devices of the class refuse every such decision); no series when none")
+              .Register(*registry_)),
       measurements_(prometheus::BuildCounter()
                         .Name("weightpath_measurements_total")
                         .Help("Measurements recorded (retries of a known key excluded), by the "
@@ -163,6 +170,17 @@ void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
 void ServerMetrics::SetCatalogTrust(const CatalogTrust& trust) {
   catalog_signed_.Set(trust.signed_catalog ? 1 : 0);
   absl::MutexLock lock(&policy_info_mutex_);
+  for (prometheus::Gauge* series : catalog_uncovered_series_) {
+    catalog_uncovered_routes_.Remove(series);
+  }
+  catalog_uncovered_series_.clear();
+  for (const UncoveredRoute& route : trust.uncovered_routes) {
+    prometheus::Gauge& series = catalog_uncovered_routes_.Add({{"model", route.model},
+                                                               {"weight_path", route.weight_path},
+                                                               {"hardware_class", route.hardware_class}});
+    series.Set(1);
+    catalog_uncovered_series_.push_back(&series);
+  }
   if (!trust.signed_catalog || trust.metadata_expires == absl::InfiniteFuture()) {
     if (catalog_expires_series_ != nullptr) catalog_expires_.Remove(catalog_expires_series_);
     catalog_expires_series_ = nullptr;

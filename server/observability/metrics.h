@@ -99,6 +99,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>& policy_info_;
   prometheus::Gauge& catalog_signed_;
   prometheus::Family<prometheus::Gauge>& catalog_expires_;
+  prometheus::Family<prometheus::Gauge>& catalog_uncovered_routes_;
   prometheus::Counter* timestamps_signed_ = nullptr;
   prometheus::Counter* timestamps_failed_ = nullptr;
 
@@ -125,6 +126,7 @@ class ServerMetrics {
   absl::Mutex policy_info_mutex_;
   prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
   prometheus::Gauge* catalog_expires_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;
+  std::vector<prometheus::Gauge*> catalog_uncovered_series_ ABSL_GUARDED_BY(policy_info_mutex_);
 };
 
 }  // namespace weightpath::server

@@ -26,6 +26,7 @@
 namespace weightpath::server::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::weightpath::testing::ProcessResult;
 using ::weightpath::testing::RunProcess;
@@ -165,6 +166,59 @@ TEST_F(SignedRepository, TheServerAnswersWithTheVerifiedTargets) {
   struct stat info {};
   ASSERT_EQ(stat((state_ + "/catalog-trust-state.json").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 077, 0u);
+}
+
+// The fixture signs every build for x86_cpu and arm64_cpu only, while the
+// default policy also routes jetson, cuda_discrete and npu_phone devices:
+// served (refusing would stop the server for every class), warned about in
+// the log and in one series per uncovered route, gone once builds are
+// signed for every class the policy sends to them.
+TEST_F(SignedRepository, RoutesNoSignedBuildCoversAreWarnedAbout) {
+  const std::shared_ptr<const policy::Policy> policy = policy::DefaultPolicy();
+  std::vector<std::string> uncovered;
+  for (const std::string& path : policy->ReachablePathNames()) {
+    for (policy::HardwareClass routed : policy->HardwareClassesRoutedTo(path)) {
+      const std::string name(policy::HardwareClassName(routed));
+      if (name != "x86_cpu" && name != "arm64_cpu") {
+        uncovered.push_back(absl::StrCat("weightpath_catalog_uncovered_routes{hardware_class=\"",
+                                         name, "\",model=\"", kModel, "\",weight_path=\"", path,
+                                         "\"}"));
+      }
+    }
+  }
+  // The analysis is per class: w4a8-amx (AMX) only ever reaches x86 CPUs.
+  EXPECT_THAT(policy->HardwareClassesRoutedTo("w4a8-amx"),
+              ::testing::ElementsAre(policy::HardwareClass::kX86Cpu));
+  ASSERT_FALSE(uncovered.empty());
+  {
+    auto server = ServerProcess::Start(ServerArgs());
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<std::string> text = HttpGet((*server)->metrics_address(), "/metrics");
+    ASSERT_TRUE(text.ok()) << text.status();
+    for (const std::string& series : uncovered) {
+      EXPECT_EQ(SampleValue(*text, series).value_or(-1), 1.0) << series;
+    }
+    EXPECT_THAT((*server)->Log(),
+                AllOf(HasSubstr(absl::StrCat("routes ", uncovered.size(),
+                                             " hardware class/weight path pair(s) to a signed "
+                                             "target not built for that class")),
+                      HasSubstr("jetson -> Spark-X2.5-1.7B")));
+  }
+  for (const std::string& path : policy->ReachablePathNames()) {
+    ProcessResult added = Ctl({"repo", "add-target", "--repo", repo_, "--path", TargetPath(path),
+                               "--length", "262144", "--sha256", FakeSha256(path, "2026.11.2"),
+                               "--model", kModel, "--weight-path", path, "--version", "2026.11.2",
+                               "--hardware-classes",
+                               "x86_cpu,arm64_cpu,jetson,cuda_discrete,npu_phone", "--replace"});
+    ASSERT_EQ(added.exit_code, 0) << added.err;
+  }
+  Publish();
+  auto covered = ServerProcess::Start(ServerArgs());
+  ASSERT_TRUE(covered.ok()) << covered.status();
+  absl::StatusOr<std::string> text = HttpGet((*covered)->metrics_address(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, ::testing::Not(HasSubstr("weightpath_catalog_uncovered_routes{")));
+  EXPECT_THAT((*covered)->Log(), ::testing::Not(HasSubstr("not built for that class")));
 }
 
 TEST_F(SignedRepository, APlainCatalogIsReportedUnsigned) {
