@@ -175,6 +175,20 @@ bool Settled(v1::RolloutState state) {
 
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
+// What a change is, for the one-block-per-change output: the rollout as
+// shown, less the bake countdown in its state reason ("baking, 25m3.5s
+// left"), which moves on every read while nothing else does.
+std::string ChangeKey(v1::Rollout rollout) {
+  std::string reason = rollout.state_reason();
+  const size_t baking = reason.find("baking, ");
+  if (baking != std::string::npos) {
+    const size_t left = reason.find(" left", baking);
+    if (left != std::string::npos) reason.erase(baking + 8, left - baking - 8);
+  }
+  rollout.set_state_reason(reason);
+  return FormatRolloutProgress(rollout);
+}
+
 int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io) {
   absl::Duration interval = absl::Seconds(2);
   if (std::optional<std::string> text = arguments.Value("interval")) {
@@ -229,7 +243,9 @@ int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io)
     } else {
       block = FormatRolloutProgress(rollout);
     }
-    if (block != shown) {
+    // On a terminal the countdown is redrawn; elsewhere it is no change.
+    const std::string key = in_place ? block : ChangeKey(rollout);
+    if (key != shown) {
       if (in_place) {
         io.out << "\033[H\033[2J";
       } else if (!shown.empty()) {
@@ -240,7 +256,7 @@ int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io)
         io.out << "\n(every " << FormatSeconds(interval) << "; Ctrl-C to stop)\n";
       }
       io.out.flush();
-      shown = std::move(block);
+      shown = key;
     }
     if (Settled(rollout.state())) {
       exit_code = rollout.state() == v1::ROLLOUT_STATE_COMPLETED ? kExitOk : kExitFailure;
