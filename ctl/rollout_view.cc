@@ -91,6 +91,13 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
     absl::StrAppend(&out, "\n");
   }
 
+  // The server sets a reason at every evaluation and clears it on create,
+  // so a progressing rollout without one has no counts yet, not zeros.
+  if (rollout.state() == v1::ROLLOUT_STATE_PROGRESSING && rollout.state_reason().empty()) {
+    absl::StrAppend(&out, "  members:   not evaluated yet\n  control:   not evaluated yet\n",
+                    "  gates:     not evaluated yet\n");
+    return out;
+  }
   const v1::CohortOutcomes& members = rollout.members();
   const v1::CohortOutcomes& control = rollout.control();
   absl::StrAppend(&out, "  members:   ", Counted(members.devices(), "device", "devices"), ", ",

@@ -146,6 +146,19 @@ TEST(CtlRolloutViewTest, ProgressShowsStageMembersOutcomesGatesAndReason) {
   EXPECT_THAT(view, HasSubstr("action:    set priority PRIORITY_FIDELITY"));
 }
 
+TEST(CtlRolloutViewTest, BeforeTheFirstEvaluationCountsSayNotEvaluatedYetInsteadOfZeros) {
+  v1::Rollout fresh = *ParseRolloutYaml(ReadExample(), "example.yaml");
+  fresh.set_state(v1::ROLLOUT_STATE_PROGRESSING);
+  const std::string view = FormatRolloutProgress(fresh);
+  EXPECT_THAT(view, HasSubstr("stage:     1 of 4 at 1%"));
+  EXPECT_THAT(view, HasSubstr("bake 30m 0s, needs 5 reporting, silent after 30m 0s"));
+  EXPECT_THAT(view, HasSubstr("members:   not evaluated yet\n"));
+  EXPECT_THAT(view, HasSubstr("gates:     not evaluated yet\n"));
+  EXPECT_THAT(view, ::testing::Not(HasSubstr("0 devices")));
+  fresh.set_state_reason("stage 0: baking, 30m left");
+  EXPECT_THAT(FormatRolloutProgress(fresh), HasSubstr("members:   0 devices, 0 reporting"));
+}
+
 TEST(CtlRolloutViewTest, ListHasOneLinePerRolloutAndJsonUsesProtoNames) {
   const std::string list = FormatRolloutList({InProgress()});
   EXPECT_THAT(list, HasSubstr("agentic-fidelity"));
