@@ -3,6 +3,7 @@
 #include "server/api/rollout_explain.h"
 
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -183,41 +184,43 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   store_workers.threads = kStoreWorkerThreads;
   store_workers.max_queued = kStoreCallsQueued;
   server->store_executor_ = std::make_unique<StoreExecutor>(store_workers);
+  WeightPathServer* self = server.get();
+  FleetAdminService::ExplainFunction explain = [self](const v1::ExplainDecisionRequest& request) {
+    const std::shared_ptr<const Snapshot> snapshot = self->snapshots_.Share();
+    const std::shared_ptr<const RolloutCache::Rollouts> rollouts = self->rollout_cache_.Current();
+    ExplainContext context;
+    context.snapshot = snapshot.get();
+    context.rollouts = rollouts.get();
+    if (self->fleet_ != nullptr) {
+      context.store = &self->fleet_->store();
+      FleetState* fleet = self->fleet_.get();
+      context.apply_verification = [fleet](const v1::ResolveWeightPathRequest& subject,
+                                           v1::ResolveWeightPathResponse* decision) {
+        fleet->ApplyVerification(subject, decision);
+      };
+    }
+    context.now = SystemClockInstance()->Now();
+    return ExplainDecision(request, context);
+  };
+  // With a fleet store every part exists; without one (--store=none) the
+  // services are told so explicitly.
+  std::optional<FleetAdminService::Fleet> admin_fleet = FleetAdminService::kNoFleet;
+  std::optional<WeightPathService::Fleet> device_fleet = WeightPathService::kNoFleet;
+  if (server->fleet_ != nullptr) {
+    admin_fleet.emplace(FleetAdminService::Fleet{*server->fleet_queries_, *server->rollout_admin_});
+    device_fleet.emplace(WeightPathService::Fleet{*server->fleet_, server->rollout_cache_,
+                                                  *server->rollout_metrics_});
+  }
   server->fleet_admin_ = std::make_unique<FleetAdminService>(
-      server->operator_auth_.get(), server->fleet_queries_.get(), server->store_executor_.get());
+      server->operator_auth_.get(), admin_fleet, std::move(explain), server->store_executor_.get());
   DeviceCallLimitOptions limits;
   limits.rate_per_second = config.device_rate_limit;
   limits.burst = config.device_rate_burst;
   limits.max_inflight = config.max_inflight_device_calls;
   server->device_call_limits_ = std::make_unique<DeviceCallLimits>(limits);
   server->service_ = std::make_unique<WeightPathService>(
-      &server->snapshots_, server->metrics_.get(), mutual_tls, server->fleet_.get(),
+      &server->snapshots_, server->metrics_.get(), mutual_tls, device_fleet,
       server->store_executor_.get(), server->device_call_limits_.get());
-  {
-    WeightPathServer* self = server.get();
-    server->fleet_admin_->SetRolloutHandlers(
-        server->rollout_admin_.get(), [self](const v1::ExplainDecisionRequest& request) {
-          const std::shared_ptr<const Snapshot> snapshot = self->snapshots_.Share();
-          const std::shared_ptr<const RolloutCache::Rollouts> rollouts =
-              self->rollout_cache_.Current();
-          ExplainContext context;
-          context.snapshot = snapshot.get();
-          context.rollouts = rollouts.get();
-          if (self->fleet_ != nullptr) {
-            context.store = &self->fleet_->store();
-            FleetState* fleet = self->fleet_.get();
-            context.apply_verification = [fleet](const v1::ResolveWeightPathRequest& subject,
-                                                 v1::ResolveWeightPathResponse* decision) {
-              fleet->ApplyVerification(subject, decision);
-            };
-          }
-          context.now = SystemClockInstance()->Now();
-          return ExplainDecision(request, context);
-        });
-    if (server->fleet_ != nullptr) {
-      server->service_->SetRollouts(&server->rollout_cache_, server->rollout_metrics_.get());
-    }
-  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;

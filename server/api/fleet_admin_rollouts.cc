@@ -9,11 +9,6 @@
 
 namespace weightpath::server {
 
-void FleetAdminService::SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain) {
-  rollouts_ = rollouts;
-  explain_ = std::move(explain);
-}
-
 grpc::ServerUnaryReactor* FleetAdminService::CreateRollout(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
@@ -65,19 +60,19 @@ grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServe
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleCreateRollout(
     const grpc::ServerContextBase& context, const v1::CreateRolloutRequest& request) {
   RETURN_IF_ERROR(Admit(context, "CreateRollout", Needs::kRollouts));
-  return rollouts_->Create(request.rollout());
+  return fleet_->rollouts.Create(request.rollout());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleGetRollout(
     const grpc::ServerContextBase& context, const v1::GetRolloutRequest& request) {
   RETURN_IF_ERROR(Admit(context, "GetRollout", Needs::kRollouts));
-  return rollouts_->Get(request.id());
+  return fleet_->rollouts.Get(request.id());
 }
 
 absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
     const grpc::ServerContextBase& context, const v1::ListRolloutsRequest& /*request*/) {
   RETURN_IF_ERROR(Admit(context, "ListRollouts", Needs::kRollouts));
-  ASSIGN_OR_RETURN(std::vector<v1::Rollout> listed, rollouts_->List());
+  ASSIGN_OR_RETURN(std::vector<v1::Rollout> listed, fleet_->rollouts.List());
   v1::ListRolloutsResponse response;
   for (v1::Rollout& rollout : listed) *response.add_rollouts() = std::move(rollout);
   return response;
@@ -86,25 +81,25 @@ absl::StatusOr<v1::ListRolloutsResponse> FleetAdminService::HandleListRollouts(
 absl::StatusOr<v1::Rollout> FleetAdminService::HandlePauseRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
   RETURN_IF_ERROR(Admit(context, "PauseRollout", Needs::kRollouts));
-  return rollouts_->Pause(request.id(), request.reason());
+  return fleet_->rollouts.Pause(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleResumeRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
   RETURN_IF_ERROR(Admit(context, "ResumeRollout", Needs::kRollouts));
-  return rollouts_->Resume(request.id(), request.reason());
+  return fleet_->rollouts.Resume(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleAdvanceRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
   RETURN_IF_ERROR(Admit(context, "AdvanceRollout", Needs::kRollouts));
-  return rollouts_->Advance(request.id(), request.reason());
+  return fleet_->rollouts.Advance(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleAbortRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
   RETURN_IF_ERROR(Admit(context, "AbortRollout", Needs::kRollouts));
-  return rollouts_->Abort(request.id(), request.reason());
+  return fleet_->rollouts.Abort(request.id(), request.reason());
 }
 
 absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(

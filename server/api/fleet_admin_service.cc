@@ -33,13 +33,13 @@ absl::Status FleetAdminService::Admit(const grpc::ServerContextBase& context, co
     case Needs::kOperatorOnly:
       break;
     case Needs::kFleetRegistry:
-      if (fleet_queries_ == nullptr) {
+      if (!fleet_.has_value()) {
         return absl::FailedPreconditionError(
             "the server runs with --store=none: there is no fleet registry to read");
       }
       break;
     case Needs::kRollouts:
-      if (rollouts_ == nullptr) {
+      if (!fleet_.has_value()) {
         return absl::FailedPreconditionError(
             "the server runs with --store=none: rollouts need a fleet store shared by the replicas");
       }
@@ -75,25 +75,25 @@ grpc::ServerUnaryReactor* FleetAdminService::GetVerificationMatrix(
 absl::StatusOr<v1::ListDevicesResponse> FleetAdminService::HandleListDevices(
     const grpc::ServerContextBase& context, const v1::ListDevicesRequest& request) {
   RETURN_IF_ERROR(Admit(context, "ListDevices", Needs::kFleetRegistry));
-  return fleet_queries_->ListDevices(request);
+  return fleet_->queries.ListDevices(request);
 }
 
 absl::StatusOr<v1::Device> FleetAdminService::HandleGetDevice(const grpc::ServerContextBase& context,
                                                               const v1::GetDeviceRequest& request) {
   RETURN_IF_ERROR(Admit(context, "GetDevice", Needs::kFleetRegistry));
-  return fleet_queries_->GetDevice(request);
+  return fleet_->queries.GetDevice(request);
 }
 
 absl::StatusOr<v1::FleetSummaryResponse> FleetAdminService::HandleFleetSummary(
     const grpc::ServerContextBase& context, const v1::FleetSummaryRequest& request) {
   RETURN_IF_ERROR(Admit(context, "FleetSummary", Needs::kFleetRegistry));
-  return fleet_queries_->FleetSummary(request);
+  return fleet_->queries.FleetSummary(request);
 }
 
 absl::StatusOr<v1::GetVerificationMatrixResponse> FleetAdminService::HandleGetVerificationMatrix(
     const grpc::ServerContextBase& context, const v1::GetVerificationMatrixRequest& /*request*/) {
   RETURN_IF_ERROR(Admit(context, "GetVerificationMatrix", Needs::kFleetRegistry));
-  return fleet_queries_->VerificationMatrix();
+  return fleet_->queries.VerificationMatrix();
 }
 
 }  // namespace weightpath::server

@@ -11,6 +11,9 @@
 // INVALID_ARGUMENT naming its type.
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -40,19 +43,22 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_ExplainDecision<
           v1::FleetAdmin::CallbackService>>>>>>>>>>>> {
  public:
-  // `fleet_queries` may be null (--store=none): every fleet call then gets
-  // FAILED_PRECONDITION naming --store. `store_executor` runs every call and
-  // must outlive them.
-  FleetAdminService(const OperatorAuth* auth, FleetQueries* fleet_queries,
-                    StoreExecutor* store_executor)
-      : auth_(auth), fleet_queries_(fleet_queries), store_executor_(store_executor) {}
-
-  // Rollout RPCs and ExplainDecision, in rollout_admin_rpcs.cc. Without
-  // SetRolloutHandlers (--store=none) the rollout calls are
-  // FAILED_PRECONDITION naming --store.
+  // The fleet registry's queries and the rollout operations, with a fleet
+  // store. Without one (--store=none) the service gets kNoFleet: every
+  // fleet and rollout call is FAILED_PRECONDITION naming --store.
+  struct Fleet {
+    FleetQueries& queries;
+    RolloutAdmin& rollouts;
+  };
+  static constexpr std::nullopt_t kNoFleet = std::nullopt;
+  // ExplainDecision (api/fleet_admin_rollouts.cc), with or without a store.
   using ExplainFunction = std::function<absl::StatusOr<v1::ExplainDecisionResponse>(
       const v1::ExplainDecisionRequest&)>;
-  void SetRolloutHandlers(RolloutAdmin* rollouts, ExplainFunction explain);
+
+  // `store_executor` runs every call and must outlive them.
+  FleetAdminService(const OperatorAuth* auth, std::optional<Fleet> fleet, ExplainFunction explain,
+                    StoreExecutor* store_executor)
+      : auth_(auth), fleet_(fleet), explain_(std::move(explain)), store_executor_(store_executor) {}
 
   // Wire bytes in and out; clients see the ordinary typed methods.
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
@@ -133,7 +139,7 @@ class FleetAdminService final
   enum class Needs {
     kOperatorOnly,   // ExplainDecision of a full request reads no store
     kFleetRegistry,  // the device, summary and verification queries
-    kRollouts,       // the rollout handlers (SetRolloutHandlers)
+    kRollouts,       // the rollout operations (a fleet store)
   };
   // The one admission of every FleetAdmin call: OK when the caller is an
   // operator (a refusal is logged with the peer) and what `needs` names is
@@ -141,10 +147,9 @@ class FleetAdminService final
   absl::Status Admit(const grpc::ServerContextBase& context, const char* method, Needs needs) const;
 
   const OperatorAuth* const auth_;
-  FleetQueries* const fleet_queries_;
+  const std::optional<Fleet> fleet_;
+  const ExplainFunction explain_;
   StoreExecutor* const store_executor_;
-  RolloutAdmin* rollouts_ = nullptr;
-  ExplainFunction explain_;
 };
 
 template <typename Request, typename Response>

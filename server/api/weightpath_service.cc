@@ -48,7 +48,7 @@ void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* 
 }
 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                                     bool require_client_identity, FleetState* fleet,
+                                     bool require_client_identity, std::optional<Fleet> fleet,
                                      StoreExecutor* store_executor, DeviceCallLimits* limits)
     : snapshots_(snapshots),
       metrics_(metrics),
@@ -133,7 +133,7 @@ grpc::ServerUnaryReactor* WeightPathService::ResolveWeightPath(grpc::CallbackSer
 bool WeightPathService::FindKnownDecision(const RequestHead& head, const Snapshot& snapshot,
                                           policy::Decision* decision) const {
   if (ProfileMemoOff()) return false;
-  if (rollouts_ != nullptr && !rollouts_->ForThisCall()->empty()) return false;
+  if (fleet_.has_value() && !fleet_->rollouts.ForThisCall()->empty()) return false;
   if (!RequestHeadIsValid(head)) return false;
   const ProfileMemo::Epoch epoch = memo_.EpochFor(*snapshots_, snapshot);
   if (epoch.policy_reads_labels) return false;
@@ -151,7 +151,7 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
       !CheckDeviceIdentity(*context->auth_context(), head.device_id).ok()) {
     return false;
   }
-  if (fleet_ != nullptr) {
+  if (fleet_.has_value()) {
     // The fleet's sighting record and evidence read the whole request.
     if (!KnownDecisionEtagIsValid(head.known_decision_etag) ||
         !ParseResolveRequest(wire, scratch).ok()) {
@@ -206,7 +206,8 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   RETURN_IF_ERROR(AdmitDevice(*context, ValidateResolveRequest(request), request.device_id()));
   // Both stay valid for the whole call; a refresh or reload publishes new ones.
   const Published<RolloutCache::Rollouts>::Pin rollouts =
-      rollouts_ != nullptr ? rollouts_->ForThisCall() : Published<RolloutCache::Rollouts>::Pin::Of(kNoRollouts);
+      fleet_.has_value() ? fleet_->rollouts.ForThisCall()
+                         : Published<RolloutCache::Rollouts>::Pin::Of(kNoRollouts);
   const SnapshotHolder::Pin snapshot = snapshots_->Current();
   ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, *snapshot, summary, *rollouts));
   AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
@@ -224,7 +225,7 @@ void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& reques
   per_call->set_decision_etag(decided.EtagFor(*per_call));
   // The sighting is recorded either way: an unchanged answer is still a
   // device that is alive and runs this decision.
-  if (fleet_ != nullptr) fleet_->RecordResolve(request, decided.message, *per_call);
+  if (fleet_.has_value()) fleet_->state.RecordResolve(request, decided.message, *per_call);
   if (!request.known_decision_etag().empty() &&
       request.known_decision_etag() == per_call->decision_etag()) {
     summary->unchanged = true;
@@ -232,8 +233,8 @@ void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& reques
                             per_call->decision_etag(), response_bytes);
     return;
   }
-  if (fleet_ != nullptr) {
-    fleet_->ApplyVerification(decided.message.weight_path().name(), decided.message.hardware_class(),
+  if (fleet_.has_value()) {
+    fleet_->state.ApplyVerification(decided.message.weight_path().name(), decided.message.hardware_class(),
                               request.profile().cpu_model(), per_call->mutable_weight_path());
   }
   EncodeResolveResponse(decided.encoded, *per_call, response_bytes);
@@ -301,11 +302,11 @@ grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
 absl::StatusOr<v1::ReportMeasurementResponse> WeightPathService::RecordMeasurement(
     const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request) {
   RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
-  if (fleet_ == nullptr) {
+  if (!fleet_.has_value()) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: measurements cannot be recorded");
   }
-  return fleet_->ReportMeasurement(request);
+  return fleet_->state.ReportMeasurement(request);
 }
 
 }  // namespace weightpath::server

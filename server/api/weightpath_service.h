@@ -6,6 +6,8 @@
 // (server/store_call.h).
 #pragma once
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/grpc_status.h"
@@ -41,11 +43,23 @@ class WeightPathService final
           v1::WeightPath::WithRawCallbackMethod_ReportMeasurement<
               v1::WeightPath::WithRawCallbackMethod_ReportOutcome<v1::WeightPath::CallbackService>>> {
  public:
-  // `fleet`: null with --store=none. `store_executor` runs the reports
-  // (they commit before answering), and must outlive every call. `limits`
-  // (may be null: none) admit each device call before its work.
+  // What a server with a fleet store serves from: resolves record their
+  // sighting and read fleet evidence and the rollouts (from the cache, never
+  // the database); reports go to the store. A server without one
+  // (--store=none) passes kNoFleet: resolves answer from the policy alone
+  // and reports are FAILED_PRECONDITION naming --store.
+  struct Fleet {
+    FleetState& state;
+    RolloutCache& rollouts;
+    RolloutMetrics& rollout_metrics;
+  };
+  static constexpr std::nullopt_t kNoFleet = std::nullopt;
+
+  // `store_executor` runs the reports (they commit before answering), and
+  // must outlive every call. `limits` (may be null: none) admit each device
+  // call before its work.
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
-                    bool require_client_identity, FleetState* fleet,
+                    bool require_client_identity, std::optional<Fleet> fleet,
                     StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr);
 
   // Answered on the callback thread: a resolve never touches the store.
@@ -61,13 +75,6 @@ class WeightPathService final
   grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request_bytes,
                                           grpc::ByteBuffer* response_bytes) override;
-
-  // Resolves consult `cache` (never the database) and ReportOutcome records
-  // into the fleet store; set once before serving.
-  void SetRollouts(RolloutCache* cache, RolloutMetrics* metrics) {
-    rollouts_ = cache;
-    rollout_metrics_ = metrics;
-  }
 
  private:
   // What every device call checks first: the request's own validation, then
@@ -85,7 +92,7 @@ class WeightPathService final
   static void LogRefused(absl::string_view method, const std::string& device_id,
                          const absl::Status& status);
   // The typed reports, run on a store worker. ReportOutcome's is in
-  // rollout_report_outcome.cc and needs SetRollouts (a fleet store).
+  // weightpath_service_outcomes.cc and needs a fleet store.
   absl::StatusOr<v1::ReportMeasurementResponse> RecordMeasurement(
       const grpc::CallbackServerContext& context, const v1::ReportMeasurementRequest& request);
   absl::StatusOr<v1::ReportOutcomeResponse> RecordOutcome(const grpc::CallbackServerContext& context,
@@ -135,11 +142,9 @@ class WeightPathService final
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;
   const bool require_client_identity_;
-  FleetState* const fleet_;
+  const std::optional<Fleet> fleet_;
   StoreExecutor* const store_executor_;
   DeviceCallLimits* const limits_;
-  RolloutCache* rollouts_ = nullptr;
-  RolloutMetrics* rollout_metrics_ = nullptr;
   // Verdicts and decisions by profile bytes (fixed memory, see its header).
   mutable ProfileMemo memo_;
 };

@@ -29,14 +29,14 @@ grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerC
 absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
     const grpc::CallbackServerContext& context, const v1::ReportOutcomeRequest& request) {
   RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
-  if (fleet_ == nullptr || rollouts_ == nullptr) {
+  if (!fleet_.has_value()) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: outcomes cannot be recorded");
   }
   OutcomeContext outcome_context;
-  outcome_context.store = &fleet_->store();
-  outcome_context.cache = rollouts_;
-  outcome_context.metrics = rollout_metrics_;
+  outcome_context.store = &fleet_->state.store();
+  outcome_context.cache = &fleet_->rollouts;
+  outcome_context.metrics = &fleet_->rollout_metrics;
   outcome_context.received_at = absl::Now();
   return HandleReportOutcome(request, outcome_context);
 }
