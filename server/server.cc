@@ -120,6 +120,22 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   }
   RETURN_IF_ERROR(server->watcher_->LoadInitial());
 
+  // Operator identities are checked before any port is bound: a bad
+  // entry in --config is named whatever else holds the ports.
+  const bool mutual_tls = !config.client_ca_path.empty();
+  ASSIGN_OR_RETURN(std::vector<OperatorCredential> operator_credentials, OperatorCredentials(config));
+  // Under mutual TLS only certificates admit operators, so a generated
+  // token would admit no one.
+  if (operator_credentials.empty() && !mutual_tls) {
+    ASSIGN_OR_RETURN(const std::string token_file,
+                     DefaultAdminTokenFile(DefaultCatalogStateDir(config.store_url), config.store_url));
+    if (!token_file.empty()) {
+      operator_credentials.push_back({"admin", Role::kAdmin, token_file, "", "admin token file"});
+    }
+  }
+  ASSIGN_OR_RETURN(OperatorAuth operator_auth, OperatorAuth::Create(mutual_tls, operator_credentials));
+  server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
+
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_listen);
   } catch (const std::exception& e) {
@@ -137,19 +153,6 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->metrics_address_ =
       WithPort(config.metrics_listen, metrics_ports.empty() ? 0 : metrics_ports.front());
 
-  const bool mutual_tls = !config.client_ca_path.empty();
-  ASSIGN_OR_RETURN(std::vector<OperatorCredential> operator_credentials, OperatorCredentials(config));
-  // Under mutual TLS only certificates admit operators, so a generated
-  // token would admit no one.
-  if (operator_credentials.empty() && !mutual_tls) {
-    ASSIGN_OR_RETURN(const std::string token_file,
-                     DefaultAdminTokenFile(DefaultCatalogStateDir(config.store_url), config.store_url));
-    if (!token_file.empty()) {
-      operator_credentials.push_back({"admin", Role::kAdmin, token_file, "", "admin token file"});
-    }
-  }
-  ASSIGN_OR_RETURN(OperatorAuth operator_auth, OperatorAuth::Create(mutual_tls, operator_credentials));
-  server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
   if (config.store_url != "none") {
     absl::StatusOr<std::unique_ptr<store::FleetStore>> store = store::OpenFleetStore(config.store_url);
     if (!store.ok()) {

@@ -127,6 +127,11 @@ ExitResult ServerProcess::RunToExit(std::vector<std::string> args, absl::Duratio
   TempDir dir;
   const std::string log_path = dir.File("server.log");
   if (!Names(args, "store")) args.push_back("--store=sqlite:" + dir.File("fleet.db"));
+  // Ports picked by the kernel, unless the test is about them: a start that
+  // gets past the check under test must not fail on, or take, a fixed port
+  // another suite holds.
+  if (!Names(args, "listen")) args.push_back("--listen=127.0.0.1:0");
+  if (!Names(args, "metrics_listen")) args.push_back("--metrics_listen=127.0.0.1:0");
   ::weightpath::testing::SpawnOptions options;
   options.stderr_path = log_path;
   absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> process =
