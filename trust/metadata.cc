@@ -588,7 +588,9 @@ absl::StatusOr<absl::Time> ParseExpires(absl::string_view text) {
 }
 
 std::string FormatExpires(absl::Time time) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
+  // %E4Y: the four digits ParseExpires reads, so a year before 1000 (0326)
+  // round-trips instead of printing as "326".
+  return absl::FormatTime("%E4Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
 }
 
 absl::StatusOr<Metadata<Root>> ParseRoot(absl::string_view bytes, absl::string_view label) {

@@ -101,6 +101,14 @@ TEST(TrustMetadataTest, ExpiresIsStrictlyTheSpecForm) {
     EXPECT_THAT(ParseExpires(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
   }
   EXPECT_THAT(ParseExpires("2028-02-29T00:00:00Z"), IsOk());
+  // Every year the form allows prints back as it was written (found by
+  // tuf_metadata_fuzzer: a 0326 expiry formatted as "326-...", so the parsed
+  // document no longer matched the signed bytes).
+  for (const char* text : {"0326-06-22T15:06:40Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"}) {
+    absl::StatusOr<absl::Time> early = ParseExpires(text);
+    ASSERT_THAT(early, IsOk()) << text;
+    EXPECT_EQ(FormatExpires(*early), text);
+  }
 }
 
 TEST(TrustMetadataTest, DelegationPathsMatchComponentByComponent) {
