@@ -130,7 +130,7 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     std::vector<SqlValue> record_params;
     std::vector<SqlValue> sighting_params;
     record_params.reserve(rows * 7);
-    sighting_params.reserve(rows * 5);
+    sighting_params.reserve(rows * 7);
     for (size_t r = 0; r < rows; ++r) {
       const EncodedDevice& device = *changed[offset + r];
       record_params.emplace_back(device.device_id);
@@ -145,6 +145,8 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
       sighting_params.emplace_back(device.path);
       sighting_params.emplace_back(device.last_seen_us);
       sighting_params.emplace_back(device.fingerprint);
+      sighting_params.emplace_back(device.policy_version);
+      sighting_params.emplace_back(device.agent_version);
     }
     RETURN_IF_ERROR(
         session
@@ -160,11 +162,14 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     RETURN_IF_ERROR(
         session
             .Query(absl::StrCat("INSERT INTO device_sightings (device_id, hardware_class, path, "
-                                "last_seen_us, record_hash) VALUES ",
-                                Placeholders(rows, 5),
+                                "last_seen_us, record_hash, policy_version, agent_version) "
+                                "VALUES ",
+                                Placeholders(rows, 7),
                                 " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
                                 "excluded.hardware_class, path = excluded.path, last_seen_us = "
-                                "excluded.last_seen_us, record_hash = excluded.record_hash WHERE "
+                                "excluded.last_seen_us, record_hash = excluded.record_hash, "
+                                "policy_version = excluded.policy_version, agent_version = "
+                                "excluded.agent_version WHERE "
                                 "excluded.last_seen_us >= device_sightings.last_seen_us"),
                    sighting_params)
             .status());

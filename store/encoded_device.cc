@@ -62,6 +62,8 @@ EncodedDevice EncodeDevice(const v1::Device& device) {
   encoded.hardware_class = device.hardware_class();
   encoded.path = device.path();
   encoded.cpu_model = device.profile().cpu_model();
+  encoded.policy_version = device.policy_version();
+  encoded.agent_version = device.agent_version();
   if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromProtoTime(device.first_seen()));
   if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromProtoTime(device.last_seen()));
   encoded.body.reserve(full.size());

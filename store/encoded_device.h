@@ -22,6 +22,10 @@ struct EncodedDevice {
   std::string hardware_class;
   std::string path;
   std::string cpu_model;
+  // Also in the body; columns of the sighting so versions are counted
+  // without decoding bodies.
+  std::string policy_version;
+  std::string agent_version;
   int64_t first_seen_us = 0;  // 0: not given; a new device's first_seen is its last_seen
   int64_t last_seen_us = 0;   // 0: not given (refused by the store)
   std::string body;           // deterministic wire encoding, without the column fields

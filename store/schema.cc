@@ -193,6 +193,37 @@ ALTER TABLE measurements ADD CONSTRAINT measurements_device_key
 ALTER TABLE outcomes DROP CONSTRAINT outcomes_idempotency_key_key;
 ALTER TABLE outcomes ADD CONSTRAINT outcomes_device_key UNIQUE (device_id, idempotency_key);
 )sql"},
+      {6, "audit trail; device versions beside each sighting", R"sql(
+-- One row per mutating FleetAdmin call, refused ones included. Listed by
+-- time (ListAuditEvents: since, newest first when truncated), so the index
+-- is on the time with the id to order events of one microsecond.
+CREATE TABLE audit_events (
+  id {id},
+  time_us BIGINT NOT NULL,
+  identity TEXT NOT NULL,
+  role TEXT NOT NULL,
+  rpc TEXT NOT NULL,
+  target TEXT NOT NULL,
+  request_summary TEXT NOT NULL,
+  result TEXT NOT NULL,
+  message TEXT NOT NULL,
+  replica TEXT NOT NULL
+);
+CREATE INDEX audit_events_time ON audit_events (time_us, id);
+-- The devices-by-version gauges count the sightings seen within a window,
+-- as the devices-seen gauge does: one scan of the short rows, grouped in
+-- memory, never the encoded bodies. No index: one on a version would not
+-- serve a count bounded by last_seen, and one with last_seen would be
+-- rewritten by every resolve's bump. A body changes with either version,
+-- so the columns are written wherever the body is.
+ALTER TABLE device_sightings ADD COLUMN policy_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE device_sightings ADD COLUMN agent_version TEXT NOT NULL DEFAULT '';
+-- The versions of rows written before are inside their bodies, which SQL
+-- cannot read: record_hash 0 matches no record, so each device's next
+-- resolve rewrites its row once with both columns (until then it counts
+-- as version "").
+UPDATE device_sightings SET record_hash = 0;
+)sql"},
   };
   return migrations;
 }

@@ -199,6 +199,23 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
+  absl::StatusOr<DeviceVersionCounts> CountDevicesByVersion(absl::Time seen_since) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // One scan for both counts: grouped by the pair, folded here.
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("SELECT policy_version, agent_version, COUNT(*) FROM "
+                                    "device_sightings WHERE last_seen_us >= $1 "
+                                    "GROUP BY policy_version, agent_version",
+                                    {ToMicros(seen_since)}));
+    DeviceVersionCounts counts;
+    for (const SqlRow& row : rows) {
+      ASSIGN_OR_RETURN(int64_t count, CellInt(row[2], "count"));
+      counts.by_policy_version[CellText(row[0])] += static_cast<uint64_t>(count);
+      counts.by_agent_version[CellText(row[1])] += static_cast<uint64_t>(count);
+    }
+    return counts;
+  }
+
       const v1::ReportMeasurementRequest& request, absl::Time received_at,
       const RegressionCheck& regression_check) override {
     RETURN_IF_ERROR(ValidateMeasurement(request));
@@ -445,6 +462,51 @@ class SqlFleetStore : public FleetStore {
 };
 
 }  // namespace
+
+  absl::Status RecordAuditEvent(const v1::AuditEvent& event) override {
+    if (!event.has_time()) return absl::InvalidArgumentError("audit event time is required");
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    return session
+        ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, request_summary, "
+                "result, message, replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                {ToMicros(FromProtoTime(event.time())), event.identity(), event.role(), event.rpc(),
+                 event.target(), event.request_summary(), event.result(), event.message(),
+                 event.replica()})
+        .status();
+  }
+
+  absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) override {
+    if (limit > kMaxAuditLimit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limit = ", limit, " is above the maximum ", kMaxAuditLimit));
+    }
+    if (limit == 0) limit = kDefaultAuditLimit;
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // Newest first, one beyond the limit to tell whether more matched.
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("SELECT time_us, identity, role, rpc, target, request_summary, "
+                                    "result, message, replica FROM audit_events "
+                                    "WHERE time_us >= $1 ORDER BY time_us DESC, id DESC LIMIT $2",
+                                    {ToMicros(since), int64_t{limit} + 1}));
+    AuditEventList list;
+    list.truncated = rows.size() > limit;
+    if (list.truncated) rows.resize(limit);
+    list.events.reserve(rows.size());
+    for (auto row = rows.rbegin(); row != rows.rend(); ++row) {
+      v1::AuditEvent& event = list.events.emplace_back();
+      ASSIGN_OR_RETURN(int64_t time_us, CellInt((*row)[0], "audit_events.time_us"));
+      *event.mutable_time() = ToTimestamp(FromMicros(time_us));
+      event.set_identity(CellText((*row)[1]));
+      event.set_role(CellText((*row)[2]));
+      event.set_rpc(CellText((*row)[3]));
+      event.set_target(CellText((*row)[4]));
+      event.set_request_summary(CellText((*row)[5]));
+      event.set_result(CellText((*row)[6]));
+      event.set_message(CellText((*row)[7]));
+      event.set_replica(CellText((*row)[8]));
+    }
+    return list;
+  }
 
 absl::Status FleetStore::UpsertDevices(const std::vector<v1::Device>& batch) {
   // A record without last_seen encodes as last_seen_us 0, which

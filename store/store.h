@@ -62,6 +62,23 @@ struct RecordMeasurementResult {
   RegressionVerdict regression;  // as judged when first recorded
 };
 
+// Devices seen within a window, by the version strings their last record
+// carried ("" for a device whose record predates schema 6 and has not been
+// rewritten since, or that sent none).
+struct DeviceVersionCounts {
+  std::map<std::string, uint64_t> by_policy_version;
+  std::map<std::string, uint64_t> by_agent_version;
+};
+
+// ListAuditEvents' limit: 0 means kDefaultAuditLimit.
+inline constexpr uint32_t kDefaultAuditLimit = 1000;
+inline constexpr uint32_t kMaxAuditLimit = 10000;
+
+struct AuditEventList {
+  std::vector<v1::AuditEvent> events;  // oldest first
+  bool truncated = false;              // more events matched than the limit
+};
+
 struct StoredRollout {
   v1::Rollout rollout;
   int64_t revision = 0;  // pass to UpdateRollout as expected_revision
@@ -110,6 +127,10 @@ class FleetStore {
   absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>>
   DevicesSeenByClassAndPath(absl::Time since);
 
+  // Devices with last_seen >= seen_since, by policy_version and by
+  // agent_version (one scan of the sightings).
+  virtual absl::StatusOr<DeviceVersionCounts> CountDevicesByVersion(absl::Time seen_since) = 0;
+
   // --- Measurements --------------------------------------------------------
   // Validates (ValidateMeasurement), requires the device to be registered,
   // stamps the row with the device's hardware class and CPU model, and commits
@@ -156,6 +177,16 @@ class FleetStore {
 absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url);
 
 // The newest schema version this binary knows.
+
+  // --- Audit trail ---------------------------------------------------------
+  // Commits one event durably (event.time required; the store keeps it to
+  // the microsecond). The store takes the fields as given: bounding and
+  // escaping them is the caller's.
+  virtual absl::Status RecordAuditEvent(const v1::AuditEvent& event) = 0;
+  // Events with time >= since, oldest first; at most `limit` (0:
+  // kDefaultAuditLimit; above kMaxAuditLimit INVALID_ARGUMENT naming limit),
+  // the newest ones when more matched.
+  virtual absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) = 0;
 int LatestSchemaVersion();
 
 }  // namespace weightpath::store

@@ -130,6 +130,8 @@ store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& requ
   record.hardware_class = decided.hardware_class();
   record.path = decided.weight_path().name();
   record.cpu_model = request.profile().cpu_model();
+  record.policy_version = decided.policy_version();
+  record.agent_version = request.agent_version();
   record.last_seen_us = store::ToMicros(now);
 
   // Field-number order, as protobuf serializes; times and regression fields

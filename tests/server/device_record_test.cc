@@ -49,6 +49,8 @@ void ExpectSameRecord(const v1::ResolveWeightPathRequest& request, const Resolve
   EXPECT_EQ(direct.hardware_class, expected.hardware_class);
   EXPECT_EQ(direct.path, expected.path);
   EXPECT_EQ(direct.cpu_model, expected.cpu_model);
+  EXPECT_EQ(direct.policy_version, expected.policy_version);
+  EXPECT_EQ(direct.agent_version, expected.agent_version);
   EXPECT_EQ(direct.first_seen_us, 0);
   EXPECT_EQ(direct.last_seen_us, store::ToMicros(kNow));
 }

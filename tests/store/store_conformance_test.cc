@@ -1,6 +1,7 @@
 // One suite, run unchanged against SQLite and a real PostgreSQL 15.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "store/schema.h"
 #include "store/sql_database.h"
+#include "store/encoded_device.h"
 #include "store/store.h"
 #include "store/time_convert.h"
 #include "tests/store/seed_expectations.h"
@@ -795,3 +797,157 @@ TEST(StoreOpen, UnwritableSqliteFileIsUnavailable) {
 
 }  // namespace
 }  // namespace weightpath::store::testing
+// --- Devices by version ------------------------------------------------------
+
+TEST_P(StoreConformance, DevicesAreCountedByPolicyAndAgentVersionWithinTheWindow) {
+  auto device = [](const std::string& id, const std::string& policy, const std::string& agent,
+                   absl::Time seen) {
+    v1::Device d = MakeDevice(id, "x86_cpu", "w4a8-amx", "cpu", seen);
+    d.set_policy_version(policy);
+    d.set_agent_version(agent);
+    return d;
+  };
+  ASSERT_THAT(store_->UpsertDevices({device("a", "p2", "0.2.0", kT0), device("b", "p2", "0.1.0", kT0),
+                                     device("c", "p1", "0.1.0", kT0),
+                                     device("gone", "p0", "0.0.1", kT0 - absl::Hours(30))}),
+              IsOk());
+  auto counts = store_->CountDevicesByVersion(kT0 - absl::Hours(24));
+  ASSERT_THAT(counts, IsOk());
+  using Counts = std::map<std::string, uint64_t>;
+  EXPECT_EQ(counts->by_policy_version, (Counts{{"p1", 1}, {"p2", 2}}));
+  EXPECT_EQ(counts->by_agent_version, (Counts{{"0.1.0", 2}, {"0.2.0", 1}}));
+
+  // A device that moved to the new policy is counted there alone; a bump of
+  // an unchanged record keeps its versions.
+  ASSERT_THAT(store_->UpsertDevices({device("c", "p2", "0.2.0", kT0 + absl::Minutes(1)),
+                                     device("a", "p2", "0.2.0", kT0 + absl::Minutes(1))}),
+              IsOk());
+  counts = store_->CountDevicesByVersion(kT0 - absl::Hours(24));
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_EQ(counts->by_policy_version, (Counts{{"p2", 3}}));
+  EXPECT_EQ(counts->by_agent_version, (Counts{{"0.1.0", 1}, {"0.2.0", 2}}));
+  EXPECT_THAT(RecordedAt(url_, "a"), IsOkAndHolds(ToMicros(kT0)));
+}
+
+TEST_P(StoreConformance, DevicesStoredBySchemaVersion5GetTheirVersionsAtTheNextResolve) {
+  absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+  ASSERT_THAT(url, IsOk());
+  const v1::Device device = MakeDevice("dev-old", "x86_cpu", "w4a8-amx", "cpu", kT0);
+  const EncodedDevice encoded = EncodeDevice(device);
+  {
+    auto database = OpenSqlDatabase(*url);
+    ASSERT_THAT(database, IsOk());
+    ASSERT_THAT(ApplyMigrations(**database, 5), IsOkAndHolds(5));
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    // As version 5 wrote it: the versions only inside the body, and a
+    // fingerprint that matches the record.
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                            "first_seen_us, recorded_us, body) VALUES ($1, $2, $3, $4, $5, $5, $6)",
+                            {encoded.device_id, encoded.hardware_class, encoded.path,
+                             encoded.cpu_model, encoded.last_seen_us, SqlBlob{encoded.body}})
+                    .status(),
+                IsOk());
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO device_sightings (device_id, hardware_class, path, "
+                            "last_seen_us, record_hash) VALUES ($1, $2, $3, $4, $5)",
+                            {encoded.device_id, encoded.hardware_class, encoded.path,
+                             encoded.last_seen_us, encoded.fingerprint})
+                    .status(),
+                IsOk());
+  }
+  auto upgraded = OpenFleetStore(*url);
+  ASSERT_THAT(upgraded, IsOk());
+  EXPECT_EQ((*upgraded)->schema_version(), LatestSchemaVersion());
+  using Counts = std::map<std::string, uint64_t>;
+  auto counts = (*upgraded)->CountDevicesByVersion(kT0);
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_EQ(counts->by_policy_version, (Counts{{"", 1}}));
+
+  // The same record seen again is written whole once, versions included.
+  v1::Device again = device;
+  *again.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(1));
+  ASSERT_THAT((*upgraded)->UpsertDevices({again}), IsOk());
+  EXPECT_THAT(RecordedAt(*url, "dev-old"), IsOkAndHolds(ToMicros(kT0 + absl::Hours(1))));
+  counts = (*upgraded)->CountDevicesByVersion(kT0);
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_EQ(counts->by_policy_version, (Counts{{device.policy_version(), 1}}));
+  EXPECT_EQ(counts->by_agent_version, (Counts{{device.agent_version(), 1}}));
+  auto stored = (*upgraded)->GetDevice("dev-old");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->policy_version(), device.policy_version());
+
+  // The audit trail starts empty on the upgraded store and takes events.
+  auto events = (*upgraded)->ListAuditEvents(absl::InfinitePast(), 0);
+  ASSERT_THAT(events, IsOk());
+  EXPECT_THAT(events->events, SizeIs(0));
+  v1::AuditEvent event;
+  *event.mutable_time() = ToTimestamp(kT0);
+  event.set_rpc("CreateRollout");
+  EXPECT_THAT((*upgraded)->RecordAuditEvent(event), IsOk());
+}
+
+// --- Audit trail ---------------------------------------------------------------
+
+v1::AuditEvent AuditEventAt(absl::Time time, const std::string& target) {
+  v1::AuditEvent event;
+  *event.mutable_time() = ToTimestamp(time);
+  event.set_identity("olga");
+  event.set_role("operator");
+  event.set_rpc("PauseRollout");
+  event.set_target(target);
+  event.set_request_summary("id: \"" + target + "\" reason: \"why\"");
+  event.set_result("PERMISSION_DENIED");
+  event.set_message("needs role operator");
+  event.set_replica("replica-1");
+  return event;
+}
+
+TEST_P(StoreConformance, AuditEventsAreListedOldestFirstSinceATimeAndTheNewestKeptWhenTruncated) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_THAT(store_->RecordAuditEvent(AuditEventAt(kT0 + absl::Seconds(i), absl::StrCat("r", i))),
+                IsOk());
+  }
+  // Two events in one microsecond keep the order they were recorded in.
+  ASSERT_THAT(store_->RecordAuditEvent(AuditEventAt(kT0 + absl::Seconds(4), "r5")), IsOk());
+
+  auto all = store_->ListAuditEvents(kT0 + absl::Seconds(1), 0);
+  ASSERT_THAT(all, IsOk());
+  EXPECT_FALSE(all->truncated);
+  std::vector<std::string> targets;
+  for (const v1::AuditEvent& event : all->events) targets.push_back(event.target());
+  EXPECT_THAT(targets, ElementsAre("r1", "r2", "r3", "r4", "r5"));
+  const v1::AuditEvent expected = AuditEventAt(kT0 + absl::Seconds(1), "r1");
+  EXPECT_EQ(all->events[0].SerializeAsString(), expected.SerializeAsString())
+      << all->events[0].DebugString();
+
+  auto newest = store_->ListAuditEvents(absl::InfinitePast(), 2);
+  ASSERT_THAT(newest, IsOk());
+  EXPECT_TRUE(newest->truncated);
+  ASSERT_THAT(newest->events, SizeIs(2));
+  EXPECT_EQ(newest->events[0].target(), "r4");
+  EXPECT_EQ(newest->events[1].target(), "r5");
+
+  auto exact = store_->ListAuditEvents(absl::InfinitePast(), 6);
+  ASSERT_THAT(exact, IsOk());
+  EXPECT_FALSE(exact->truncated);
+  EXPECT_THAT(exact->events, SizeIs(6));
+
+  EXPECT_THAT(store_->ListAuditEvents(absl::InfinitePast(), kMaxAuditLimit + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("limit"), HasSubstr("10000"))));
+  v1::AuditEvent untimed = AuditEventAt(kT0, "r");
+  untimed.clear_time();
+  EXPECT_THAT(store_->RecordAuditEvent(untimed),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("time")));
+
+  // Committed: another opener of the same database sees every event.
+  store_.reset();
+  auto reopened = OpenFleetStore(url_);
+  ASSERT_THAT(reopened, IsOk());
+  auto again = (*reopened)->ListAuditEvents(absl::InfinitePast(), 0);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_THAT(again->events, SizeIs(6));
+}
+
