@@ -40,6 +40,9 @@ class Policy {
   // Rules that are the first match for no profile at all (shadowed by
   // earlier rules); allowed, but worth a warning where policies are loaded.
   const std::vector<std::string>& UnreachableRuleNames() const { return unreachable_rules_; }
+  // The rules as Evaluate tests them, for judging one rule against a
+  // profile (path_standing.h) with the evaluator's own test.
+  const CompiledRules& compiled_rules() const { return compiled_; }
   // "sha256:" + first 16 hex digits of the SHA-256 of the document text.
   const std::string& version() const { return version_; }
   const std::string& source_name() const { return source_name_; }
