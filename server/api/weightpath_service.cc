@@ -224,8 +224,16 @@ void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& reques
   FillPerCallPart(decision, per_call);
   per_call->set_decision_etag(decided.EtagFor(*per_call));
   // The sighting is recorded either way: an unchanged answer is still a
-  // device that is alive and runs this decision.
-  if (fleet_.has_value()) fleet_->state.RecordResolve(request, decided.message, *per_call);
+  // device that is alive and runs this decision. A dry run is an operator
+  // trying a profile, not a device: its answer is the same to the byte, but
+  // the registry (ListDevices, FleetSummary, the devices-seen gauge) never
+  // hears of it. Its resolve is still counted in the resolve metrics, whose
+  // labels name no device, since the server did the same work for it; and
+  // it is charged to its id's rate limit like any call, so dry_run cannot
+  // lift a device's limit (the limiter's memory is fixed either way).
+  if (fleet_.has_value() && !request.dry_run()) {
+    fleet_->state.RecordResolve(request, decided.message, *per_call);
+  }
   if (!request.known_decision_etag().empty() &&
       request.known_decision_etag() == per_call->decision_etag()) {
     summary->unchanged = true;

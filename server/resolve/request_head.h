@@ -22,6 +22,7 @@ struct RequestHead {
   int label_count = 0;  // label entries on the wire (duplicates included)
   absl::string_view agent_version;
   absl::string_view known_decision_etag;
+  bool dry_run = false;
 };
 
 }  // namespace weightpath::server

@@ -302,11 +302,19 @@ bool DecodeRequestHead(absl::string_view wire, RequestHead* head) {
   while (pos < wire.size()) {
     const uint8_t tag = bytes[pos++];
     const int field = tag >> 3;
-    if (field == Request::kPriorityFieldNumber) {
+    if (field == Request::kPriorityFieldNumber || field == Request::kDryRunFieldNumber) {
       if (tag != (field << 3 | kVarint) || pos == wire.size() || (seen & (1u << field)) != 0) return false;
       const uint8_t value = bytes[pos++];
-      if (value > v1::PRIORITY_FIDELITY) return false;  // also every longer varint
-      head->priority = static_cast<v1::Priority>(value);
+      // One byte each, which also declines every longer varint: a priority
+      // the enum names, a bool as protobuf writes one (0 or 1). Anything
+      // else (a bool of 2, which protobuf reads as true) is protobuf's.
+      if (field == Request::kPriorityFieldNumber) {
+        if (value > v1::PRIORITY_FIDELITY) return false;
+        head->priority = static_cast<v1::Priority>(value);
+      } else {
+        if (value > 1) return false;
+        head->dry_run = value == 1;
+      }
       seen |= 1u << field;
       continue;
     }

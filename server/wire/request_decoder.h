@@ -59,13 +59,13 @@ class KeptRuns {
 
 // true when `wire` is a request of the plain shape, in which case protobuf
 // parses it into exactly these top-level values (the labels map aside,
-// which is only counted): fields 1-7 each with one-byte tags and their
+// which is only counted): fields 1-8 each with one-byte tags and their
 // proto types, the singular ones at most once, a profile present, every
 // string and label ASCII (so valid UTF-8), the priority one of the enum's
-// values in one byte, and each label entry a non-empty key of under 128
-// bytes and a value of under 128 bytes, in that order. Anything else
-// (unknown fields, repeats, other encodings) is declined and left to the full
-// parse, which decides on it as protobuf does.
+// values in one byte, dry_run 0 or 1 in one byte, and each label entry a
+// non-empty key of under 128 bytes and a value of under 128 bytes, in that
+// order. Anything else (unknown fields, repeats, other encodings) is
+// declined and left to the full parse, which decides on it as protobuf does.
 bool DecodeRequestHead(absl::string_view wire, RequestHead* head);
 
 class RequestDecoder {

@@ -143,6 +143,7 @@ void FillRequestHead(const RequestHead& head, ResolveScratch* scratch) {
     set(head.known_decision_etag, request->mutable_known_decision_etag());
   }
   request->set_priority(head.priority);
+  request->set_dry_run(head.dry_run);
 }
 
 DecidedEncoding EncodeDecidedPart(const Response& decided) {

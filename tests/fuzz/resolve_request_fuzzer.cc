@@ -9,6 +9,9 @@
 //    into exactly the message protobuf parses (the decoder's kept runs carry
 //    over from one input to the next, as on a server thread);
 //  - the decoder alone, when it accepts, agrees with protobuf too;
+//  - the request head (DecodeRequestHead, what the profile memo and
+//    dry_run are read from), when it accepts, holds protobuf's top-level
+//    values, dry_run included, and hides no parse failure;
 //  - the bytes written for the response are the deterministic serialization
 //    of the response Resolve builds as one message, etag included, and the
 //    "unchanged" answer parses to exactly its four fields.
@@ -175,6 +178,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(protobuf_accepts, "the decoder accepted bytes protobuf refuses");
     const std::string differences = fuzz::Differences(reference, *decoded);
     FUZZ_CHECK(differences.empty(), absl::StrCat("decoder and protobuf differ: ", differences));
+  }
+
+  // The head, as the handler reads it before anything else.
+  server::RequestHead head;
+  if (server::DecodeRequestHead(wire, &head)) {
+    v1::HardwareProfile profile;
+    const bool profile_parses =
+        profile.ParseFromArray(head.profile.data(), static_cast<int>(head.profile.size()));
+    FUZZ_CHECK(protobuf_accepts == profile_parses, "the head hid a parse failure");
+    if (protobuf_accepts) {
+      FUZZ_CHECK(reference.device_id() == head.device_id, "head device_id differs");
+      FUZZ_CHECK(reference.model() == head.model, "head model differs");
+      FUZZ_CHECK(reference.agent_version() == head.agent_version, "head agent_version differs");
+      FUZZ_CHECK(reference.known_decision_etag() == head.known_decision_etag,
+                 "head known_decision_etag differs");
+      FUZZ_CHECK(reference.priority() == head.priority, "head priority differs");
+      FUZZ_CHECK(reference.dry_run() == head.dry_run, "head dry_run differs");
+    }
   }
 
   // The server's path, on this thread's scratch as a handler would use it.

@@ -1,8 +1,9 @@
 // Writes the fuzzers' seeds that cannot be copied from the tree as they are,
 // made fresh from the test data on every run so they always have the
 // current formats:
-//   resolve_request/  binary ResolveWeightPathRequests, one per example
-//                     profile, with labels, priorities and a known etag;
+//   resolve_request/  binary ResolveWeightPathRequests, two per example
+//                     profile (one a dry run), with labels, priorities and
+//                     a known etag;
 //   decision_record/  the decision file the agent writes for those devices;
 //   tuf_metadata/     a signed repository (root, targets with delegations
 //                     and artifacts, snapshot, timestamp) and a trust state;
@@ -83,6 +84,10 @@ void WriteRequestsAndDecisions(const fs::path& source, const fs::path& out) {
     if (!server::Resolve(request, *snapshot, &response, &summary).ok()) continue;
     if (n % 3 == 0) request.set_known_decision_etag(response.decision_etag());
     WriteFile(out / "resolve_request" / name, request.SerializeAsString());
+    // The same request as an operator's dry run: field 8 on the wire.
+    request.set_dry_run(true);
+    WriteFile(out / "resolve_request" / absl::StrCat(name, "-dry-run"), request.SerializeAsString());
+    request.set_dry_run(false);
 
     agent::DecisionRecord record;
     record.response = response;

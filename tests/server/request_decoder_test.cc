@@ -94,6 +94,7 @@ void ExpectHeadAsProtobuf(const std::string& wire, bool* accepted = nullptr) {
   EXPECT_EQ(expected.agent_version(), head.agent_version);
   EXPECT_EQ(expected.known_decision_etag(), head.known_decision_etag);
   EXPECT_EQ(expected.priority(), head.priority);
+  EXPECT_EQ(expected.dry_run(), head.dry_run);
   EXPECT_LE(static_cast<int>(expected.labels_size()), head.label_count);
   EXPECT_EQ(expected.profile().SerializeAsString(), profile.SerializeAsString());
   for (const auto& [key, value] : expected.labels()) {
@@ -163,6 +164,70 @@ TEST(RequestHeadTest, OverlongLengthsAreJudgedAsProtobufJudgesThem) {
     EXPECT_EQ(head_accepted, size == 1);
     ExpectSameAsProtobuf(decoder, reused, wire);
     ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+  }
+}
+
+// dry_run (field 8, a bool) as every encoder writes it takes the head;
+// every other encoding of it is left to protobuf, and a broken one is
+// refused as protobuf refuses it.
+TEST(RequestHeadTest, DryRunIsReadAsProtobufReadsIt) {
+  ResolveScratch scratch;
+  RequestDecoder decoder;
+  v1::ResolveWeightPathRequest reused;
+  v1::ResolveWeightPathRequest request = MostFlags();
+  request.set_dry_run(true);
+  const std::string plain = request.SerializeAsString();
+  ASSERT_NE(plain.find(std::string("\x40\x01", 2)), std::string::npos);
+  RequestHead head;
+  ASSERT_TRUE(DecodeRequestHead(plain, &head));
+  EXPECT_TRUE(head.dry_run);
+  ExpectHeadAsProtobuf(plain);
+  ExpectSameAsProtobuf(decoder, reused, plain);
+  ExpectParseResolveRequestSameAsProtobuf(scratch, plain);
+  EXPECT_TRUE(scratch.request.dry_run());
+
+  request.set_dry_run(false);
+  const std::string without = request.SerializeAsString();
+  ASSERT_TRUE(DecodeRequestHead(without, &head));
+  EXPECT_FALSE(head.dry_run);
+
+  struct Case {
+    const char* what;
+    std::string field;  // appended to a request without dry_run
+    bool head_accepts;
+    bool protobuf_accepts;
+    bool dry_run;       // protobuf's value when it accepts
+  };
+  const std::vector<Case> cases = {
+      {"false written out", std::string("\x40\x00", 2), true, true, false},
+      {"true as 2", std::string("\x40\x02", 2), false, true, true},
+      {"true in two bytes", std::string("\x40\x81\x00", 3), false, true, true},
+      {"sent twice, the last wins", std::string("\x40\x01\x40\x00", 4), false, true, false},
+      {"a varint cut short", std::string("\x40\x80", 2), false, false, false},
+      {"a tag with no value", std::string("\x40", 1), false, false, false},
+      {"a length-delimited field 8", std::string("\x42\x01\x01", 3), false, true, false},
+      {"a length past the end", std::string("\x42\x05\x01", 3), false, false, false},
+      {"a varint of eleven bytes", std::string("\x40") + std::string(10, '\xff') + "\x01",
+       false, false, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string wire = without + c.field;
+    bool head_accepted = false;
+    ExpectHeadAsProtobuf(wire, &head_accepted);
+    EXPECT_EQ(head_accepted, c.head_accepts);
+    ExpectSameAsProtobuf(decoder, reused, wire);
+    ExpectParseResolveRequestSameAsProtobuf(scratch, wire);
+    grpc::Slice slice(wire);
+    grpc::ByteBuffer bytes(&slice, 1);
+    const absl::Status parsed = ParseResolveRequest(&bytes, &scratch);
+    EXPECT_EQ(parsed.ok(), c.protobuf_accepts) << parsed;
+    if (parsed.ok()) {
+      EXPECT_EQ(scratch.request.dry_run(), c.dry_run);
+    } else {
+      EXPECT_EQ(parsed.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(parsed.message().find("ResolveWeightPathRequest"), absl::string_view::npos);
+    }
   }
 }
 
@@ -289,6 +354,7 @@ TEST(RequestDecoderTest, DamagedBytesAreNeverAcceptedDifferently) {
   for (int trial = 0; trial < 3000; ++trial) {
     v1::ResolveWeightPathRequest request = requests[trial % requests.size()];
     if (trial % 2 == 0) request.set_known_decision_etag(std::string(32, 'c'));
+    if (trial % 3 == 0) request.set_dry_run(true);
     std::string wire = request.SerializeAsString();
     const int edits = 1 + static_cast<int>(random() % 4);
     for (int edit = 0; edit < edits; ++edit) {
