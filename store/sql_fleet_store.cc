@@ -2,6 +2,7 @@
 // both SQLite (3.35+: RETURNING, upsert) and PostgreSQL 15.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -198,7 +199,6 @@ class SqlFleetStore : public FleetStore {
     return summary;
   }
 
-  absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
   absl::StatusOr<DeviceVersionCounts> CountDevicesByVersion(absl::Time seen_since) override {
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     // One scan for both counts: grouped by the pair, folded here.
@@ -216,6 +216,7 @@ class SqlFleetStore : public FleetStore {
     return counts;
   }
 
+  absl::StatusOr<RecordMeasurementResult> RecordMeasurement(
       const v1::ReportMeasurementRequest& request, absl::Time received_at,
       const RegressionCheck& regression_check) override {
     RETURN_IF_ERROR(ValidateMeasurement(request));
@@ -330,22 +331,33 @@ class SqlFleetStore : public FleetStore {
     if (rollout.id().empty()) return absl::InvalidArgumentError("rollout.id is required");
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
     // Compare-and-set in one statement: of two replicas updating from the same
-    // revision, exactly one matches the WHERE clause.
+    // revision, exactly one matches the WHERE clause. created_at tells a
+    // rollout from one deleted and created again under its id, whose
+    // revisions count from 1 again: a write read from the old one must not
+    // land on the new one.
+    const int64_t created_at_us = ToMicros(FromProtoTime(rollout.created_at()));
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query("UPDATE rollouts SET body = $1, revision = revision + 1 "
-                                    "WHERE id = $2 AND revision = $3 RETURNING revision",
+                                    "WHERE id = $2 AND revision = $3 AND created_at_us = $4 "
+                                    "RETURNING revision",
                                     {SqlBlob{rollout.SerializeAsString()}, rollout.id(),
-                                     expected_revision}));
+                                     expected_revision, created_at_us}));
     if (!rows.empty()) return CellInt(rows[0][0], "rollouts.revision");
-    ASSIGN_OR_RETURN(SqlRows current, session->Query("SELECT revision FROM rollouts WHERE id = $1",
-                                                     {rollout.id()}));
-    if (current.empty()) {
-      return absl::NotFoundError(absl::StrCat("rollout.id \"", rollout.id(), "\" does not exist"));
-    }
-    return absl::AbortedError(absl::StrCat("rollout \"", rollout.id(), "\": expected_revision ",
-                                           expected_revision, " is stale, the store holds revision ",
-                                           CellText(current[0][0]),
-                                           "; re-read the rollout and retry"));
+    return StaleRolloutWrite(*session, rollout.id(), expected_revision, created_at_us);
+  }
+
+  absl::Status DeleteRollout(std::string_view rollout_id, int64_t expected_revision) override {
+    const std::string id(rollout_id);
+    if (id.empty()) return absl::InvalidArgumentError("rollout.id is required");
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // The outcomes are left where they are (history); LatestOutcomes tells
+    // them from a later rollout's by its created_at.
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session->Query("DELETE FROM rollouts WHERE id = $1 AND revision = $2 "
+                                    "RETURNING id",
+                                    {id, expected_revision}));
+    if (!rows.empty()) return absl::OkStatus();
+    return StaleRolloutWrite(*session, id, expected_revision, std::nullopt).status();
   }
 
   absl::StatusOr<StoredRollout> GetRollout(std::string_view rollout_id) override {
@@ -395,7 +407,7 @@ class SqlFleetStore : public FleetStore {
   absl::StatusOr<std::vector<DeviceOutcomes>> LatestOutcomes(std::string_view rollout_id) override {
     std::string sql =
         "SELECT rollout_id, device_id, outcome, tasks_completed, tasks_undone, tasks_failed, "
-        "detail, observed_at_us FROM outcomes";
+        "detail, observed_at_us, received_at_us FROM outcomes";
     std::vector<SqlValue> params;
     if (!rollout_id.empty()) {
       sql += " WHERE rollout_id = $1";
@@ -403,11 +415,24 @@ class SqlFleetStore : public FleetStore {
     }
     sql += " ORDER BY rollout_id, device_id, observed_at_us, id";
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // The rollouts first: a rollout created after this read has no outcome
+    // received before its creation to leave out. Filtered here rather than
+    // joined, since the two id columns have different collations on
+    // PostgreSQL and SQLite knows neither's name.
+    ASSIGN_OR_RETURN(SqlRows rollouts, session->Query("SELECT id, created_at_us FROM rollouts"));
+    std::map<std::string, int64_t> created_at_us;
+    for (const SqlRow& row : rollouts) {
+      ASSIGN_OR_RETURN(created_at_us[CellText(row[0])], CellInt(row[1], "rollouts.created_at_us"));
+    }
     ASSIGN_OR_RETURN(SqlRows rows, session->Query(sql, params));
     std::vector<DeviceOutcomes> out;
     for (const SqlRow& row : rows) {
       const std::string row_rollout = CellText(row[0]);
       const std::string row_device = CellText(row[1]);
+      if (auto created = created_at_us.find(row_rollout); created != created_at_us.end()) {
+        ASSIGN_OR_RETURN(int64_t received_us, CellInt(row[8], "outcomes.received_at_us"));
+        if (received_us < created->second) continue;  // an earlier rollout's under this id
+      }
       if (out.empty() || out.back().rollout_id != row_rollout ||
           out.back().device_id != row_device) {
         out.emplace_back();
@@ -437,31 +462,6 @@ class SqlFleetStore : public FleetStore {
     }
     return out;
   }
-
- private:
-  // Keys are the device's own (schema 5): another device's use of the same
-  // key is a different report.
-  absl::StatusOr<std::optional<RecordMeasurementResult>> FindMeasurement(
-      SqlSession& session, const std::string& device_id, const std::string& key) {
-    ASSIGN_OR_RETURN(SqlRows rows,
-                     session.Query("SELECT id, regression, regression_reason FROM measurements "
-                                   "WHERE device_id = $1 AND idempotency_key = $2",
-                                   {device_id, key}));
-    if (rows.empty()) return std::optional<RecordMeasurementResult>();
-    RecordMeasurementResult result;
-    result.measurement_id = CellText(rows[0][0]);
-    result.duplicate = true;
-    ASSIGN_OR_RETURN(int64_t regression, CellInt(rows[0][1], "measurements.regression"));
-    result.regression.regression = regression != 0;
-    result.regression.reason = CellText(rows[0][2]);
-    return std::optional<RecordMeasurementResult>(std::move(result));
-  }
-
-  std::unique_ptr<SqlDatabase> database_;
-  const int schema_version_;
-};
-
-}  // namespace
 
   absl::Status RecordAuditEvent(const v1::AuditEvent& event) override {
     if (!event.has_time()) return absl::InvalidArgumentError("audit event time is required");
@@ -507,6 +507,55 @@ class SqlFleetStore : public FleetStore {
     }
     return list;
   }
+
+ private:
+  // Why a compare-and-set on rollout `id` matched no row: NOT_FOUND when
+  // there is none, else ABORTED naming what changed since it was read
+  // (`created_at_us` unset: the revision alone was compared).
+  static absl::StatusOr<int64_t> StaleRolloutWrite(SqlSession& session, const std::string& id,
+                                                  int64_t expected_revision,
+                                                  std::optional<int64_t> created_at_us) {
+    ASSIGN_OR_RETURN(SqlRows current,
+                     session.Query("SELECT revision, created_at_us FROM rollouts WHERE id = $1",
+                                   {id}));
+    if (current.empty()) {
+      return absl::NotFoundError(absl::StrCat("rollout.id \"", id, "\" does not exist"));
+    }
+    ASSIGN_OR_RETURN(int64_t stored_created_at_us, CellInt(current[0][1], "rollouts.created_at_us"));
+    if (created_at_us.has_value() && *created_at_us != stored_created_at_us) {
+      return absl::AbortedError(absl::StrCat(
+          "rollout \"", id, "\" was deleted and created again since it was read; re-read the "
+                            "rollout and retry"));
+    }
+    return absl::AbortedError(absl::StrCat("rollout \"", id, "\": expected_revision ",
+                                           expected_revision, " is stale, the store holds revision ",
+                                           CellText(current[0][0]),
+                                           "; re-read the rollout and retry"));
+  }
+
+  // Keys are the device's own (schema 5): another device's use of the same
+  // key is a different report.
+  absl::StatusOr<std::optional<RecordMeasurementResult>> FindMeasurement(
+      SqlSession& session, const std::string& device_id, const std::string& key) {
+    ASSIGN_OR_RETURN(SqlRows rows,
+                     session.Query("SELECT id, regression, regression_reason FROM measurements "
+                                   "WHERE device_id = $1 AND idempotency_key = $2",
+                                   {device_id, key}));
+    if (rows.empty()) return std::optional<RecordMeasurementResult>();
+    RecordMeasurementResult result;
+    result.measurement_id = CellText(rows[0][0]);
+    result.duplicate = true;
+    ASSIGN_OR_RETURN(int64_t regression, CellInt(rows[0][1], "measurements.regression"));
+    result.regression.regression = regression != 0;
+    result.regression.reason = CellText(rows[0][2]);
+    return std::optional<RecordMeasurementResult>(std::move(result));
+  }
+
+  std::unique_ptr<SqlDatabase> database_;
+  const int schema_version_;
+};
+
+}  // namespace
 
 absl::Status FleetStore::UpsertDevices(const std::vector<v1::Device>& batch) {
   // A record without last_seen encodes as last_seen_us 0, which

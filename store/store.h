@@ -152,10 +152,16 @@ class FleetStore {
   // --- Rollouts (state only; decisions live in deploy/) --------------------
   // ALREADY_EXISTS when the id is taken. Returns revision 1.
   virtual absl::StatusOr<int64_t> CreateRollout(const v1::Rollout& rollout) = 0;
-  // Replaces the rollout if its stored revision is still `expected_revision`,
-  // returning the new revision; ABORTED when another writer got there first.
+  // Replaces the rollout if its stored revision is still `expected_revision`
+  // and it is the same rollout (its created_at: revisions start again at 1
+  // when an id is deleted and reused), returning the new revision; ABORTED
+  // when another writer got there first.
   virtual absl::StatusOr<int64_t> UpdateRollout(const v1::Rollout& rollout,
                                                 int64_t expected_revision) = 0;
+  // Removes the rollout row if its stored revision is still
+  // `expected_revision`, so the id can be created again; its outcomes stay.
+  // NOT_FOUND naming the id; ABORTED when another writer got there first.
+  virtual absl::Status DeleteRollout(std::string_view rollout_id, int64_t expected_revision) = 0;
   virtual absl::StatusOr<StoredRollout> GetRollout(std::string_view rollout_id) = 0;
   // Ordered by created_at, then id.
   virtual absl::StatusOr<std::vector<StoredRollout>> ListRollouts() = 0;
@@ -166,17 +172,11 @@ class FleetStore {
   virtual absl::StatusOr<bool> RecordOutcome(const v1::ReportOutcomeRequest& request,
                                              absl::Time received_at) = 0;
   // One entry per (rollout, device); rollout_id "" means every rollout.
+  // Of a rollout that exists, only outcomes received at or after its
+  // created_at count: those of an earlier rollout under the same id (deleted
+  // since) stay in the table but are not the new rollout's evidence.
   virtual absl::StatusOr<std::vector<DeviceOutcomes>> LatestOutcomes(
       std::string_view rollout_id) = 0;
-};
-
-// "sqlite:FILE" or "postgres://USER@HOST:PORT/DB" (any libpq URI). Applies
-// migrations; FAILED_PRECONDITION when the database's schema is newer than
-// this binary's; INVALID_ARGUMENT for an unknown scheme; UNAVAILABLE when the
-// database cannot be reached.
-absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url);
-
-// The newest schema version this binary knows.
 
   // --- Audit trail ---------------------------------------------------------
   // Commits one event durably (event.time required; the store keeps it to
@@ -187,6 +187,15 @@ absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url)
   // kDefaultAuditLimit; above kMaxAuditLimit INVALID_ARGUMENT naming limit),
   // the newest ones when more matched.
   virtual absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) = 0;
+};
+
+// "sqlite:FILE" or "postgres://USER@HOST:PORT/DB" (any libpq URI). Applies
+// migrations; FAILED_PRECONDITION when the database's schema is newer than
+// this binary's; INVALID_ARGUMENT for an unknown scheme; UNAVAILABLE when the
+// database cannot be reached.
+absl::StatusOr<std::unique_ptr<FleetStore>> OpenFleetStore(std::string_view url);
+
+// The newest schema version this binary knows.
 int LatestSchemaVersion();
 
 }  // namespace weightpath::store

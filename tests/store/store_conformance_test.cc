@@ -585,6 +585,36 @@ TEST_P(StoreConformance, ConcurrentRolloutUpdatesFromOneRevisionHaveOneWinner) {
   EXPECT_EQ(store_->GetRollout("r")->revision, 2);
 }
 
+TEST_P(StoreConformance, RolloutDeleteComparesTheRevisionAndFreesTheId) {
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0)), IsOk());
+  v1::Rollout aborted = MakeRollout("r", kT0);
+  aborted.set_state(v1::ROLLOUT_STATE_ABORTED);
+  ASSERT_THAT(store_->UpdateRollout(aborted, 1), IsOkAndHolds(2));
+  EXPECT_THAT(store_->DeleteRollout("r", 1),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("revision 2")));
+  ASSERT_THAT(store_->DeleteRollout("r", 2), IsOk());
+  EXPECT_THAT(store_->GetRollout("r"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->DeleteRollout("r", 2), StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"r\"")));
+  EXPECT_THAT(store_->DeleteRollout("", 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.id")));
+  EXPECT_THAT(store_->CreateRollout(MakeRollout("r", kT0 + absl::Hours(1))), IsOkAndHolds(1));
+  EXPECT_THAT(store_->ListRollouts(), IsOkAndHolds(SizeIs(1)));
+}
+
+// Revisions of a reused id count from 1 again, so a writer still holding
+// the deleted rollout at revision 1 must not overwrite the new one.
+TEST_P(StoreConformance, AWriteReadFromADeletedRolloutMissesTheNewOneUnderItsId) {
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0)), IsOk());
+  ASSERT_THAT(store_->DeleteRollout("r", 1), IsOk());
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0 + absl::Hours(1))), IsOk());
+  v1::Rollout stale = MakeRollout("r", kT0);
+  stale.set_current_stage(3);
+  EXPECT_THAT(store_->UpdateRollout(stale, 1),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("deleted and created again")));
+  EXPECT_EQ(store_->GetRollout("r")->rollout.current_stage(), 0u);
+  EXPECT_THAT(store_->UpdateRollout(MakeRollout("r", kT0 + absl::Hours(1)), 1), IsOkAndHolds(2));
+}
+
 // --- Outcomes ----------------------------------------------------------------
 
 v1::ReportOutcomeRequest Outcome(const std::string& key, const std::string& device,
@@ -653,6 +683,35 @@ TEST_P(StoreConformance, TaskCountsSumPast32Bits) {
   ASSERT_THAT(*outcomes, SizeIs(1));
   EXPECT_EQ((*outcomes)[0].tasks_completed, 2 * uint64_t{4294967295u});
   EXPECT_EQ((*outcomes)[0].tasks_undone, 2 * uint64_t{4294967295u});
+}
+
+// Outcomes are keyed by the rollout id an agent reports; a deleted
+// rollout's stay in the table, and a new rollout under the same id starts
+// with none of them in its counts.
+TEST_P(StoreConformance, ANewRolloutUnderADeletedOnesIdInheritsNoOutcomes) {
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", kT0)), IsOk());
+  ASSERT_THAT(store_->RecordOutcome(Outcome("old-1", "a", v1::OUTCOME_ENGINE_START_FAILED, kT0),
+                                    kT0 + absl::Minutes(1)),
+              IsOk());
+  ASSERT_THAT(store_->RecordOutcome(Outcome("old-2", "b", v1::OUTCOME_BOOT_FAILED, kT0),
+                                    kT0 + absl::Minutes(2)),
+              IsOk());
+  ASSERT_THAT(store_->DeleteRollout("r", 1), IsOk());
+  EXPECT_THAT(store_->LatestOutcomes("r"), IsOkAndHolds(SizeIs(2))) << "the history stays";
+
+  const absl::Time reused = kT0 + absl::Hours(1);
+  ASSERT_THAT(store_->CreateRollout(MakeRollout("r", reused)), IsOk());
+  EXPECT_THAT(store_->LatestOutcomes("r"), IsOkAndHolds(SizeIs(0)));
+  EXPECT_THAT(store_->LatestOutcomes(""), IsOkAndHolds(SizeIs(0)));
+  ASSERT_THAT(store_->RecordOutcome(Outcome("new-1", "a", v1::OUTCOME_ENGINE_STARTED, reused),
+                                    reused + absl::Minutes(1)),
+              IsOk());
+  auto outcomes = store_->LatestOutcomes("r");
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_THAT(*outcomes, SizeIs(1));
+  EXPECT_EQ((*outcomes)[0].device_id, "a");
+  EXPECT_EQ((*outcomes)[0].latest_outcome, v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_EQ((*outcomes)[0].reports, 1u) << "the old rollout's report is not folded in";
 }
 
 // --- Idempotency keys are each device's own -----------------------------------
@@ -769,34 +828,6 @@ TEST_P(StoreConformance, ReportsStoredBySchemaVersion4KeepTheirKeysPerDevice) {
   EXPECT_EQ((*outcomes)[0].latest_detail, "kept");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance,
-                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
-                         [](const auto& info) { return BackendName(info.param); });
-
-// --- Opening -----------------------------------------------------------------
-
-TEST(StoreOpen, UnknownSchemeIsRefusedWithoutEchoingTheUrl) {
-  EXPECT_THAT(OpenFleetStore("mysql://root:secret@db/fleet"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::AllOf(HasSubstr("\"mysql\""), ::testing::Not(HasSubstr("secret")))));
-  EXPECT_THAT(OpenFleetStore("sqlite:"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file name")));
-}
-
-TEST(StoreOpen, UnreachablePostgresIsUnavailableWithThePasswordRedacted) {
-  // Port 1 on loopback: nothing listens there.
-  EXPECT_THAT(OpenFleetStore("postgres://fleet:secret@127.0.0.1:1/fleet?connect_timeout=5"),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       ::testing::AllOf(HasSubstr("127.0.0.1:1"), ::testing::Not(HasSubstr("secret")))));
-}
-
-TEST(StoreOpen, UnwritableSqliteFileIsUnavailable) {
-  EXPECT_THAT(OpenFleetStore("sqlite:/nonexistent-dir/fleet.db"),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/nonexistent-dir/fleet.db")));
-}
-
-}  // namespace
-}  // namespace weightpath::store::testing
 // --- Devices by version ------------------------------------------------------
 
 TEST_P(StoreConformance, DevicesAreCountedByPolicyAndAgentVersionWithinTheWindow) {
@@ -951,3 +982,31 @@ TEST_P(StoreConformance, AuditEventsAreListedOldestFirstSinceATimeAndTheNewestKe
   EXPECT_THAT(again->events, SizeIs(6));
 }
 
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
+
+// --- Opening -----------------------------------------------------------------
+
+TEST(StoreOpen, UnknownSchemeIsRefusedWithoutEchoingTheUrl) {
+  EXPECT_THAT(OpenFleetStore("mysql://root:secret@db/fleet"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("\"mysql\""), ::testing::Not(HasSubstr("secret")))));
+  EXPECT_THAT(OpenFleetStore("sqlite:"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file name")));
+}
+
+TEST(StoreOpen, UnreachablePostgresIsUnavailableWithThePasswordRedacted) {
+  // Port 1 on loopback: nothing listens there.
+  EXPECT_THAT(OpenFleetStore("postgres://fleet:secret@127.0.0.1:1/fleet?connect_timeout=5"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       ::testing::AllOf(HasSubstr("127.0.0.1:1"), ::testing::Not(HasSubstr("secret")))));
+}
+
+TEST(StoreOpen, UnwritableSqliteFileIsUnavailable) {
+  EXPECT_THAT(OpenFleetStore("sqlite:/nonexistent-dir/fleet.db"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/nonexistent-dir/fleet.db")));
+}
+
+}  // namespace
+}  // namespace weightpath::store::testing
