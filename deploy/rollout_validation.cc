@@ -10,6 +10,7 @@
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "deploy/label_selector.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -169,6 +170,100 @@ absl::Status ValidateRollout(const v1::Rollout& rollout, const policy::Policy& p
   RETURN_IF_ERROR(ValidateGate(rollout.gates().max_task_failure_delta(), "max_task_failure_delta"));
   RETURN_IF_ERROR(ValidateSequentialGates(rollout.gates().sequential()));
   return absl::OkStatus();
+}
+
+bool IsServerSetRolloutField(const google::protobuf::FieldDescriptor& field) {
+  static constexpr absl::string_view kServerSet[] = {
+      "state",        "current_stage", "created_at", "stage_started_at", "state_reason",
+      "members",      "control",       "stage_entered_at", "sequential_gates"};
+  return field.containing_type() == v1::Rollout::descriptor() &&
+         std::find(std::begin(kServerSet), std::end(kServerSet), field.name()) !=
+             std::end(kServerSet);
+}
+
+absl::Status RequireSpecOnly(const v1::Rollout& spec) {
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  spec.GetReflection()->ListFields(spec, &set);
+  for (const google::protobuf::FieldDescriptor* field : set) {
+    if (!IsServerSetRolloutField(*field)) continue;
+    return Invalid(absl::StrCat("rollout.", field->name()),
+                   "is set by the server (a rollout's progress, times and counts), not by a "
+                   "spec; leave it empty");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> DifferingSpecFields(const v1::Rollout& a, const v1::Rollout& b) {
+  std::vector<std::string> differing;
+  const google::protobuf::Descriptor* descriptor = v1::Rollout::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (IsServerSetRolloutField(*field)) continue;
+    google::protobuf::util::MessageDifferencer differencer;
+    const std::vector<const google::protobuf::FieldDescriptor*> only = {field};
+    if (!differencer.CompareWithFields(a, b, only, only)) differing.push_back(field->name());
+  }
+  return differing;
+}
+
+absl::StatusOr<v1::Rollout> UpdateRolloutSpec(const v1::Rollout& current, const v1::Rollout& spec,
+                                              const policy::Policy& policy) {
+  RETURN_IF_ERROR(RequireSpecOnly(spec));
+  RETURN_IF_ERROR(ValidateRollout(spec, policy));
+  auto refused = [&](absl::string_view field, absl::string_view why) {
+    return WithViolatedField(
+        absl::FailedPreconditionError(absl::StrCat(field, ": ", why)), field);
+  };
+  switch (current.state()) {
+    case v1::ROLLOUT_STATE_PROGRESSING:
+    case v1::ROLLOUT_STATE_PAUSED:
+      break;
+    default:
+      return WithViolatedField(
+          absl::FailedPreconditionError(absl::StrCat(
+              "cannot update rollout '", current.id(), "': it is ",
+              v1::RolloutState_Name(current.state()),
+              "; a finished rollout keeps the spec it ran with (delete it, then create it "
+              "again under the same id)")),
+          "rollout.id");
+  }
+  constexpr absl::string_view kStartAgain =
+      "; abort the rollout, delete it and create it again (the id can be used again)";
+  google::protobuf::util::MessageDifferencer differencer;
+  if (!differencer.Equals(current.selector(), spec.selector())) {
+    return refused("rollout.selector",
+                   absl::StrCat("cannot change while the rollout runs: its members, its control "
+                                "group and every outcome so far were chosen by the old selector",
+                                kStartAgain));
+  }
+  if (!differencer.Equals(current.action(), spec.action())) {
+    return refused("rollout.action",
+                   absl::StrCat("cannot change while the rollout runs: its members were sent the "
+                                "old action's build and every outcome so far is about it",
+                                kStartAgain));
+  }
+  const int entered = static_cast<int>(current.current_stage()) + 1;
+  if (spec.stages_size() < entered) {
+    return refused("rollout.stages",
+                   absl::StrCat("the rollout has entered stage ", entered, " of ",
+                                current.stages_size(), "; a new spec keeps every stage up to it (",
+                                spec.stages_size(), " given)"));
+  }
+  for (int i = 0; i < entered && i < current.stages_size(); ++i) {
+    if (spec.stages(i).percent() != current.stages(i).percent()) {
+      return refused(absl::StrCat("rollout.stages[", i, "].percent"),
+                     absl::StrCat("stage ", i + 1, " has been entered already at ",
+                                  current.stages(i).percent(), "%; changing it to ",
+                                  spec.stages(i).percent(),
+                                  "% would move devices in or out of the rollout mid-stage"));
+    }
+  }
+  v1::Rollout next = current;
+  next.set_description(spec.description());
+  *next.mutable_stages() = spec.stages();
+  *next.mutable_gates() = spec.gates();
+  next.set_precedence(spec.precedence());
+  return next;
 }
 
 absl::StatusOr<v1::Rollout> StartRollout(const v1::Rollout& spec, const policy::Policy& policy,

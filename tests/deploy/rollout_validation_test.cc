@@ -14,6 +14,7 @@
 namespace weightpath::deploy {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::weightpath::deploy::testing::Epoch;
 using ::weightpath::deploy::testing::FidelityForAgentic;
@@ -161,6 +162,107 @@ TEST(DeployRolloutValidationTest, StartRolloutResetsStateToStageZero) {
   spec.clear_stages();
   EXPECT_THAT(StartRollout(spec, *policy::DefaultPolicy(), Epoch()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.stages")));
+}
+
+TEST(DeployRolloutValidationTest, ASpecThatSetsAServerFieldIsRefusedNamingIt) {
+  EXPECT_THAT(RequireSpecOnly(FidelityForAgentic("fidelity-agentic")), IsOk());
+  v1::Rollout with_state = FidelityForAgentic("fidelity-agentic");
+  with_state.set_state(v1::ROLLOUT_STATE_COMPLETED);
+  EXPECT_THAT(RequireSpecOnly(with_state),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("rollout.state"), HasSubstr("set by the server"))));
+  v1::Rollout with_counts = FidelityForAgentic("fidelity-agentic");
+  with_counts.mutable_members()->set_devices(3);
+  EXPECT_THAT(RequireSpecOnly(with_counts),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.members")));
+  EXPECT_TRUE(IsServerSetRolloutField(*v1::Rollout::descriptor()->FindFieldByName("stage_entered_at")));
+  EXPECT_FALSE(IsServerSetRolloutField(*v1::Rollout::descriptor()->FindFieldByName("gates")));
+}
+
+// At stage 2 of 4 (10%), paused or progressing.
+v1::Rollout RunningAtSecondStage() {
+  absl::StatusOr<v1::Rollout> started =
+      StartRollout(FidelityForAgentic("fidelity-agentic"), *policy::DefaultPolicy(), Epoch());
+  v1::Rollout running = started.value();
+  running.set_current_stage(1);
+  running.mutable_members()->set_devices(7);
+  running.set_state_reason("baking");
+  return running;
+}
+
+TEST(DeployRolloutValidationTest, AnUpdateChangesGatesAndLaterStagesInPlace) {
+  const v1::Rollout running = RunningAtSecondStage();
+  v1::Rollout spec = FidelityForAgentic("fidelity-agentic");
+  spec.set_description("with a 25% stage");
+  spec.set_precedence(5);
+  spec.mutable_gates()->set_max_engine_failure_delta(0.02);
+  spec.mutable_gates()->mutable_sequential()->set_false_pause_rate(0.05);
+  spec.mutable_stages(2)->set_percent(25);
+  spec.mutable_stages(1)->set_min_bake_seconds(60);
+  absl::StatusOr<v1::Rollout> updated = UpdateRolloutSpec(running, spec, *policy::DefaultPolicy());
+  ASSERT_THAT(updated, IsOk());
+  EXPECT_EQ(updated->description(), "with a 25% stage");
+  EXPECT_EQ(updated->precedence(), 5);
+  EXPECT_EQ(updated->stages(2).percent(), 25u);
+  EXPECT_EQ(updated->stages(1).min_bake_seconds(), 60u);
+  EXPECT_DOUBLE_EQ(updated->gates().sequential().false_pause_rate(), 0.05);
+  // Progress, clocks and counts are the server's and stay.
+  EXPECT_EQ(updated->current_stage(), 1u);
+  EXPECT_EQ(updated->state(), v1::ROLLOUT_STATE_PROGRESSING);
+  EXPECT_EQ(updated->members().devices(), 7u);
+  EXPECT_EQ(updated->created_at().SerializeAsString(), running.created_at().SerializeAsString());
+  EXPECT_EQ(updated->state_reason(), "baking");
+  EXPECT_EQ(DifferingSpecFields(*updated, running),
+            (std::vector<std::string>{"description", "stages", "gates", "precedence"}));
+}
+
+TEST(DeployRolloutValidationTest, AnUpdateCannotChangeWhoIsInTheRolloutOrWhatTheyGet) {
+  const policy::Policy& policy = *policy::DefaultPolicy();
+  const v1::Rollout running = RunningAtSecondStage();
+  v1::Rollout selector = FidelityForAgentic("fidelity-agentic");
+  (*selector.mutable_selector()->mutable_match_labels())["workload"] = "chat";
+  EXPECT_THAT(UpdateRolloutSpec(running, selector, policy),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("rollout.selector"), HasSubstr("delete it and create it again"))));
+  v1::Rollout action = FidelityForAgentic("fidelity-agentic");
+  action.mutable_action()->set_pin_path("w4a16-tinygemm-x86");
+  EXPECT_THAT(UpdateRolloutSpec(running, action, policy),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("rollout.action")));
+  v1::Rollout entered = FidelityForAgentic("fidelity-agentic");
+  entered.mutable_stages(1)->set_percent(5);
+  EXPECT_THAT(UpdateRolloutSpec(running, entered, policy),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("rollout.stages[1].percent"), HasSubstr("entered already"))));
+  v1::Rollout shorter = FidelityForAgentic("fidelity-agentic");
+  shorter.clear_stages();
+  shorter.add_stages()->set_percent(100);
+  shorter.mutable_stages(0)->set_report_timeout_seconds(60);
+  EXPECT_THAT(UpdateRolloutSpec(running, shorter, policy),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("rollout.stages")));
+  v1::Rollout invalid = FidelityForAgentic("fidelity-agentic");
+  invalid.mutable_gates()->set_max_boot_failure_delta(2);
+  EXPECT_THAT(UpdateRolloutSpec(running, invalid, policy),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_boot_failure_delta")));
+  v1::Rollout with_state = FidelityForAgentic("fidelity-agentic");
+  with_state.set_current_stage(2);
+  EXPECT_THAT(UpdateRolloutSpec(running, with_state, policy),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.current_stage")));
+}
+
+TEST(DeployRolloutValidationTest, AFinishedRolloutKeepsItsSpec) {
+  for (v1::RolloutState state : {v1::ROLLOUT_STATE_COMPLETED, v1::ROLLOUT_STATE_ABORTED,
+                                 v1::ROLLOUT_STATE_ROLLED_BACK}) {
+    v1::Rollout finished = RunningAtSecondStage();
+    finished.set_state(state);
+    v1::Rollout spec = FidelityForAgentic("fidelity-agentic");
+    spec.set_description("too late");
+    EXPECT_THAT(UpdateRolloutSpec(finished, spec, *policy::DefaultPolicy()),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(v1::RolloutState_Name(state))));
+  }
+  v1::Rollout paused = RunningAtSecondStage();
+  paused.set_state(v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_THAT(UpdateRolloutSpec(paused, FidelityForAgentic("fidelity-agentic"), *policy::DefaultPolicy()),
+              IsOk());
 }
 
 }  // namespace
