@@ -4,12 +4,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
 #include "agent/boot_flow.h"
 #include "agent/command_options.h"
 #include "agent/live_device.h"
+#include "agent/outcome_report.h"
+#include "agent/pending_reports.h"
 #include "agent/trust_client.h"
 #include "agent/weightpath_client.h"
 #include "spdlog/spdlog.h"
@@ -23,6 +26,28 @@ std::string Describe(const DecisionRecord& record) {
                       " artifact=", record.artifact_path.empty() ? "none" : record.artifact_path);
 }
 
+// The boot is reported (OUTCOME_BOOT_OK with its boot_source) after the
+// reports earlier boots left waiting. A boot that fell back has just found
+// the server unusable, and asking it again would hold the engine up by
+// another call timeout, so its report waits in state_dir for the next boot
+// or `run` pass that reaches the server; so does one the server could not
+// take now.
+void ReportBoot(const AgentConfig& config, const BootOutcome& outcome, const ReportCall& report,
+                absl::Time now) {
+  std::vector<v1::ReportOutcomeRequest> reports = LoadPendingReports(config.state_dir);
+  reports.push_back(BootReport(config.device_id, v1::OUTCOME_BOOT_OK, outcome.record, "", now));
+  const bool server_answered =
+      outcome.record.source == DecisionSource::kServer || outcome.trust_refused;
+  if (server_answered) reports = SendReports(std::move(reports), report, config.call_timeout, "boot");
+  if (!reports.empty()) {
+    spdlog::info("boot: {} outcome report(s) kept in {} until the server takes them",
+                 reports.size(), PendingReportsPath(config.state_dir));
+  }
+  if (absl::Status saved = SavePendingReports(reports, config.state_dir); !saved.ok()) {
+    spdlog::warn("boot: pending outcome reports not saved: {}", saved.ToString());
+  }
+}
+
 }  // namespace
 
 std::string BootUsage() {
@@ -34,6 +59,11 @@ env_file (shell-sourceable, WEIGHTPATH_*) for the engine's unit. When the
 server cannot be used within the config's budget, it falls back to the last
 good decision in state_dir (if its artifact still verifies), else to the
 embedded default policy evaluated on this device.
+
+The boot is reported to the server as OUTCOME_BOOT_OK with its boot_source
+(server, last_good or offline). A boot that fell back keeps its report in
+state_dir/pending_reports.jsonl, and the next boot or `weightpath-agent run`
+sends it once the server answers.
 
   --config FILE  agent YAML config (see examples/agent.yaml)
   --root DIR     filesystem root for the probe and /etc/machine-id (default /)
@@ -124,6 +154,7 @@ int RunBootCommand(int argc, char** argv) {
                    Describe(record), exit_code);
       break;
   }
+  ReportBoot(*config, *outcome, dependencies.report, dependencies.clock->Now());
   return exit_code;
 }
 

@@ -20,8 +20,10 @@ absl::StatusOr<v1::Outcome> ParseOutcomeName(const std::string& text) {
   if (text == "engine_started") return v1::OUTCOME_ENGINE_STARTED;
   if (text == "engine_start_failed") return v1::OUTCOME_ENGINE_START_FAILED;
   if (text == "tasks") return v1::OUTCOME_TASKS;
+  if (text == "boot_failed") return v1::OUTCOME_BOOT_FAILED;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--outcome: '", text, "' is not one of engine_started, engine_start_failed, tasks"));
+      "--outcome: '", text,
+      "' is not one of engine_started, engine_start_failed, tasks, boot_failed"));
 }
 
 absl::StatusOr<uint32_t> ParseCount(const std::string& text, absl::string_view flag) {
@@ -72,7 +74,7 @@ absl::StatusOr<OutcomeArguments> ParseOutcomeArguments(const CommandOptions& opt
   if (arguments.config_path.empty()) return absl::InvalidArgumentError("--config FILE is required");
   if (arguments.outcome == v1::OUTCOME_UNSPECIFIED) {
     return absl::InvalidArgumentError(
-        "--outcome is required (engine_started, engine_start_failed or tasks)");
+        "--outcome is required (engine_started, engine_start_failed, tasks or boot_failed)");
   }
   if (any_count && arguments.outcome != v1::OUTCOME_TASKS) {
     return absl::InvalidArgumentError("--tasks-completed/--tasks-undone/--tasks-failed need --outcome tasks");
@@ -91,7 +93,10 @@ v1::ReportOutcomeRequest BuildOutcomeReport(const AgentConfig& config,
                                             const OutcomeArguments& arguments,
                                             const DecisionRecord& decision, absl::Time now) {
   v1::ReportOutcomeRequest request =
-      OutcomeReport(config.device_id, arguments.outcome, decision.response, arguments.detail, now);
+      arguments.outcome == v1::OUTCOME_BOOT_FAILED
+          ? BootReport(config.device_id, arguments.outcome, decision, arguments.detail, now)
+          : OutcomeReport(config.device_id, arguments.outcome, decision.response, arguments.detail,
+                          now);
   request.set_tasks_completed(arguments.tasks_completed);
   request.set_tasks_undone(arguments.tasks_undone);
   request.set_tasks_failed(arguments.tasks_failed);
@@ -99,7 +104,7 @@ v1::ReportOutcomeRequest BuildOutcomeReport(const AgentConfig& config,
 }
 
 std::string OutcomeUsage() {
-  return R"(usage: weightpath-agent outcome --config FILE --outcome engine_started|engine_start_failed|tasks
+  return R"(usage: weightpath-agent outcome --config FILE --outcome engine_started|engine_start_failed|tasks|boot_failed
                               [--tasks-completed N] [--tasks-undone N] [--tasks-failed N]
                               [--detail TEXT] [--root DIR]
                               [--wait-ready URL [--ready-timeout 10m]]
@@ -108,6 +113,9 @@ Reports what happened to the build in decision_file (its path, artifact,
 policy version and rollout attribution) with WeightPath.ReportOutcome. The
 engine's unit calls `--outcome engine_started` from ExecStartPost once the
 engine serves; an engine harness reports task counts with `--outcome tasks`.
+`--outcome boot_failed` says the device could not boot the decision at all
+(e.g. from the engine unit's OnFailure=), with the decision's boot_source
+(server, last_good or offline; `boot` itself reports OUTCOME_BOOT_OK).
 
 --wait-ready URL (with engine_started): first wait for the engine's
 readiness endpoint (vLLM: http://127.0.0.1:8000/health) to answer 200,

@@ -35,6 +35,27 @@ v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome
   return request;
 }
 
+v1::BootSource BootSourceOf(DecisionSource source) {
+  switch (source) {
+    case DecisionSource::kServer:
+      return v1::BOOT_SOURCE_SERVER;
+    case DecisionSource::kLastGood:
+      return v1::BOOT_SOURCE_LAST_GOOD;
+    case DecisionSource::kOffline:
+      return v1::BOOT_SOURCE_OFFLINE;
+  }
+  return v1::BOOT_SOURCE_UNSPECIFIED;
+}
+
+v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome outcome,
+                                    const DecisionRecord& booted, const std::string& detail,
+                                    absl::Time observed_at) {
+  v1::ReportOutcomeRequest request =
+      OutcomeReport(device_id, outcome, booted.response, detail, observed_at);
+  request.set_boot_source(BootSourceOf(booted.source));
+  return request;
+}
+
 std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request) {
   return absl::StrCat(request.device_id(), "/", request.rollout_id(), "/",
                       v1::Outcome_Name(request.outcome()), "/", request.observed_at().seconds(), ".",

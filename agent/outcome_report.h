@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/decision_record.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::agent {
@@ -19,6 +20,15 @@ namespace weightpath::agent {
 v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
                                        const v1::ResolveWeightPathResponse& about,
                                        const std::string& detail, absl::Time observed_at);
+
+// Where a boot's decision came from, as ReportOutcomeRequest.boot_source says it.
+v1::BootSource BootSourceOf(DecisionSource source);
+
+// OutcomeReport of OUTCOME_BOOT_OK or OUTCOME_BOOT_FAILED about the decision
+// `booted` that was handed to the engine, with its boot_source.
+v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome outcome,
+                                    const DecisionRecord& booted, const std::string& detail,
+                                    absl::Time observed_at);
 
 // A key that names the report itself (device, rollout, outcome, instant), so
 // resending the same report after a lost reply is deduplicated by the server.

@@ -10,6 +10,7 @@
 #include "agent/command_options.h"
 #include "agent/decision_record.h"
 #include "agent/live_device.h"
+#include "agent/pending_reports.h"
 #include "agent/run_loop.h"
 #include "agent/run_shell.h"
 #include "agent/trust_client.h"
@@ -41,7 +42,8 @@ decision_file and env_file atomically, runs apply_command (e.g. "systemctl
 restart vllm-engine") and then engine_check_command if configured. Success is
 reported as OUTCOME_ENGINE_STARTED with the decision's rollout; a failure
 puts the previous decision back (files and apply_command) and reports
-OUTCOME_ENGINE_START_FAILED then OUTCOME_ROLLED_BACK.
+OUTCOME_ENGINE_START_FAILED then OUTCOME_ROLLED_BACK. Reports boot could
+not send (state_dir/pending_reports.jsonl) go out with the first pass.
 
   --config FILE  agent YAML config (apply_command, engine_check_command,
                  resolve_interval on top of the boot keys)
@@ -93,6 +95,12 @@ int RunRunCommand(int argc, char** argv) {
   dependencies.trust = trust.get();
 
   RunLoop loop(*config, dependencies, ReadCurrentDecision(config->decision_file));
+  // The boot's report, when boot could not send it, goes out with the
+  // first pass; from here on the loop holds it.
+  loop.QueueReports(LoadPendingReports(config->state_dir));
+  if (absl::Status cleared = SavePendingReports({}, config->state_dir); !cleared.ok()) {
+    spdlog::warn("run: {}", cleared.ToString());
+  }
   if (options->Has("--once")) {
     const PassResult result = loop.RunOnce();
     const bool failed = result == PassResult::kRolledBack || result == PassResult::kFetchFailed ||

@@ -10,6 +10,7 @@
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
 #include "agent/outcome_report.h"
+#include "agent/pending_reports.h"
 #include "agent/resolve_request.h"
 #include "agent/retry_policy.h"
 #include "agent/trust_client.h"
@@ -47,25 +48,14 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
 }
 
 void RunLoop::FlushReports() {
-  std::vector<v1::ReportOutcomeRequest> still_unsent;
-  for (size_t i = 0; i < unsent_.size(); ++i) {
-    const v1::ReportOutcomeRequest& request = unsent_[i];
-    const absl::Status sent = dependencies_.report(request, config_.call_timeout);
-    if (sent.ok()) continue;
-    // A rejected report would be rejected again; only a transport failure
-    // or a server shedding load is worth keeping for the next pass.
-    if (IsRetryable(sent.code())) still_unsent.push_back(request);
-    spdlog::warn("run: report {} not accepted: {}", v1::Outcome_Name(request.outcome()),
-                 sent.ToString());
-    if (RetryPushback(sent).has_value()) {
-      // The server asked for time: the rest wait for the next pass too
-      // (minutes away, well past any pushback it sends).
-      still_unsent.insert(still_unsent.end(), unsent_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                          unsent_.end());
-      break;
-    }
-  }
-  unsent_ = std::move(still_unsent);
+  // The server's pushback, when it sends one, is minutes short of the next
+  // pass: what it holds back waits for that.
+  unsent_ = SendReports(std::move(unsent_), dependencies_.report, config_.call_timeout, "run");
+}
+
+void RunLoop::QueueReports(std::vector<v1::ReportOutcomeRequest> reports) {
+  unsent_.insert(unsent_.end(), std::make_move_iterator(reports.begin()),
+                 std::make_move_iterator(reports.end()));
 }
 
 absl::Status RunLoop::StartEngine(const DecisionRecord& record) {

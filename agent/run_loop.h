@@ -76,6 +76,9 @@ class RunLoop {
   const std::optional<DecisionRecord>& current() const { return current_; }
   // Reports not yet accepted by the server; retried on every pass.
   const std::vector<v1::ReportOutcomeRequest>& unsent_reports() const { return unsent_; }
+  // Adds reports made before the loop (a boot's, pending_reports.h) to
+  // those sent on the next pass.
+  void QueueReports(std::vector<v1::ReportOutcomeRequest> reports);
 
  private:
   void Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,

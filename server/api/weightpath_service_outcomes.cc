@@ -3,7 +3,9 @@
 // durable, idempotent record in the fleet store.
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/field_violation.h"
 #include "common/status_macros.h"
 #include "server/resolve/request_validation.h"
 #include "server/rollout/rollout_outcome.h"
@@ -11,6 +13,29 @@
 #include "server/api/weightpath_service.h"
 
 namespace weightpath::server {
+namespace {
+
+// boot_source becomes a metric label and says where a boot's decision came
+// from, so only a known value on a boot report is taken.
+absl::Status ValidateBootSource(const v1::ReportOutcomeRequest& request) {
+  if (!v1::BootSource_IsValid(request.boot_source())) {
+    return InvalidArgumentForField(
+        "boot_source", absl::StrCat("boot_source: ", request.boot_source(),
+                                    " is not a BootSource value (BOOT_SOURCE_SERVER, "
+                                    "BOOT_SOURCE_LAST_GOOD or BOOT_SOURCE_OFFLINE)"));
+  }
+  const bool boot_report =
+      request.outcome() == v1::OUTCOME_BOOT_OK || request.outcome() == v1::OUTCOME_BOOT_FAILED;
+  if (request.boot_source() != v1::BOOT_SOURCE_UNSPECIFIED && !boot_report) {
+    return InvalidArgumentForField(
+        "boot_source", absl::StrCat("boot_source is only for OUTCOME_BOOT_OK and "
+                                    "OUTCOME_BOOT_FAILED, not ",
+                                    v1::Outcome_Name(request.outcome())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request_bytes,
@@ -29,6 +54,7 @@ grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerC
 absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
     const grpc::CallbackServerContext& context, const v1::ReportOutcomeRequest& request) {
   RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
+  RETURN_IF_ERROR(ValidateBootSource(request));
   if (!fleet_.has_value()) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: outcomes cannot be recorded");
@@ -38,7 +64,15 @@ absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
   outcome_context.cache = &fleet_->rollouts;
   outcome_context.metrics = &fleet_->rollout_metrics;
   outcome_context.received_at = absl::Now();
-  return HandleReportOutcome(request, outcome_context);
+  ASSIGN_OR_RETURN(v1::ReportOutcomeResponse response,
+                   HandleReportOutcome(request, outcome_context));
+  // The store keeps no boot_source (the outcome record has no column for
+  // it): the counters are where boots by source are seen.
+  if (!response.duplicate() && metrics_ != nullptr) {
+    metrics_->RecordOutcome(request.outcome(), request.boot_source(),
+                            !request.rollout_id().empty());
+  }
+  return response;
 }
 
 }  // namespace weightpath::server

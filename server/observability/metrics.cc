@@ -15,13 +15,25 @@
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "google/protobuf/descriptor.h"
+#include "absl/strings/strip.h"
 #include "policy/hardware_class.h"
 #include "weightpath/v1/fleet_admin.grpc.pb.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::server {
 ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
+namespace {
+
+// An enum value's name as a label: "BOOT_SOURCE_LAST_GOOD" -> "last_good".
+std::string EnumLabel(absl::string_view name, absl::string_view prefix) {
+  absl::ConsumePrefix(&name, prefix);
+  return absl::AsciiStrToLower(name);
+}
+
+}  // namespace
+
     : registry_(std::move(registry)),
       resolve_stats_(std::make_shared<ResolveStats>()),
       process_stats_(std::make_shared<ProcessStats>()),
@@ -163,6 +175,33 @@ void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
   absl::MutexLock lock(&policy_info_mutex_);
   if (policy_info_series_ != nullptr) policy_info_.Remove(policy_info_series_);
   policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
+  prometheus::Family<prometheus::Counter>& boots =
+      prometheus::BuildCounter()
+          .Name("weightpath_agent_boots_total")
+          .Help("Boots agents reported (ReportOutcome OUTCOME_BOOT_OK / OUTCOME_BOOT_FAILED) by "
+                "where the booted decision came from: server (resolved at this boot), last_good "
+                "(the server was unreachable: the saved decision), offline (the device's default "
+                "policy), unspecified (an agent that predates boot_source)")
+          .Register(*registry_);
+  for (int source = 0; source < v1::BootSource_ARRAYSIZE; ++source) {
+    if (!v1::BootSource_IsValid(source)) continue;
+    const std::string source_label =
+        EnumLabel(v1::BootSource_Name(static_cast<v1::BootSource>(source)), "BOOT_SOURCE_");
+    boots_[source][0] = &boots.Add({{"source", source_label}, {"outcome", "boot_ok"}});
+    boots_[source][1] = &boots.Add({{"source", source_label}, {"outcome", "boot_failed"}});
+  }
+  prometheus::Family<prometheus::Counter>& outside_rollouts =
+      prometheus::BuildCounter()
+          .Name("weightpath_outcomes_outside_rollouts_total")
+          .Help("Outcome reports attributed to no rollout (no rollout_id), by outcome: e.g. "
+                "artifact_verification_failed is a download or verification failure of the "
+                "build a device was given outside any rollout")
+          .Register(*registry_);
+  for (int outcome = 0; outcome < v1::Outcome_ARRAYSIZE; ++outcome) {
+    if (!v1::Outcome_IsValid(outcome) || outcome == v1::OUTCOME_UNSPECIFIED) continue;
+    outcomes_outside_rollouts_[outcome] = &outside_rollouts.Add(
+        {{"outcome", EnumLabel(v1::Outcome_Name(static_cast<v1::Outcome>(outcome)), "OUTCOME_")}});
+  }
                                            {"catalog_version", std::string(catalog_version)}});
   policy_info_series_->Set(1);
 }
@@ -433,3 +472,14 @@ std::vector<prometheus::MetricFamily> ProcessStats::Collect() const {
 }
 
 }  // namespace weightpath::server
+void ServerMetrics::RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source,
+                                  bool in_rollout) {
+  if (!v1::Outcome_IsValid(outcome) || !v1::BootSource_IsValid(boot_source)) return;
+  if (outcome == v1::OUTCOME_BOOT_OK || outcome == v1::OUTCOME_BOOT_FAILED) {
+    boots_[boot_source][outcome == v1::OUTCOME_BOOT_OK ? 0 : 1]->Increment();
+  }
+  if (!in_rollout && outcomes_outside_rollouts_[outcome] != nullptr) {
+    outcomes_outside_rollouts_[outcome]->Increment();
+  }
+}
+

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "absl/strings/string_view.h"
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "server/observability/resolve_stats.h"
 #include "server/resolve/resolver.h"
 #include "store/write_behind.h"
+#include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::server {
 
@@ -113,6 +115,13 @@ class ServerMetrics {
   prometheus::Counter& fleet_flush_requeued_records_;
   prometheus::Gauge& fleet_queue_pending_;
   prometheus::Gauge& store_up_;
+  // A recorded outcome report (a retried key excluded): an OUTCOME_BOOT_OK
+  // or OUTCOME_BOOT_FAILED by where the booted decision came from
+  // (weightpath_agent_boots_total), and any report attributed to no rollout
+  // (weightpath_outcomes_outside_rollouts_total), which the rollout
+  // counters never see. Both take validated enum values.
+  void RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source, bool in_rollout);
+
   prometheus::Family<prometheus::Gauge>& devices_seen_;
   prometheus::Family<prometheus::Gauge>& path_verified_;
   // [method][0: device rate, 1: in flight], all made at start.
@@ -130,3 +139,7 @@ class ServerMetrics {
 };
 
 }  // namespace weightpath::server
+  // Every series made at start, so increase() sees the first report.
+  // [boot source][0: boot_ok, 1: boot_failed]
+  std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
+  std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};

@@ -333,6 +333,63 @@ TEST_F(AgentBootEndToEnd, FreshDeviceWithoutServerGetsTheOfflinePolicy) {
   EXPECT_FALSE(fs::exists(device("state/last_good_decision.json")));
 }
 
+// weightpath_agent_boots_total{outcome="boot_ok",source=SOURCE} on the
+// running server; -1 when it cannot be read.
+double BootsCounted(const ServerProcess& server, const std::string& source) {
+  absl::StatusOr<std::string> metrics = server::testing::HttpGet(server.metrics_address(), "/metrics");
+  if (!metrics.ok()) return -1;
+  absl::StatusOr<double> value = server::testing::SampleValue(
+      *metrics, absl::StrCat("weightpath_agent_boots_total{outcome=\"boot_ok\",source=\"", source,
+                             "\"}"));
+  return value.ok() ? *value : -1;
+}
+
+// A boot is reported with where its decision came from. One that fell back
+// (the server down) waits in state_dir and is sent by the next boot that
+// reaches a server; every source's series is there at 0 before any boot.
+TEST_F(AgentBootEndToEnd, BootsAreCountedBySourceAndAFallbackBootOnceTheServerIsBack) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  for (const char* source : {"server", "last_good", "offline", "unspecified"}) {
+    EXPECT_EQ(BootsCounted(*server_, source), 0) << source;
+  }
+  const ProcessResult first = Boot();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(BootsCounted(*server_, "server"), 1);
+  EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
+
+  StopServer();
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
+  const ProcessResult fallback = Boot();
+  ASSERT_EQ(fallback.exit_code, 3) << fallback.err;
+  EXPECT_THAT(fallback.err, HasSubstr("kept in " + device("state/pending_reports.jsonl")));
+  EXPECT_THAT(ReadTextFile(device("state/pending_reports.jsonl")),
+              HasSubstr("\"bootSource\":\"BOOT_SOURCE_LAST_GOOD\""));
+
+  WriteAgentConfig(StartServer(catalog_path()));
+  const ProcessResult back = Boot();
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(BootsCounted(*server_, "last_good"), 1);
+  EXPECT_EQ(BootsCounted(*server_, "server"), 1);
+  EXPECT_EQ(BootsCounted(*server_, "offline"), 0);
+  EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
+}
+
+// `run` sends what an offline boot could not, with its first pass.
+TEST_F(AgentBootEndToEnd, AnOfflineBootIsReportedByTheRunLoopOnceTheServerAnswers) {
+  WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
+  ASSERT_EQ(Boot().exit_code, 4);
+  ASSERT_TRUE(fs::exists(device("state/pending_reports.jsonl")));
+
+  WriteAgentConfig(StartServer(catalog_path()));
+  const ProcessResult run =
+      RunProcess({WEIGHTPATH_AGENT_BINARY, "run", "--once", "--config", device("agent.yaml")},
+                 {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(BootsCounted(*server_, "offline"), 1);
+  EXPECT_EQ(BootsCounted(*server_, "server"), 0);
+  EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
+}
+
 // A peer that completes the TCP handshake (the kernel does that for a
 // listening socket) and then never says a word.
 TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudget) {
