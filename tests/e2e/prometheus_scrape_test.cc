@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -379,11 +380,14 @@ class E2ePrometheusPackTest : public ::testing::Test {
                                         "--reload_interval=200ms"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    auto prometheus = PrometheusProcess::Start(
-        server_->metrics_address(),
-        std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-rules.yaml");
+    auto prometheus = PrometheusProcess::Start(server_->metrics_address(), RulesFile());
     ASSERT_TRUE(prometheus.ok()) << prometheus.status();
     prometheus_ = *std::move(prometheus);
+  }
+
+  // The rules file Prometheus loads.
+  virtual std::string RulesFile() {
+    return std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-rules.yaml";
   }
 
   void TearDown() override {
@@ -513,6 +517,86 @@ TEST_F(E2ePrometheusPackTest, EveryAlertEvaluatesAndIsHealthy) {
   }
   EXPECT_NE(state["WeightpathStoreDown"], "firing");
   EXPECT_NE(state["WeightpathServerAbsent"], "firing");
+}
+
+// deploy/prometheus's rules as they are but for WeightpathResolveErrors'
+// `for:`, cut from 10m to 2s so the test sees the alert fire.
+class E2ePrometheusAlertTest : public E2ePrometheusPackTest {
+ protected:
+  std::string RulesFile() override {
+    YAML::Node rules =
+        YAML::LoadFile(std::string(WEIGHTPATH_SOURCE_DIR) + "/deploy/prometheus/weightpath-rules.yaml");
+    bool overridden = false;
+    for (YAML::Node group : rules["groups"]) {
+      for (YAML::Node rule : group["rules"]) {
+        if (rule["alert"].as<std::string>() != "WeightpathResolveErrors") continue;
+        EXPECT_TRUE(rule["for"].IsDefined());
+        rule["for"] = "2s";
+        overridden = true;
+      }
+    }
+    EXPECT_TRUE(overridden) << "WeightpathResolveErrors is not in the rules";
+    YAML::Emitter emitter;
+    emitter << rules;
+    WriteFileOrDie(dir_.File("rules-short-for.yaml"), emitter.c_str());
+    return dir_.File("rules-short-for.yaml");
+  }
+
+  // The state Prometheus' /api/v1/alerts gives `alert_name` ("pending",
+  // "firing"), "inactive" while it lists no such alert.
+  std::string AlertState(const std::string& alert_name, std::string* summary = nullptr) const {
+    absl::StatusOr<google::protobuf::Struct> data = prometheus_->ApiData("/api/v1/alerts");
+    if (!data.ok()) return data.status().ToString();
+    for (const auto& alert : data->fields().at("alerts").list_value().values()) {
+      const auto& fields = alert.struct_value().fields();
+      const auto& labels = fields.at("labels").struct_value().fields();
+      if (labels.count("alertname") == 0 || labels.at("alertname").string_value() != alert_name) {
+        continue;
+      }
+      if (summary != nullptr && fields.count("annotations") != 0) {
+        const auto& annotations = fields.at("annotations").struct_value().fields();
+        if (annotations.count("summary") != 0) *summary = annotations.at("summary").string_value();
+      }
+      return fields.at("state").string_value();
+    }
+    return "inactive";
+  }
+};
+
+// Devices asking for a model the catalog does not have get NOT_FOUND, an
+// error they cannot fix by themselves: past 5% of resolves, the alert goes
+// pending, then fires, as Prometheus itself evaluates the shipped rule.
+TEST_F(E2ePrometheusAlertTest, ResolveErrorsDriveWeightpathResolveErrorsToFiring) {
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+  v1::ResolveWeightPathResponse response;
+  ASSERT_TRUE(CallResolve(*stub, AmxRequest("healthy-device"), &response).ok());
+  // Healthy traffic scraped and evaluated: nothing fires.
+  ASSERT_TRUE(prometheus_->WaitForValue("sum(weightpath_resolve_requests_total)", 1).ok());
+  EXPECT_EQ(AlertState("WeightpathResolveErrors"), "inactive");
+
+  v1::ResolveWeightPathRequest unknown_model = AmxRequest("misconfigured-device");
+  unknown_model.set_model("No-Such-Model");
+  // Scrapes and evaluations are each 1 s apart, and a loaded 2-core machine
+  // may run late: the errors keep coming until the alert fires or the
+  // bound runs out.
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  std::string state, summary, seen = "none";
+  while (absl::Now() < deadline) {
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_EQ(CallResolve(*stub, unknown_model, &response).error_code(),
+                grpc::StatusCode::NOT_FOUND);
+    }
+    state = AlertState("WeightpathResolveErrors", &summary);
+    if (state != "inactive" && !absl::StrContains(seen, state)) absl::StrAppend(&seen, " ", state);
+    if (state == "firing") break;
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  ASSERT_EQ(state, "firing") << "states seen:" << seen << "\nprometheus log:\n"
+                             << prometheus_->Log();
+  EXPECT_EQ(summary, "More than 5% of weight-path resolves fail");
+  // Not an alert that fires on anything: the others stay quiet.
+  EXPECT_EQ(AlertState("WeightpathStoreDown"), "inactive");
+  EXPECT_EQ(AlertState("WeightpathRolloutPausedByGate"), "inactive");
 }
 
 TEST_F(E2ePrometheusPackTest, ExpositionIsLintCleanWithProcessMetricsAndZeroSeries) {
