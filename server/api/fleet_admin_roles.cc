@@ -19,6 +19,8 @@ absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
       {"ResumeRollout", Role::kOperator},
       {"AdvanceRollout", Role::kOperator},
       {"AbortRollout", Role::kOperator},
+      {"UpdateRollout", Role::kOperator},
+      {"DeleteRollout", Role::kOperator},
   };
   return kRoles;
 }

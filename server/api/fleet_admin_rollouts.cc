@@ -51,6 +51,18 @@ grpc::ServerUnaryReactor* FleetAdminService::AbortRollout(grpc::CallbackServerCo
   return Serve(context, request, response, &FleetAdminService::HandleAbortRollout);
 }
 
+grpc::ServerUnaryReactor* FleetAdminService::UpdateRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleUpdateRollout);
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::DeleteRollout(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Serve(context, request, response, &FleetAdminService::HandleDeleteRollout);
+}
+
 grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
@@ -100,6 +112,19 @@ absl::StatusOr<v1::Rollout> FleetAdminService::HandleAbortRollout(
     const grpc::ServerContextBase& context, const v1::RolloutControlRequest& request) {
   RETURN_IF_ERROR(Admit(context, "AbortRollout", Needs::kRollouts));
   return fleet_->rollouts.Abort(request.id(), request.reason());
+}
+
+absl::StatusOr<v1::Rollout> FleetAdminService::HandleUpdateRollout(
+    const grpc::ServerContextBase& context, const v1::UpdateRolloutRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "UpdateRollout", Needs::kRollouts));
+  return fleet_->rollouts.Update(request.rollout());
+}
+
+absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout(
+    const grpc::ServerContextBase& context, const v1::DeleteRolloutRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "DeleteRollout", Needs::kRollouts));
+  RETURN_IF_ERROR(fleet_->rollouts.Delete(request.id()).status());
+  return v1::DeleteRolloutResponse();
 }
 
 absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(

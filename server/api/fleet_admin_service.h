@@ -40,8 +40,10 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_ResumeRollout<
           v1::FleetAdmin::WithRawCallbackMethod_AdvanceRollout<
           v1::FleetAdmin::WithRawCallbackMethod_AbortRollout<
+          v1::FleetAdmin::WithRawCallbackMethod_UpdateRollout<
+          v1::FleetAdmin::WithRawCallbackMethod_DeleteRollout<
           v1::FleetAdmin::WithRawCallbackMethod_ExplainDecision<
-          v1::FleetAdmin::CallbackService>>>>>>>>>>>> {
+          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>> {
  public:
   // The fleet registry's queries and the rollout operations, with a fleet
   // store. Without one (--store=none) the service gets kNoFleet: every
@@ -94,6 +96,12 @@ class FleetAdminService final
   grpc::ServerUnaryReactor* AbortRollout(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UpdateRollout(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DeleteRollout(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ExplainDecision(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
@@ -132,6 +140,10 @@ class FleetAdminService final
                                                    const v1::RolloutControlRequest& request);
   absl::StatusOr<v1::Rollout> HandleAbortRollout(const grpc::ServerContextBase& context,
                                                  const v1::RolloutControlRequest& request);
+  absl::StatusOr<v1::Rollout> HandleUpdateRollout(const grpc::ServerContextBase& context,
+                                                  const v1::UpdateRolloutRequest& request);
+  absl::StatusOr<v1::DeleteRolloutResponse> HandleDeleteRollout(
+      const grpc::ServerContextBase& context, const v1::DeleteRolloutRequest& request);
   absl::StatusOr<v1::ExplainDecisionResponse> HandleExplainDecision(
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
 

@@ -35,6 +35,28 @@ v1::ResolveWeightPathRequest RequestFromRegistry(const v1::Device& device) {
   return request;
 }
 
+namespace {
+
+// The rollout that shaped the decision as GetRollout returns it: read from
+// the store for the reconciler's latest counts and gate readings, else (no
+// store, or it is down: the explanation goes on) the copy the decision was
+// shaped with.
+void FillRolloutDetail(const std::string& rollout_id, const std::vector<v1::Rollout>& rollouts,
+                       store::FleetStore* store, v1::Rollout* detail) {
+  if (store != nullptr) {
+    absl::StatusOr<store::StoredRollout> stored = store->GetRollout(rollout_id);
+    if (stored.ok()) {
+      *detail = std::move(stored->rollout);
+      return;
+    }
+  }
+  for (const v1::Rollout& rollout : rollouts) {
+    if (rollout.id() == rollout_id) *detail = rollout;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDecisionRequest& request,
                                                             const ExplainContext& context) {
   v1::ResolveWeightPathRequest subject;
@@ -94,6 +116,10 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
     response.add_rule_trace(std::move(line));
   }
   *response.mutable_rollout() = response.decision().rollout();
+  if (!response.rollout().rollout_id().empty()) {
+    FillRolloutDetail(response.rollout().rollout_id(), rollouts, context.store,
+                      response.mutable_rollout_detail());
+  }
   for (std::string& line : considered) response.add_rollouts_considered(std::move(line));
   *response.mutable_verification() = response.decision().weight_path().verification();
   response.set_policy_version(policy.version());

@@ -26,6 +26,8 @@ struct ExplainContext {
   absl::Time now;
 };
 
+// rollout_detail is the rollout that shaped the decision, with its counts
+// and gate readings, as GetRollout returns it.
 // INVALID_ARGUMENT naming the field when neither subject is set or the
 // request is invalid; NOT_FOUND naming the device id; FAILED_PRECONDITION
 // when a device id is asked and there is no store.

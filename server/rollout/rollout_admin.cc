@@ -87,6 +87,54 @@ absl::StatusOr<v1::Rollout> RolloutAdmin::Abort(const std::string& id, const std
   });
 }
 
+absl::StatusOr<v1::Rollout> RolloutAdmin::Update(const v1::Rollout& spec) {
+  if (spec.id().empty()) return InvalidArgumentForField("rollout.id", "rollout.id: must name a rollout");
+  // A bad spec is refused before the store is asked, like CreateRollout's.
+  if (absl::Status valid = deploy::RequireSpecOnly(spec); !valid.ok()) return valid;
+  const std::shared_ptr<const policy::Policy> policy = deps_.policy();
+  if (absl::Status valid = deploy::ValidateRollout(spec, *policy); !valid.ok()) return valid;
+  absl::StatusOr<v1::Rollout> updated = Transact(spec.id(), [&](const v1::Rollout& rollout) {
+    return deploy::UpdateRolloutSpec(rollout, spec, *policy);
+  });
+  if (updated.status().code() == absl::StatusCode::kNotFound) {
+    return WithViolatedField(
+        absl::NotFoundError(absl::StrCat("rollout.id: '", spec.id(), "' names no rollout")),
+        "rollout.id");
+  }
+  if (updated.ok()) spdlog::info("rollout {}: spec updated", spec.id());
+  return updated;
+}
+
+absl::StatusOr<v1::Rollout> RolloutAdmin::Delete(const std::string& id) {
+  if (absl::Status valid = RequireId(id); !valid.ok()) return valid;
+  absl::Status last = absl::OkStatus();
+  for (int attempt = 0; attempt < kMaxRevisionRetries; ++attempt) {
+    absl::StatusOr<store::StoredRollout> stored = deps_.store->GetRollout(id);
+    if (!stored.ok()) return stored.status();
+    const v1::Rollout& rollout = stored->rollout;
+    // A running or paused rollout is still judging or holding devices:
+    // deleting it would drop its members without an abort's record.
+    if (rollout.state() != v1::ROLLOUT_STATE_COMPLETED &&
+        rollout.state() != v1::ROLLOUT_STATE_ABORTED &&
+        rollout.state() != v1::ROLLOUT_STATE_ROLLED_BACK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot delete rollout '", id, "': it is ", v1::RolloutState_Name(rollout.state()),
+          "; only a COMPLETED, ABORTED or ROLLED_BACK rollout can be deleted (abort it first)"));
+    }
+    absl::Status deleted = deps_.store->DeleteRollout(id, stored->revision);
+    if (deleted.ok()) {
+      deps_.cache->Remove(rollout);
+      if (deps_.metrics != nullptr) deps_.metrics->RemoveRollout(id);
+      spdlog::info("rollout {}: deleted ({})", id, v1::RolloutState_Name(rollout.state()));
+      return rollout;
+    }
+    if (deleted.code() != absl::StatusCode::kAborted) return deleted;
+    last = deleted;
+  }
+  return absl::AbortedError(absl::StrCat("rollout '", id, "' kept changing under ",
+                                         kMaxRevisionRetries, " attempts: ", last.message()));
+}
+
 absl::StatusOr<v1::Rollout> RolloutAdmin::Advance(const std::string& id,
                                                   const std::string& reason) {
   // Fresh counts, so a gate that is breached right now blocks the advance

@@ -1,8 +1,9 @@
 // The rollout operations behind the FleetAdmin RPCs, over the store and the
 // in-memory cache, independent of gRPC so tests drive them directly:
-// create (validated by deploy::StartRollout), get, list, and the operator
-// transitions, each retried on a stale revision (another replica or the
-// reconcile loop wrote in between) by re-reading and re-applying.
+// create (validated by deploy::StartRollout), get, list, the operator
+// transitions, spec updates and deletes, each retried on a stale revision
+// (another replica or the reconcile loop wrote in between) by re-reading and
+// re-applying.
 #pragma once
 
 #include <functional>
@@ -45,6 +46,15 @@ class RolloutAdmin {
   absl::StatusOr<v1::Rollout> Resume(const std::string& id, const std::string& reason);
   absl::StatusOr<v1::Rollout> Advance(const std::string& id, const std::string& reason);
   absl::StatusOr<v1::Rollout> Abort(const std::string& id, const std::string& reason);
+  // Replaces the spec of the rollout `spec.id` names (deploy::UpdateRolloutSpec):
+  // INVALID_ARGUMENT naming the field for a bad spec or a server-set field;
+  // NOT_FOUND naming rollout.id; FAILED_PRECONDITION naming the state of a
+  // finished rollout, or the field that cannot change while it runs.
+  absl::StatusOr<v1::Rollout> Update(const v1::Rollout& spec);
+  // Deletes a finished (COMPLETED, ABORTED or ROLLED_BACK) rollout, so its
+  // id can be used again; its outcomes stay in the store. Returns the
+  // rollout as it was. FAILED_PRECONDITION naming the state otherwise.
+  absl::StatusOr<v1::Rollout> Delete(const std::string& id);
 
  private:
   using Transition = std::function<absl::StatusOr<v1::Rollout>(const v1::Rollout&)>;

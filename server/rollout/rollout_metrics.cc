@@ -166,4 +166,40 @@ void RolloutMetrics::CountGateBreach(absl::string_view rollout_id, absl::string_
   breaches_.Add({{"rollout", std::string(rollout_id)}, {"gate", std::string(gate)}}).Increment();
 }
 
+void RolloutMetrics::RemoveRollout(absl::string_view rollout_id) {
+  absl::MutexLock lock(&mutex_);
+  const std::string id(rollout_id);
+  auto remove = [](auto& family, const prometheus::Labels& labels) {
+    if (family.Has(labels)) family.Remove(&family.Add(labels));
+  };
+  for (auto* family : {&stage_, &members_, &stages_, &stage_fraction_}) remove(*family, {{"rollout", id}});
+  for (const char* cohort : kCohorts) {
+    remove(cohort_devices_, {{"rollout", id}, {"cohort", cohort}});
+    remove(cohort_reporting_, {{"rollout", id}, {"cohort", cohort}});
+    for (int value = v1::Outcome_MIN + 1; value <= v1::Outcome_MAX; ++value) {
+      if (!v1::Outcome_IsValid(value)) continue;
+      remove(outcomes_, {{"rollout", id},
+                         {"cohort", cohort},
+                         {"outcome", OutcomeLabel(static_cast<v1::Outcome>(value))}});
+    }
+  }
+  for (const char* gate : kGates) {
+    for (const char* cohort : kCohorts) {
+      remove(gate_failure_ratio_, {{"rollout", id}, {"gate", gate}, {"cohort", cohort}});
+    }
+    remove(gate_max_delta_, {{"rollout", id}, {"gate", gate}});
+    remove(sequential_threshold_, {{"rollout", id}, {"gate", gate}});
+    for (const char* evidence : {"fail", "pass"}) {
+      remove(sequential_e_value_, {{"rollout", id}, {"gate", gate}, {"evidence", evidence}});
+    }
+    for (const char* verdict : kSequentialVerdicts) {
+      remove(sequential_verdict_, {{"rollout", id}, {"gate", gate}, {"verdict", verdict}});
+    }
+    remove(breaches_, {{"rollout", id}, {"gate", gate}});
+  }
+  for (int value = v1::ROLLOUT_STATE_PROGRESSING; value <= v1::ROLLOUT_STATE_ROLLED_BACK; ++value) {
+    remove(state_, {{"rollout", id}, {"state", RolloutStateLabel(static_cast<v1::RolloutState>(value))}});
+  }
+}
+
 }  // namespace weightpath::server

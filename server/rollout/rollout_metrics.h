@@ -40,6 +40,9 @@ class RolloutMetrics {
   void SetRollout(const v1::Rollout& rollout);
   void CountOutcome(absl::string_view rollout_id, absl::string_view cohort, v1::Outcome outcome);
   void CountGateBreach(absl::string_view rollout_id, absl::string_view gate);
+  // Every series of a deleted rollout, so a scrape no longer shows it; its
+  // counters start again from 0 if the id is used again.
+  void RemoveRollout(absl::string_view rollout_id);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

@@ -12,9 +12,15 @@ RolloutReconciler::RolloutReconciler(RolloutDependencies dependencies)
 RolloutReconciler::~RolloutReconciler() { Stop(); }
 
 absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() {
+  const RolloutCache::ListingStart listing = deps_.cache->BeginListing();
   absl::StatusOr<std::vector<store::StoredRollout>> stored = deps_.store->ListRollouts();
   if (!stored.ok()) return stored.status();
-  for (const store::StoredRollout& each : *stored) deps_.cache->Publish(each.rollout, each.revision);
+  // A rollout deleted through another replica leaves this one's cache (and
+  // so its resolves) and its metrics here.
+  for (const std::string& deleted : deps_.cache->Replace(*stored, listing)) {
+    spdlog::info("rollout {}: deleted", deleted);
+    if (deps_.metrics != nullptr) deps_.metrics->RemoveRollout(deleted);
+  }
 
   std::vector<ReconcileResult> results;
   bool any_progressing = false;

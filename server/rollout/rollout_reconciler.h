@@ -3,7 +3,8 @@
 // the stored outcomes, let deploy::EvaluateRollout decide, and store the
 // result with a compare-and-swap. Several replicas may run it at once: the
 // loser of a race gets ABORTED and simply tries again on its next pass.
-// Every pass also refreshes the resolve cache.
+// Every pass also refreshes the resolve cache, dropping rollouts deleted
+// through any replica.
 #pragma once
 
 #include <memory>

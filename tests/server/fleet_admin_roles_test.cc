@@ -48,8 +48,8 @@ TEST(FleetAdminRolesTest, ReadsAreTheViewersAndRolloutActionsTheOperators) {
                            "GetRollout", "ListRollouts", "ExplainDecision"}) {
     EXPECT_EQ(RoleNeededFor(read), Role::kViewer) << read;
   }
-  for (const char* action :
-       {"CreateRollout", "PauseRollout", "ResumeRollout", "AdvanceRollout", "AbortRollout"}) {
+  for (const char* action : {"CreateRollout", "PauseRollout", "ResumeRollout", "AdvanceRollout",
+                             "AbortRollout", "UpdateRollout", "DeleteRollout"}) {
     EXPECT_EQ(RoleNeededFor(action), Role::kOperator) << action;
   }
   EXPECT_FALSE(RoleNeededFor("NoSuchRpc").has_value());

@@ -379,6 +379,85 @@ TEST_P(RolloutServerTest, OutcomeForARolloutThatDoesNotExistIsNotFoundAndNotCoun
               HasSubstr("weightpath_rollout_outcomes_total{cohort=\"member\",outcome=\"engine_started\",rollout=\"fidelity-agentic\"} 1"));
 }
 
+TEST_P(RolloutServerTest, UpdateChangesTheSpecInPlaceAndRefusesWhatItCannotChange) {
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  now_ += absl::Minutes(1);
+  ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
+
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  spec.set_description("stricter engine gate");
+  spec.mutable_gates()->set_max_engine_failure_delta(0.05);
+  spec.mutable_gates()->mutable_sequential()->set_false_pause_rate(0.02);
+  absl::StatusOr<v1::Rollout> updated = replica_->admin->Update(spec);
+  ASSERT_THAT(updated.status(), IsOk());
+  EXPECT_EQ(updated->current_stage(), 1u) << "a spec change keeps the rollout's progress";
+  absl::StatusOr<v1::Rollout> stored = replica_->admin->Get(kRolloutId);
+  ASSERT_THAT(stored.status(), IsOk());
+  EXPECT_EQ(stored->description(), "stricter engine gate");
+  EXPECT_DOUBLE_EQ(stored->gates().max_engine_failure_delta(), 0.05);
+  EXPECT_EQ(FromProtoTime(stored->created_at()), kT0);
+  ASSERT_THAT(*replica_->cache.Current(), SizeIs(1));
+  EXPECT_EQ(replica_->cache.Current()->front().description(), "stricter engine gate");
+
+  v1::Rollout with_state = spec;
+  with_state.set_state(v1::ROLLOUT_STATE_COMPLETED);
+  EXPECT_THAT(replica_->admin->Update(with_state),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("rollout.state"), HasSubstr("set by the server"))));
+  v1::Rollout bad = spec;
+  bad.mutable_stages(3)->set_percent(90);
+  EXPECT_THAT(replica_->admin->Update(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rollout.stages[3].percent")));
+  EXPECT_THAT(replica_->admin->Update(FidelitySpec("missing")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("rollout.id: 'missing'")));
+  v1::Rollout chat = spec;
+  (*chat.mutable_selector()->mutable_match_labels())["workload"] = "chat";
+  EXPECT_THAT(replica_->admin->Update(chat),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("rollout.selector")));
+  ASSERT_THAT(replica_->admin->Abort(kRolloutId, "").status(), IsOk());
+  EXPECT_THAT(replica_->admin->Update(spec),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("ABORTED")));
+}
+
+TEST_P(RolloutServerTest, DeleteTakesOnlyAFinishedRolloutAndItsIdStartsAfresh) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  Register(*replica_->store, "device-0001", "agentic", kT0);
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  EXPECT_THAT(replica_->admin->Delete(kRolloutId),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::AllOf(HasSubstr("PROGRESSING"), HasSubstr("abort it first"))));
+  EXPECT_THAT(replica_->admin->Delete("missing"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing")));
+  EXPECT_THAT(replica_->admin->Delete(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id")));
+
+  // The member fails to start the engine; the rollout is aborted and deleted.
+  now_ = kT0 + absl::Minutes(1);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics, std::nullopt, now_};
+  ASSERT_THAT(HandleReportOutcome(Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_START_FAILED, now_),
+                                  context)
+                  .status(),
+              IsOk());
+  ASSERT_THAT(replica_->reconciler->ReconcileOnce().status(), IsOk());
+  ASSERT_THAT(replica_->admin->Abort(kRolloutId, "bad build").status(), IsOk());
+  ASSERT_THAT(replica_->admin->Delete(kRolloutId).status(), IsOk());
+  EXPECT_THAT(replica_->admin->Get(kRolloutId), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(replica_->cache.Current()->empty());
+  EXPECT_THAT(replica_->Metrics(), ::testing::Not(HasSubstr("fidelity-agentic")));
+  EXPECT_THAT(replica_->store->LatestOutcomes(kRolloutId), ::weightpath::testing::IsOkAndHolds(SizeIs(1)))
+      << "the deleted rollout's outcomes stay";
+
+  // The same id again: a new rollout, judged on its own members' reports.
+  now_ = kT0 + absl::Hours(1);
+  ASSERT_THAT(replica_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  ASSERT_THAT(replica_->reconciler->ReconcileOnce().status(), IsOk());
+  absl::StatusOr<v1::Rollout> reused = replica_->admin->Get(kRolloutId);
+  ASSERT_THAT(reused.status(), IsOk());
+  EXPECT_EQ(reused->state(), v1::ROLLOUT_STATE_PROGRESSING);
+  EXPECT_EQ(reused->members().devices(), 1u);
+  EXPECT_EQ(reused->members().engine_failed(), 0u) << "the old rollout's failure is not inherited";
+  EXPECT_EQ(reused->members().reporting(), 0u);
+  EXPECT_EQ(replica_->Decide("device-0002", "agentic"), "w4a16-tinygemm");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, RolloutServerTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          [](const auto& info) { return store::testing::BackendName(info.param); });
@@ -413,6 +492,35 @@ TEST_F(RolloutReplicasTest, ARolloutCreatedThroughOneIsServedByTheOther) {
   EXPECT_EQ(a_->Decide("device-0002", "agentic"), "w4a8-amx");
   EXPECT_THAT(a_->store->UpdateRollout(FidelitySpec(kRolloutId), 1),
               StatusIs(absl::StatusCode::kAborted));
+}
+
+// A delete through A reaches B at B's next pass (cache, resolves,
+// metrics), and B's copy of the deleted rollout cannot land on a new
+// rollout created under the same id, though both are at revision 1.
+TEST_F(RolloutReplicasTest, ARolloutDeletedThroughOneLeavesTheOther) {
+  ASSERT_THAT(a_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  ASSERT_THAT(b_->reconciler->ReconcileOnce().status(), IsOk());
+  EXPECT_EQ(b_->Decide("device-0002", "agentic"), "w4a16-tinygemm");
+  ASSERT_THAT(b_->admin->Abort(kRolloutId, "").status(), IsOk());
+  absl::StatusOr<store::StoredRollout> old_copy = b_->store->GetRollout(kRolloutId);
+  ASSERT_THAT(old_copy.status(), IsOk());
+
+  ASSERT_THAT(a_->admin->Delete(kRolloutId).status(), IsOk());
+  ASSERT_THAT(b_->reconciler->ReconcileOnce().status(), IsOk());
+  EXPECT_TRUE(b_->cache.Current()->empty());
+  EXPECT_THAT(b_->Metrics(), ::testing::Not(HasSubstr("fidelity-agentic")));
+
+  now_ = kT0 + absl::Hours(1);
+  ASSERT_THAT(a_->admin->Create(FidelitySpec(kRolloutId)).status(), IsOk());
+  v1::Rollout stale = old_copy->rollout;
+  EXPECT_THAT(b_->store->UpdateRollout(stale, 1), StatusIs(absl::StatusCode::kAborted));
+  // B's cache takes the new rollout, and keeps it over the deleted one's
+  // state at a higher revision (2): a later created_at is a later rollout.
+  ASSERT_THAT(b_->cache.Refresh(*b_->store), IsOk());
+  b_->cache.Publish(stale, old_copy->revision);
+  ASSERT_THAT(*b_->cache.Current(), SizeIs(1));
+  EXPECT_EQ(b_->cache.Current()->front().state(), v1::ROLLOUT_STATE_PROGRESSING);
+  EXPECT_EQ(b_->Decide("device-0002", "agentic"), "w4a16-tinygemm");
 }
 
 TEST_F(RolloutReplicasTest, ARestartMidStageResumesWhereItWas) {
