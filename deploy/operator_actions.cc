@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
 #include "deploy/rollout_evaluation.h"
+#include "deploy/stage_text.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -59,8 +60,9 @@ absl::StatusOr<v1::Rollout> AdvanceRollout(const v1::Rollout& rollout,
   }
   if (!breaches.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot advance rollout '", rollout.id(), "' at stage ",
-                     rollout.current_stage(), " past a tripped gate: ",
+        absl::StrCat("cannot advance rollout '", rollout.id(), "' at ",
+                     StageOf(rollout.current_stage(), rollout.stages_size()),
+                     " past a tripped gate: ",
                      absl::StrJoin(breaches, "; ")));
   }
   v1::Rollout next = rollout;
@@ -73,7 +75,8 @@ absl::StatusOr<v1::Rollout> AdvanceRollout(const v1::Rollout& rollout,
     return next;
   }
   EnterStage(rollout.current_stage() + 1, now, &next);
-  next.set_state_reason(absl::StrCat("advanced by operator to stage ", next.current_stage(), ": ", why));
+  next.set_state_reason(absl::StrCat("advanced by operator to ",
+                                     StageOf(next.current_stage(), next.stages_size()), ": ", why));
   return next;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
+#include "deploy/stage_text.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -77,6 +78,8 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     return verdict;
   }
   const v1::RolloutStage& stage = rollout.stages(rollout.current_stage());
+  // Operators read the reason: the stage counted from 1, as every view shows it.
+  const std::string at = StageOf(rollout.current_stage(), rollout.stages_size());
   uint64_t required =
       std::min<uint64_t>(stage.min_reporting_devices(), verdict.members.devices());
   uint64_t concluded = Concluded(verdict.members);
@@ -89,8 +92,7 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     if (!breaches.empty()) {
       verdict.step =
           rollout.gates().rollback_on_breach() ? RolloutStep::kRollback : RolloutStep::kPause;
-      verdict.reason = absl::StrCat("stage ", rollout.current_stage(), ": ",
-                                    absl::StrJoin(breaches, "; "));
+      verdict.reason = absl::StrCat(at, ": ", absl::StrJoin(breaches, "; "));
       return verdict;
     }
   }
@@ -106,7 +108,7 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     verdict.step =
         rollout.gates().rollback_on_breach() ? RolloutStep::kRollback : RolloutStep::kPause;
     verdict.reason =
-        absl::StrCat("stage ", rollout.current_stage(), ": ", absl::StrJoin(failed, "; "));
+        absl::StrCat(at, ": ", absl::StrJoin(failed, "; "));
     return verdict;
   }
 
@@ -115,31 +117,31 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
   if (now < bake_end) {
     verdict.step = RolloutStep::kHold;
     verdict.bake_left = bake_end - now;
-    verdict.reason = absl::StrCat("stage ", rollout.current_stage(), ": baking, ",
-                                  absl::FormatDuration(verdict.bake_left), " left");
+    verdict.reason = absl::StrCat(at, ": baking, ", FormatSeconds(verdict.bake_left), " left");
     return verdict;
   }
   if (concluded < required) {
     verdict.step = RolloutStep::kHold;
-    verdict.reason = absl::StrCat("stage ", rollout.current_stage(), ": ", concluded, " of ",
-                                  required, " required members have concluded");
+    verdict.reason = absl::StrCat(
+        at, ": ", concluded, " of ", required,
+        required == 1 ? " required member has concluded" : " required members have concluded");
     return verdict;
   }
   if (!unsettled.empty()) {
     verdict.step = RolloutStep::kHold;
     verdict.reason =
-        absl::StrCat("stage ", rollout.current_stage(), ": ", absl::StrJoin(unsettled, "; "));
+        absl::StrCat(at, ": ", absl::StrJoin(unsettled, "; "));
     return verdict;
   }
   if (rollout.current_stage() + 1 >= static_cast<uint32_t>(rollout.stages_size())) {
     verdict.step = RolloutStep::kComplete;
-    verdict.reason = absl::StrCat("stage ", rollout.current_stage(), " passed its gates; complete");
+    verdict.reason = absl::StrCat(at, " passed its gates; complete");
     return verdict;
   }
   verdict.step = RolloutStep::kAdvance;
   verdict.stage = rollout.current_stage() + 1;
-  verdict.reason = absl::StrCat("stage ", rollout.current_stage(), " passed its gates; advanced to ",
-                                verdict.stage, " (",
+  verdict.reason = absl::StrCat(at, " passed its gates; advanced to ",
+                                StageOf(verdict.stage, rollout.stages_size()), " (",
                                 rollout.stages(verdict.stage).percent(), "%)");
   return verdict;
 }

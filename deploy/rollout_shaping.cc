@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "common/proto_time.h"
 #include "deploy/rollout_bucket.h"
+#include "deploy/stage_text.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -115,13 +116,14 @@ RolloutRanking RankRollouts(const std::vector<v1::Rollout>& rollouts, absl::stri
     uint32_t bucket = RolloutBucket(rollout->id(), device_id);
     uint32_t percent = MembershipPercent(*rollout);
     if (!BucketWithinPercent(bucket, percent)) {
-      ranking.considered.push_back(absl::StrCat(head, "bucket ", bucket, " is outside ", percent,
-                                                "% (stage ", rollout->current_stage(), ")"));
+      ranking.considered.push_back(absl::StrCat(
+          head, "bucket ", bucket, " is outside ", percent, "% (",
+          StageOf(rollout->current_stage(), rollout->stages_size()), ")"));
       continue;
     }
-    ranking.considered.push_back(absl::StrCat(head, "member, bucket ", bucket, " within ",
-                                              percent, "% (stage ", rollout->current_stage(),
-                                              ")"));
+    ranking.considered.push_back(absl::StrCat(
+        head, "member, bucket ", bucket, " within ", percent, "% (",
+        StageOf(rollout->current_stage(), rollout->stages_size()), ")"));
     RolloutCandidate candidate;
     candidate.rollout = rollout;
     candidate.attribution.set_rollout_id(rollout->id());

@@ -257,7 +257,7 @@ TEST(DeployFleetSimulationTest, UndoneTasksTripTheGatePauseAndAbortRestores) {
   ASSERT_EQ(fleet.rollout().state(), v1::ROLLOUT_STATE_PAUSED) << fleet.rollout().state_reason();
   EXPECT_EQ(fleet.rollout().current_stage(), 1u);
   EXPECT_EQ(verdict.step, RolloutStep::kPause);
-  EXPECT_THAT(fleet.rollout().state_reason(), HasSubstr("paused by gate: stage 1: task gate"));
+  EXPECT_THAT(fleet.rollout().state_reason(), HasSubstr("paused by gate: stage 2 of 4: task gate"));
   EXPECT_GT(fleet.rollout().members().tasks_undone(), 0u);
   // Members that joined at stage 1 undo half their tasks; the stage-0 members
   // bring healthy history, so the cohort lands between the two mixes.
@@ -307,7 +307,8 @@ TEST(DeployFleetSimulationTest, RollbackOnBreachReturnsMembersByItself) {
   ASSERT_EQ(fleet.rollout().state(), v1::ROLLOUT_STATE_ROLLED_BACK)
       << fleet.rollout().state_reason();
   EXPECT_EQ(fleet.rollout().current_stage(), 0u);
-  EXPECT_THAT(fleet.rollout().state_reason(), HasSubstr("rolled back by gate: stage 0: task gate"));
+  EXPECT_THAT(fleet.rollout().state_reason(),
+              HasSubstr("rolled back by gate: stage 1 of 4: task gate"));
   fleet.ResolveAll();
   EXPECT_TRUE(fleet.Members().empty());
   for (const SimDevice& device : fleet.devices()) {

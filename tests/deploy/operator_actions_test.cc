@@ -58,7 +58,8 @@ TEST(DeployOperatorActionsTest, AdvanceSkipsTheBakeButNotATrippedGate) {
   ASSERT_THAT(advanced, IsOk());
   EXPECT_EQ(advanced->current_stage(), 1u);
   EXPECT_EQ(FromProtoTime(advanced->stage_entered_at(1)), soon);
-  EXPECT_THAT(advanced->state_reason(), HasSubstr("advanced by operator to stage 1: urgent fix"));
+  EXPECT_THAT(advanced->state_reason(),
+              HasSubstr("advanced by operator to stage 2 of 4: urgent fix"));
 
   v1::CohortOutcomes failing = Healthy(3);
   failing.set_engine_started(2);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "deploy/rollout_validation.h"
+#include "deploy/stage_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/deploy_fixtures.h"
@@ -43,7 +44,39 @@ TEST(DeployRolloutEvaluationTest, HoldsWhileBakingEvenWithEnoughReports) {
                       Epoch() + absl::Minutes(45));
   EXPECT_EQ(verdict.step, RolloutStep::kHold);
   EXPECT_EQ(verdict.bake_left, absl::Minutes(15));
-  EXPECT_THAT(verdict.reason, HasSubstr("baking, 15m left"));
+  EXPECT_THAT(verdict.reason, HasSubstr("stage 1 of 4: baking, 15m 0s left"));
+}
+
+TEST(DeployRolloutEvaluationTest, ReasonsCountStagesFromOneAndRoundTheBakeToSeconds) {
+  v1::Rollout rollout = Started(FidelityForAgentic("fid", /*min_reporting=*/1));
+  std::vector<CohortDevice> members = Devices("m", 1, v1::OUTCOME_ENGINE_STARTED);
+  // 34m 24.5s into an hour's bake: 25m 35.5s left, shown as whole seconds.
+  RolloutVerdict baking =
+      EvaluateRollout(rollout, members, {}, Epoch() + absl::Seconds(34 * 60 + 24.5));
+  EXPECT_EQ(baking.reason, "stage 1 of 4: baking, 25m 36s left");
+
+  RolloutVerdict advanced = EvaluateRollout(rollout, members, {}, kAfterBake);
+  EXPECT_EQ(advanced.reason, "stage 1 of 4 passed its gates; advanced to stage 2 of 4 (10%)");
+
+  rollout = ApplyVerdict(rollout, advanced, kAfterBake);
+  rollout.mutable_stages(1)->set_min_bake_seconds(0);
+  std::vector<CohortDevice> pending = Devices("b", 1, v1::OUTCOME_BOOT_OK);
+  EXPECT_EQ(EvaluateRollout(rollout, pending, {}, kAfterBake).reason,
+            "stage 2 of 4: 0 of 1 required member has concluded");
+
+  rollout.set_current_stage(3);
+  EXPECT_EQ(EvaluateRollout(rollout, members, {}, kAfterBake + absl::Hours(1)).reason,
+            "stage 4 of 4 passed its gates; complete");
+}
+
+TEST(DeployStageTextTest, StagesFromOneAndWholeSeconds) {
+  EXPECT_EQ(StageOf(0, 4), "stage 1 of 4");
+  EXPECT_EQ(StageOf(3, 4), "stage 4 of 4");
+  EXPECT_EQ(FormatSeconds(absl::ZeroDuration()), "0s");
+  EXPECT_EQ(FormatSeconds(absl::Milliseconds(44600)), "45s");
+  EXPECT_EQ(FormatSeconds(absl::Seconds(125)), "2m 5s");
+  EXPECT_EQ(FormatSeconds(absl::Seconds(3603)), "1h 0m 3s");
+  EXPECT_EQ(FormatSeconds(-absl::Seconds(61)), "-1m 1s");
 }
 
 TEST(DeployRolloutEvaluationTest, HoldsUntilEnoughMembersConclude) {
@@ -57,7 +90,7 @@ TEST(DeployRolloutEvaluationTest, HoldsUntilEnoughMembersConclude) {
   rollout.mutable_stages(0)->set_min_bake_seconds(600);
   RolloutVerdict verdict = EvaluateRollout(rollout, members, {}, Epoch() + absl::Minutes(20));
   EXPECT_EQ(verdict.step, RolloutStep::kHold);
-  EXPECT_THAT(verdict.reason, HasSubstr("3 of 5 required members have concluded"));
+  EXPECT_THAT(verdict.reason, HasSubstr("stage 1 of 4: 3 of 5 required members have concluded"));
 }
 
 TEST(DeployRolloutEvaluationTest, BootOkAloneNeverAdvancesAStage) {
@@ -125,7 +158,7 @@ TEST(DeployRolloutEvaluationTest, GatesCompareAgainstTheControlGroup) {
   v1::Rollout paused = ApplyVerdict(rollout, breached, kAfterBake);
   EXPECT_EQ(paused.state(), v1::ROLLOUT_STATE_PAUSED);
   EXPECT_EQ(paused.current_stage(), 0u);
-  EXPECT_THAT(paused.state_reason(), HasSubstr("paused by gate: stage 0: engine gate"));
+  EXPECT_THAT(paused.state_reason(), HasSubstr("paused by gate: stage 1 of 4: engine gate"));
   EXPECT_EQ(paused.members().engine_failed(), 1u);
   EXPECT_EQ(paused.control().engine_started(), 100u);
 }

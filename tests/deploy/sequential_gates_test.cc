@@ -278,7 +278,7 @@ TEST(DeploySequentialGatesTest, EvaluationPausesOnAFailedGateEvenWithinTheHardGu
   Append(Devices("cf", 2, v1::OUTCOME_BOOT_FAILED), &control);
   RolloutVerdict verdict = EvaluateRollout(rollout, members, control, Epoch() + absl::Minutes(1));
   EXPECT_EQ(verdict.step, RolloutStep::kPause);
-  EXPECT_THAT(verdict.reason, HasSubstr("stage 0: boot gate: fail, e-value"));
+  EXPECT_THAT(verdict.reason, HasSubstr("stage 1 of 2: boot gate: fail, e-value"));
   ASSERT_EQ(verdict.sequential_gates.size(), 5u);
   EXPECT_EQ(verdict.sequential_gates[0].gate, "boot");
 }
