@@ -3,9 +3,11 @@
 namespace weightpath::server {
 
 absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
-  // Reads are the viewer's; steering a rollout is the operator's; anything
-  // that changes what devices are served outside a rollout, or reads who did
-  // what, is the admin's.
+  // Reads are the viewer's, the audit trail included (it holds what was
+  // done, never a credential); steering a rollout is the operator's;
+  // anything that changes what devices are served outside a rollout is the
+  // admin's. Every RPC above the viewer's role is audited
+  // (fleet_admin_service.h), so a row here is all a new mutating RPC needs.
   static constexpr FleetAdminMethodRole kRoles[] = {
       {"ListDevices", Role::kViewer},
       {"GetDevice", Role::kViewer},
@@ -14,6 +16,7 @@ absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
       {"GetRollout", Role::kViewer},
       {"ListRollouts", Role::kViewer},
       {"ExplainDecision", Role::kViewer},
+      {"ListAuditEvents", Role::kViewer},
       {"CreateRollout", Role::kOperator},
       {"PauseRollout", Role::kOperator},
       {"ResumeRollout", Role::kOperator},

@@ -4,6 +4,27 @@
 // verification, RolloutAdmin for rollouts, the explainer for
 // ExplainDecision.
 //
+// Audit trail: every call whose RPC needs more than the viewer role (the
+// mutating ones, fleet_admin_roles.cc) is recorded in the fleet store once
+// its handler has answered: identity, role, RPC, target, a bounded one-line
+// request summary (api/audit_event.h), the result's code name and message,
+// and this replica's host name. Calls refused for their role and by
+// validation are recorded too; so is any RPC added later, as long as its
+// handler passes through Admit. Not recorded: a call without a valid
+// credential (no identity to record, and anyone who can reach the port
+// would otherwise grow the table; the refusal is logged with the peer), a
+// request that does not parse, and one refused before its handler ran
+// (queue full). The record is written on the same store worker before the
+// answer is sent, so the caller that sees the result can list its event. A
+// refused audit write does not change the call's answer: a mutation the
+// store committed cannot be taken back, and an error would invite a retry
+// that mutates twice; it is counted (weightpath_audit_write_failures_total,
+// alerted on) and the whole event is logged at error level instead. Since
+// the mutation and its record go to the same store one after the other,
+// both fail together when the store is down. With --store=none nothing is
+// recorded (every mutating call is refused there anyway) and
+// ListAuditEvents is FAILED_PRECONDITION.
+//
 // Every method is a raw callback method served through ServeStoreCall
 // (server/store_call.h): these calls read and write the database and may
 // wait on it, so they run on the store executor, never on the callback
@@ -11,11 +32,12 @@
 // INVALID_ARGUMENT naming its type.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 
-#include <functional>
-
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "server/fleet/fleet_queries.h"
 #include "server/security/operator_auth.h"
@@ -27,6 +49,9 @@
 namespace weightpath::server {
 
 inline constexpr char kFleetAdminServiceName[] = "weightpath.v1.FleetAdmin";
+
+// The host name, for AuditEvent.replica ("unknown" when it cannot be read).
+std::string ThisReplicaName();
 
 class FleetAdminService final
     : public v1::FleetAdmin::WithRawCallbackMethod_ListDevices<
@@ -43,7 +68,8 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_UpdateRollout<
           v1::FleetAdmin::WithRawCallbackMethod_DeleteRollout<
           v1::FleetAdmin::WithRawCallbackMethod_ExplainDecision<
-          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>> {
+          v1::FleetAdmin::WithRawCallbackMethod_ListAuditEvents<
+          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>> {
  public:
   // The fleet registry's queries and the rollout operations, with a fleet
   // store. Without one (--store=none) the service gets kNoFleet: every
@@ -60,7 +86,11 @@ class FleetAdminService final
   // `store_executor` runs every call and must outlive them.
   FleetAdminService(const OperatorAuth* auth, std::optional<Fleet> fleet, ExplainFunction explain,
                     StoreExecutor* store_executor)
-      : auth_(auth), fleet_(fleet), explain_(std::move(explain)), store_executor_(store_executor) {}
+      : auth_(auth),
+        fleet_(fleet),
+        explain_(std::move(explain)),
+        store_executor_(store_executor),
+        replica_(ThisReplicaName()) {}
 
   // Wire bytes in and out; clients see the ordinary typed methods.
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
@@ -105,6 +135,9 @@ class FleetAdminService final
   grpc::ServerUnaryReactor* ExplainDecision(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListAuditEvents(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
 
  private:
   template <typename Request, typename Response>
@@ -146,22 +179,44 @@ class FleetAdminService final
       const grpc::ServerContextBase& context, const v1::DeleteRolloutRequest& request);
   absl::StatusOr<v1::ExplainDecisionResponse> HandleExplainDecision(
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
+  absl::StatusOr<v1::ListAuditEventsResponse> HandleListAuditEvents(
+      const grpc::ServerContextBase& context, const v1::ListAuditEventsRequest& request);
 
   // What a call needs besides an operator identity.
   enum class Needs {
     kOperatorOnly,   // ExplainDecision of a full request reads no store
     kFleetRegistry,  // the device, summary and verification queries
     kRollouts,       // the rollout operations (a fleet store)
+    kAuditTrail,     // ListAuditEvents (a fleet store)
   };
   // The one admission of every FleetAdmin call: OK when the caller is an
   // operator (a refusal is logged with the peer) and what `needs` names is
   // there; FAILED_PRECONDITION naming --store when it is not.
   absl::Status Admit(const grpc::ServerContextBase& context, const char* method, Needs needs) const;
 
+  // What Admit learnt about the call this store worker runs, for its audit
+  // record: Serve's lambda owns it for the length of the handler, and Admit
+  // fills it through a thread-local pointer, so no handler passes it along.
+  struct AdmittedCall {
+    const char* method = nullptr;  // set once Admit ran
+    bool authenticated = false;
+    std::string identity;
+    Role role = Role::kViewer;
+    bool audited = false;  // the RPC needs more than the viewer role
+  };
+  // Runs `handle` (the typed handler, writing its result where the caller
+  // reads it) with an AdmittedCall in place, then records the audit event
+  // when the call is audited.
+  void RunAudited(const google::protobuf::Message& request,
+                  absl::FunctionRef<absl::Status()> handle) const;
+  static thread_local AdmittedCall* admitted_call_;
+
   const OperatorAuth* const auth_;
   const std::optional<Fleet> fleet_;
   const ExplainFunction explain_;
   StoreExecutor* const store_executor_;
+  // AuditEvent.replica: this host's name (a pod's name on Kubernetes).
+  const std::string replica_;
 };
 
 template <typename Request, typename Response>
@@ -171,7 +226,14 @@ grpc::ServerUnaryReactor* FleetAdminService::Serve(grpc::CallbackServerContext* 
                                                    Handler<Request, Response> handler) {
   return ServeStoreCall<Request>(
       context, request_bytes, response_bytes, store_executor_,
-      [this, context, handler](const Request& request) { return (this->*handler)(*context, request); });
+      [this, context, handler](const Request& request) {
+        absl::StatusOr<Response> result;
+        RunAudited(request, [&] {
+          result = (this->*handler)(*context, request);
+          return result.status();
+        });
+        return result;
+      });
 }
 
 }  // namespace weightpath::server

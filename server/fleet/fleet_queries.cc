@@ -67,4 +67,26 @@ absl::StatusOr<v1::GetVerificationMatrixResponse> FleetQueries::VerificationMatr
   return fleet_->VerificationMatrix();
 }
 
+absl::StatusOr<v1::ListAuditEventsResponse> FleetQueries::ListAuditEvents(
+    const v1::ListAuditEventsRequest& request) {
+  if (request.limit() > store::kMaxAuditLimit) {
+    return InvalidArgumentForField(
+        "limit", absl::StrCat("limit = ", request.limit(), " is above the maximum ",
+                              store::kMaxAuditLimit, " (0 means ", store::kDefaultAuditLimit, ")"));
+  }
+  absl::Time since = absl::InfinitePast();
+  if (request.has_since()) {
+    ASSIGN_OR_RETURN(since, TimeFrom(request.since(), "since"));
+  }
+  ASSIGN_OR_RETURN(store::AuditEventList list, fleet_->store().ListAuditEvents(since, request.limit()));
+  v1::ListAuditEventsResponse response;
+  for (v1::AuditEvent& event : list.events) *response.add_events() = std::move(event);
+  response.set_truncated(list.truncated);
+  return response;
+}
+
+absl::Status FleetQueries::RecordAuditEvent(const v1::AuditEvent& event) {
+  return fleet_->RecordAuditEvent(event);
+}
+
 }  // namespace weightpath::server

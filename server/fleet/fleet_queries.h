@@ -1,5 +1,5 @@
 // What FleetAdmin answers about the fleet: the device registry, the counts
-// by class x path, and the verification matrix. Independent of gRPC and of
+// by class x path, the verification matrix, and the audit trail. Independent of gRPC and of
 // who is asking (FleetAdminService checks the operator first).
 #pragma once
 
@@ -20,6 +20,13 @@ class FleetQueries {
   // Without seen_since: every device ever recorded.
   absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(const v1::FleetSummaryRequest& request);
   absl::StatusOr<v1::GetVerificationMatrixResponse> VerificationMatrix();
+
+  // Oldest first; limit 0 is the default (1000), above 10000 INVALID_ARGUMENT
+  // naming limit, and since INVALID_ARGUMENT naming since when not a time.
+  absl::StatusOr<v1::ListAuditEventsResponse> ListAuditEvents(
+      const v1::ListAuditEventsRequest& request);
+  // Commits one audited call (FleetState::RecordAuditEvent).
+  absl::Status RecordAuditEvent(const v1::AuditEvent& event);
 
  private:
   FleetState* const fleet_;

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/proto_time.h"
 #include "common/thread_name.h"
 #include "server/fleet/device_record.h"
 #include "spdlog/spdlog.h"
@@ -171,6 +172,20 @@ absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix
   return response;
 }
 
+absl::Status FleetState::RecordAuditEvent(const v1::AuditEvent& event) {
+  absl::Status recorded = store_->RecordAuditEvent(event);
+  if (recorded.ok()) return recorded;
+  metrics_->RecordAuditWriteFailed();
+  spdlog::error(
+      "audit record not stored ({}): time={} identity=\"{}\" role={} rpc={} target=\"{}\" "
+      "result={} message=\"{}\" request={{{}}}",
+      recorded.ToString(), absl::FormatTime(FromProtoTime(event.time())), event.identity(),
+      event.role(), event.rpc(), event.target(), event.result(), event.message(),
+      event.request_summary());
+  if (recorded.code() == absl::StatusCode::kUnavailable) MarkStore(false);
+  return recorded;
+}
+
 bool FleetState::store_up() const { return evidence_.Current()->store_up; }
 
 void FleetState::MarkStore(bool up) {
@@ -207,17 +222,23 @@ void FleetState::RefreshNow() {
     return;
   }
   std::optional<std::map<std::pair<std::string, std::string>, uint64_t>> seen;
+  std::optional<store::DeviceVersionCounts> versions;
   const int64_t counted_at_ns = seen_counted_at_ns_.load();
   if (counted_at_ns == kNeverCounted ||
       monotonic_now - absl::Nanoseconds(counted_at_ns) >= options_.devices_seen_refresh_interval) {
+    // The same window and moment for all three gauges, so their totals agree.
+    const absl::Time seen_since = now - options_.devices_seen_window;
     absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>> counted =
-        store_->DevicesSeenByClassAndPath(now - options_.devices_seen_window);
-    if (!counted.ok()) {
-      spdlog::warn("devices-seen refresh failed: {}", counted.status().ToString());
-      if (counted.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+        store_->DevicesSeenByClassAndPath(seen_since);
+    absl::StatusOr<store::DeviceVersionCounts> by_version =
+        counted.ok() ? store_->CountDevicesByVersion(seen_since) : counted.status();
+    if (!by_version.ok()) {
+      spdlog::warn("devices-seen refresh failed: {}", by_version.status().ToString());
+      if (by_version.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
       return;
     }
     seen = std::move(*counted);
+    versions = std::move(*by_version);
     seen_counted_at_ns_.store(absl::ToInt64Nanoseconds(monotonic_now));
   }
 
@@ -248,6 +269,10 @@ void FleetState::RefreshNow() {
   }
   evidence_.Publish(std::move(next));
   if (seen.has_value()) metrics_->SetDevicesSeen(*seen);
+  if (versions.has_value()) {
+    metrics_->SetDevicesByVersion(versions->by_policy_version, versions->by_agent_version,
+                                  policy->version());
+  }
   metrics_->SetPathVerified(path_verified);
   MarkStore(true);
 }

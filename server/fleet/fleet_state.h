@@ -104,6 +104,12 @@ class FleetState {
   absl::StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
       const v1::ReportMeasurementRequest& request);
 
+  // Commits one audited FleetAdmin call. A failure is counted
+  // (weightpath_audit_write_failures_total) and logged with the whole
+  // event, so the trail is in the log when the store refused it; an
+  // UNAVAILABLE store is marked down as any other store failure.
+  absl::Status RecordAuditEvent(const v1::AuditEvent& event);
+
   // The matrix read fresh from the store, for operators.
   absl::StatusOr<v1::GetVerificationMatrixResponse> VerificationMatrix();
 

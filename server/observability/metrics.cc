@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
@@ -132,7 +133,27 @@ std::string EnumLabel(absl::string_view name, absl::string_view prefix) {
                          .Name("weightpath_path_verified")
                          .Help("1 when the path is verified on the hardware class (by the "
                                "policy or fleet evidence for some CPU model), else 0")
-                         .Register(*registry_)) {
+                         .Register(*registry_)),
+      devices_by_policy_version_(
+          prometheus::BuildGauge()
+              .Name("weightpath_devices_by_policy_version")
+              .Help("Devices whose last resolve is within --devices_seen_window, by the policy "
+                    "version it was decided with (the 20 most common, the one in force, "
+                    "\"unknown\" and \"other\"), read from the store")
+              .Register(*registry_)),
+      devices_by_agent_version_(
+          prometheus::BuildGauge()
+              .Name("weightpath_devices_by_agent_version")
+              .Help("Devices whose last resolve is within --devices_seen_window, by the agent "
+                    "version they sent (the 20 most common plausible ones, \"unknown\" and "
+                    "\"other\"), read from the store")
+              .Register(*registry_)),
+      audit_write_failures_(prometheus::BuildCounter()
+                                .Name("weightpath_audit_write_failures_total")
+                                .Help("Audited FleetAdmin calls whose audit record the store "
+                                      "refused; each is logged whole at error level")
+                                .Register(*registry_)
+                                .Add({})) {
   prometheus::Family<prometheus::Counter>& timestamps =
       prometheus::BuildCounter()
           .Name("weightpath_timestamp_signatures_total")
@@ -302,6 +323,91 @@ void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified
   }
   ReplaceGaugeSeries(verified, path_verified_, path_verified_series_);
 }
+
+namespace {
+
+bool PlausibleVersion(absl::string_view value) {
+  if (value.empty() || value.size() > kVersionLabelMaxBytes) return false;
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(value[0]))) return false;
+  for (char c : value) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("._+:~-").find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  // The two names of the folded series are not a device's to take.
+  return value != kOtherVersionLabel && value != kUnknownVersionLabel;
+}
+
+// Sets the series of `values` and removes the ones no longer among them, so
+// however the hostile values change the family holds only what was set last.
+void ReplaceVersionSeries(const std::map<std::string, uint64_t>& values, absl::string_view label,
+                          prometheus::Family<prometheus::Gauge>& family,
+                          std::map<std::string, prometheus::Gauge*>& series) {
+  for (auto it = series.begin(); it != series.end();) {
+    if (values.count(it->first) == 0) {
+      family.Remove(it->second);
+      it = series.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [value, count] : values) {
+    prometheus::Gauge*& gauge = series[value];
+    if (gauge == nullptr) gauge = &family.Add({{std::string(label), value}});
+    gauge->Set(static_cast<double>(count));
+  }
+}
+
+}  // namespace
+
+std::map<std::string, uint64_t> BoundVersionLabels(const std::map<std::string, uint64_t>& counts,
+                                                   absl::string_view keep) {
+  std::map<std::string, uint64_t> bounded = {{kOtherVersionLabel, 0}};
+  // The version to keep has its series even at 0 devices (a policy just
+  // loaded), so a query comparing against it has something to compare.
+  if (PlausibleVersion(keep)) bounded[std::string(keep)] = 0;
+  std::vector<std::pair<std::string, uint64_t>> plausible;
+  for (const auto& [value, count] : counts) {
+    if (value.empty()) {
+      bounded[kUnknownVersionLabel] += count;
+    } else if (value == keep && PlausibleVersion(value)) {
+      bounded[value] = count;
+    } else if (PlausibleVersion(value)) {
+      plausible.emplace_back(value, count);
+    } else {
+      bounded[kOtherVersionLabel] += count;
+    }
+  }
+  // Most devices first; a tie in name order, so the cut is the same on every
+  // replica reading the same store.
+  std::sort(plausible.begin(), plausible.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  for (size_t i = 0; i < plausible.size(); ++i) {
+    if (i < kVersionLabelsKept) {
+      bounded[plausible[i].first] = plausible[i].second;
+    } else {
+      bounded[kOtherVersionLabel] += plausible[i].second;
+    }
+  }
+  return bounded;
+}
+
+void ServerMetrics::SetDevicesByVersion(const std::map<std::string, uint64_t>& by_policy_version,
+                                        const std::map<std::string, uint64_t>& by_agent_version,
+                                        absl::string_view policy_in_force) {
+  const std::map<std::string, uint64_t> policies =
+      BoundVersionLabels(by_policy_version, policy_in_force);
+  const std::map<std::string, uint64_t> agents = BoundVersionLabels(by_agent_version, "");
+  absl::MutexLock lock(&fleet_mutex_);
+  ReplaceVersionSeries(policies, "policy_version", devices_by_policy_version_,
+                       devices_by_policy_version_series_);
+  ReplaceVersionSeries(agents, "agent_version", devices_by_agent_version_,
+                       devices_by_agent_version_series_);
+}
+
+void ServerMetrics::RecordAuditWriteFailed() { audit_write_failures_.Increment(); }
 
 namespace {
 

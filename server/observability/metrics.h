@@ -42,6 +42,21 @@ class ProcessStats final : public prometheus::Collectable {
 // The device RPCs, as weightpath_device_calls_shed_total labels them.
 enum class DeviceCallMethod { kResolve, kReportMeasurement, kReportOutcome };
 
+// Version strings come from devices (agent_version) or from any policy an
+// operator loaded, so as label values they are bounded: the
+// kVersionLabelsKept most common plausible values (at most
+// kVersionLabelMaxBytes of letters, digits and . _ + : ~ -, starting with a
+// letter or digit), `keep` whatever its count, kUnknownVersionLabel for ""
+// (a device that sent none, or not re-resolved since the store's upgrade),
+// and kOtherVersionLabel for the rest summed (always present, 0 when
+// nothing is folded). At most kVersionLabelsKept + 3 series per gauge.
+inline constexpr size_t kVersionLabelsKept = 20;
+inline constexpr size_t kVersionLabelMaxBytes = 64;
+inline constexpr char kOtherVersionLabel[] = "other";
+inline constexpr char kUnknownVersionLabel[] = "unknown";
+std::map<std::string, uint64_t> BoundVersionLabels(const std::map<std::string, uint64_t>& counts,
+                                                   absl::string_view keep);
+
 class ServerMetrics {
  public:
   explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
@@ -81,6 +96,16 @@ class ServerMetrics {
   // Replace the whole gauge: a pair missing from `counts` reads 0.
   void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
+  // weightpath_devices_by_policy_version and _by_agent_version: the devices
+  // in the devices-seen window by the versions their last resolve carried,
+  // each through BoundVersionLabels (`policy_in_force` is always its own
+  // series). A value no longer among them loses its series.
+  void SetDevicesByVersion(const std::map<std::string, uint64_t>& by_policy_version,
+                           const std::map<std::string, uint64_t>& by_agent_version,
+                           absl::string_view policy_in_force);
+  // An audited FleetAdmin call whose record the store refused
+  // (weightpath_audit_write_failures_total).
+  void RecordAuditWriteFailed();
 
   // Counts every FleetAdmin call and ReportMeasurement / ReportOutcome by
   // method and status code (weightpath_rpc_requests_total), each pair at 0
@@ -131,6 +156,13 @@ class ServerMetrics {
   store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);
   std::map<ClassAndPath, prometheus::Gauge*> devices_seen_series_ ABSL_GUARDED_BY(fleet_mutex_);
   std::map<ClassAndPath, prometheus::Gauge*> path_verified_series_ ABSL_GUARDED_BY(fleet_mutex_);
+  prometheus::Family<prometheus::Gauge>& devices_by_policy_version_;
+  prometheus::Family<prometheus::Gauge>& devices_by_agent_version_;
+  std::map<std::string, prometheus::Gauge*> devices_by_policy_version_series_
+      ABSL_GUARDED_BY(fleet_mutex_);
+  std::map<std::string, prometheus::Gauge*> devices_by_agent_version_series_
+      ABSL_GUARDED_BY(fleet_mutex_);
+  prometheus::Counter& audit_write_failures_;
 
   absl::Mutex policy_info_mutex_;
   prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;

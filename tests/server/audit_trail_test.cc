@@ -1,0 +1,265 @@
+// The FleetAdmin audit trail through the real weightpath-server on a real
+// SQLite file and a real PostgreSQL: every mutating call is recorded with
+// who made it, their role, its target, a one-line request summary and the
+// answer (refusals for role and validation included, reads and calls
+// without a credential not), listed by ListAuditEvents with its since and
+// limit, kept across a restart, and shared by two replicas on PostgreSQL.
+// Also the devices-by-version gauges, whose labels devices choose.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/fleet_client.h"
+#include "tests/server/server_process.h"
+#include "tests/store/store_backends.h"
+
+namespace weightpath::server::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using store::testing::Backend;
+using store::testing::BackendName;
+using store::testing::FreshDatabaseUrl;
+
+constexpr char kViewerToken[] = "viewer-token-7a01";
+constexpr char kOperatorToken[] = "operator-token-7a02";
+
+// One stage to 100% of one lab's devices: the smallest valid rollout.
+v1::Rollout LabRollout(const std::string& id) {
+  v1::Rollout rollout;
+  rollout.set_id(id);
+  (*rollout.mutable_selector()->mutable_match_labels())["site"] = "lab-a";
+  rollout.mutable_action()->set_set_priority(v1::PRIORITY_FIDELITY);
+  v1::RolloutStage* stage = rollout.add_stages();
+  stage->set_percent(100);
+  stage->set_min_bake_seconds(3600);
+  stage->set_min_reporting_devices(1);
+  stage->set_report_timeout_seconds(3600);
+  return rollout;
+}
+
+class AuditTrailTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    WriteSecretFileOrDie(dir_.File("viewer.token"), absl::StrCat(kViewerToken, "\n"));
+    WriteSecretFileOrDie(dir_.File("operator.token"), absl::StrCat(kOperatorToken, "\n"));
+    WriteFileOrDie(dir_.File("server.yaml"),
+                   absl::StrCat("operators:\n"
+                                "  - {name: vera, role: viewer, token_file: ",
+                                dir_.File("viewer.token"),
+                                "}\n"
+                                "  - {name: otto, role: operator, token_file: ",
+                                dir_.File("operator.token"), "}\n"));
+  }
+
+  std::unique_ptr<ServerProcess> StartReplica() {
+    auto started = ServerProcess::Start({"--store=" + url_, "--config=" + dir_.File("server.yaml")});
+    EXPECT_TRUE(started.ok()) << started.status();
+    return started.ok() ? *std::move(started) : nullptr;
+  }
+
+  static grpc::Status Pause(v1::FleetAdmin::Stub& admin, const std::string& token,
+                            const std::string& id, const std::string& reason) {
+    v1::RolloutControlRequest request;
+    request.set_id(id);
+    request.set_reason(reason);
+    v1::Rollout response;
+    auto context = AdminContext(token);
+    return admin.PauseRollout(context.get(), request, &response);
+  }
+
+  static grpc::Status Create(v1::FleetAdmin::Stub& admin, const v1::Rollout& rollout) {
+    v1::CreateRolloutRequest request;
+    *request.mutable_rollout() = rollout;
+    v1::Rollout response;
+    auto context = AdminContext(kOperatorToken);
+    return admin.CreateRollout(context.get(), request, &response);
+  }
+
+  static grpc::Status List(v1::FleetAdmin::Stub& admin, v1::ListAuditEventsResponse* response,
+                           uint32_t limit = 0,
+                           const google::protobuf::Timestamp* since = nullptr) {
+    v1::ListAuditEventsRequest request;
+    request.set_limit(limit);
+    if (since != nullptr) *request.mutable_since() = *since;
+    auto context = AdminContext(kViewerToken);
+    return admin.ListAuditEvents(context.get(), request, response);
+  }
+
+  static std::vector<std::string> Rpcs(const v1::ListAuditEventsResponse& response) {
+    std::vector<std::string> rpcs;
+    for (const v1::AuditEvent& event : response.events()) {
+      rpcs.push_back(absl::StrCat(event.rpc(), " ", event.result()));
+    }
+    return rpcs;
+  }
+
+  std::string url_;
+  TempDir dir_;
+};
+
+TEST_P(AuditTrailTest, MutatingCallsAreRecordedWithWhoWhatAndTheAnswerAndOutliveTheServer) {
+  std::unique_ptr<ServerProcess> server = StartReplica();
+  ASSERT_NE(server, nullptr);
+  auto admin = v1::FleetAdmin::NewStub(PlaintextChannel(server->grpc_address()));
+
+  EXPECT_EQ(Pause(*admin, kViewerToken, "r-1", "look").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::Rollout no_stages = LabRollout("r-bad");
+  no_stages.clear_stages();
+  EXPECT_EQ(Create(*admin, no_stages).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Create(*admin, LabRollout("r-1")).ok());
+  // The reason is the caller's text: its newline must not reach the trail.
+  const grpc::Status paused = Pause(*admin, kOperatorToken, "r-1", "line one\nline two");
+  ASSERT_TRUE(paused.ok()) << paused.error_message();
+  // Not recorded: a call without a credential, and reads.
+  EXPECT_EQ(Pause(*admin, "", "r-1", "anonymous").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  {
+    v1::GetRolloutRequest get;
+    get.set_id("r-1");
+    v1::Rollout rollout;
+    auto context = AdminContext(kViewerToken);
+    ASSERT_TRUE(admin->GetRollout(context.get(), get, &rollout).ok());
+  }
+
+  v1::ListAuditEventsResponse listed;
+  const grpc::Status status = List(*admin, &listed);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(listed.truncated());
+  ASSERT_EQ(listed.events_size(), 4) << listed.DebugString();
+  EXPECT_THAT(Rpcs(listed), ElementsAre("PauseRollout PERMISSION_DENIED",
+                                        "CreateRollout INVALID_ARGUMENT", "CreateRollout OK",
+                                        "PauseRollout OK"));
+  const v1::AuditEvent& denied = listed.events(0);
+  EXPECT_EQ(denied.identity(), "vera");
+  EXPECT_EQ(denied.role(), "viewer");
+  EXPECT_EQ(denied.target(), "r-1");
+  EXPECT_THAT(denied.message(), HasSubstr("needs role operator"));
+  EXPECT_THAT(denied.request_summary(), AllOf(HasSubstr("id: \"r-1\""), HasSubstr("look")));
+  EXPECT_FALSE(denied.replica().empty());
+  EXPECT_GT(denied.time().seconds(), 0);
+  EXPECT_EQ(listed.events(1).identity(), "otto");
+  EXPECT_EQ(listed.events(1).role(), "operator");
+  EXPECT_EQ(listed.events(1).target(), "r-bad");
+  EXPECT_THAT(listed.events(1).message(), HasSubstr("stages"));
+  EXPECT_EQ(listed.events(2).target(), "r-1");
+  EXPECT_EQ(listed.events(2).message(), "");
+  const v1::AuditEvent& pause = listed.events(3);
+  EXPECT_THAT(pause.request_summary(), AllOf(HasSubstr("line one"), HasSubstr("line two"),
+                                             Not(HasSubstr("\n"))));
+
+  // limit keeps the newest; since starts at an event's own time.
+  v1::ListAuditEventsResponse newest;
+  ASSERT_TRUE(List(*admin, &newest, 2).ok());
+  EXPECT_TRUE(newest.truncated());
+  EXPECT_THAT(Rpcs(newest), ElementsAre("CreateRollout OK", "PauseRollout OK"));
+  v1::ListAuditEventsResponse since;
+  ASSERT_TRUE(List(*admin, &since, 0, &listed.events(2).time()).ok());
+  EXPECT_EQ(since.events_size(), 2) << since.DebugString();
+
+  v1::ListAuditEventsResponse refused;
+  const grpc::Status too_many = List(*admin, &refused, 10001);
+  EXPECT_EQ(too_many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(too_many.error_message(), AllOf(HasSubstr("limit"), HasSubstr("10000")));
+
+  // The trail is the store's: a restarted server lists the same events.
+  server.reset();
+  server = StartReplica();
+  ASSERT_NE(server, nullptr);
+  admin = v1::FleetAdmin::NewStub(PlaintextChannel(server->grpc_address()));
+  v1::ListAuditEventsResponse after_restart;
+  ASSERT_TRUE(List(*admin, &after_restart).ok());
+  EXPECT_EQ(Rpcs(after_restart), Rpcs(listed));
+  const std::string metrics = HttpGet(server->metrics_address(), "/metrics").value_or("");
+  EXPECT_EQ(SampleValue(metrics, "weightpath_audit_write_failures_total").value_or(-1), 0);
+}
+
+// Replicas share a PostgreSQL store (SQLite serves one server).
+class AuditTrailReplicasTest : public AuditTrailTest {};
+
+TEST_P(AuditTrailReplicasTest, TwoReplicasOnOneStoreShareTheTrail) {
+  std::unique_ptr<ServerProcess> first = StartReplica();
+  std::unique_ptr<ServerProcess> second = StartReplica();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  auto admin_first = v1::FleetAdmin::NewStub(PlaintextChannel(first->grpc_address()));
+  auto admin_second = v1::FleetAdmin::NewStub(PlaintextChannel(second->grpc_address()));
+
+  ASSERT_TRUE(Create(*admin_first, LabRollout("r-1")).ok());
+  ASSERT_TRUE(Pause(*admin_second, kOperatorToken, "r-1", "seen from the other replica").ok());
+  for (v1::FleetAdmin::Stub* admin : {admin_first.get(), admin_second.get()}) {
+    v1::ListAuditEventsResponse listed;
+    ASSERT_TRUE(List(*admin, &listed).ok());
+    EXPECT_THAT(Rpcs(listed), ElementsAre("CreateRollout OK", "PauseRollout OK"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AuditTrailTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Backends, AuditTrailReplicasTest, ::testing::Values(Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
+
+TEST(AuditTrailWithoutStoreTest, ListingIsFailedPreconditionNamingTheMissingStore) {
+  TempDir dir;
+  WriteSecretFileOrDie(dir.File("token"), std::string(kAdminToken) + "\n");
+  auto server =
+      ServerProcess::Start({"--store=none", "--admin_token_file=" + dir.File("token")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto admin = v1::FleetAdmin::NewStub(PlaintextChannel((*server)->grpc_address()));
+  v1::ListAuditEventsResponse response;
+  auto context = AdminContext();
+  const grpc::Status status =
+      admin->ListAuditEvents(context.get(), v1::ListAuditEventsRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), AllOf(HasSubstr("--store=none"), HasSubstr("audit trail")));
+}
+
+// Agent versions are the devices' words: a plausible one is its own series,
+// anything else is folded into "other"; the policy in force is always its
+// own series.
+TEST(DevicesByVersionTest, GaugesCountTheWindowsDevicesByPolicyAndAgentVersion) {
+  TempDir dir;
+  WriteSecretFileOrDie(dir.File("token"), std::string(kAdminToken) + "\n");
+  auto server = ServerProcess::Start(
+      {"--store=sqlite:" + dir.File("fleet.db"), "--admin_token_file=" + dir.File("token"),
+       "--fleet_refresh_interval=100ms", "--devices_seen_refresh_interval=100ms"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto device_stub = v1::WeightPath::NewStub(PlaintextChannel((*server)->grpc_address()));
+  std::string policy_version;
+  for (const auto& [id, agent] : std::vector<std::pair<std::string, std::string>>{
+           {"arm-1", "0.3.1"}, {"arm-2", "0.3.1"}, {"arm-3", "0.3.1 (patched) {x=\"y\"}"}}) {
+    v1::ResolveWeightPathRequest request = ArmRequest(id);
+    request.set_agent_version(agent);
+    v1::ResolveWeightPathResponse response;
+    const grpc::Status resolved = CallResolve(*device_stub, request, &response);
+    ASSERT_TRUE(resolved.ok()) << resolved.error_message();
+    policy_version = response.policy_version();
+  }
+  const std::string policy_series =
+      absl::StrCat("weightpath_devices_by_policy_version{policy_version=\"", policy_version, "\"}");
+  std::string metrics;
+  ASSERT_TRUE(Eventually([&] {
+    metrics = HttpGet((*server)->metrics_address(), "/metrics").value_or("");
+    return SampleValue(metrics, policy_series).value_or(0) == 3;
+  })) << metrics;
+  EXPECT_EQ(SampleValue(metrics, "weightpath_devices_by_agent_version{agent_version=\"0.3.1\"}")
+                .value_or(-1),
+            2);
+  EXPECT_EQ(SampleValue(metrics, "weightpath_devices_by_agent_version{agent_version=\"other\"}")
+                .value_or(-1),
+            1);
+  EXPECT_THAT(metrics, Not(HasSubstr("patched")));
+}
+
+}  // namespace
+}  // namespace weightpath::server::testing
