@@ -14,7 +14,7 @@
 #include "ctl/rollout_yaml.h"
 #include "ctl/text_file.h"
 #include "ctl/view_output.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "deploy/rollout_validation.h"
 
 namespace weightpath::ctl {
 namespace {
@@ -23,13 +23,18 @@ constexpr std::string_view kCommand = "apply";
 
 constexpr char kUsage[] =
     "usage: weightpathctl apply -f FILE|DIR [flags]\n\n"
-    "Creates the rollouts of rollout files (the format of 'rollout create -f'); a DIR\n"
-    "means every *.yaml and *.yml in it, in name order. Applying the same files again\n"
-    "changes nothing. Each rollout prints one line:\n"
+    "Creates or updates the rollouts of rollout files (the format of 'rollout create\n"
+    "-f'); a DIR means every *.yaml and *.yml in it, in name order. Applying the same\n"
+    "files again changes nothing. Each rollout prints one line:\n"
     "  created     the server had no rollout of that id; it has now\n"
+    "  updated     the server had it with another spec; the changed fields are\n"
+    "              named. A running rollout keeps its stage and counts; description,\n"
+    "              precedence, gates and the stages after the current one change.\n"
     "  unchanged   the server has it with the same spec\n"
-    "  refused     the server has it with another spec; the differing fields are\n"
-    "              named. There is no update: a changed rollout needs a new id.\n"
+    "  refused     the server would not take the change, with its reason: a new\n"
+    "              selector or action, or a new percent for a stage already\n"
+    "              entered (abort, 'rollout delete' and apply again), or a rollout\n"
+    "              that has finished.\n"
     "Every file is read and checked before the server is asked: a file that is not a\n"
     "valid rollout (an unknown key, or a field only the server sets such as state or\n"
     "current_stage) stops the command with exit 2 and nothing applied. Exit 1 when\n"
@@ -69,28 +74,9 @@ absl::StatusOr<std::vector<std::string>> RolloutFiles(const std::string& path) {
   return files;
 }
 
-bool IsServerSet(const google::protobuf::FieldDescriptor* field) {
-  static constexpr absl::string_view kServerSet[] = {
-      "state",        "current_stage",    "members",         "control",         "created_at",
-      "stage_started_at", "state_reason", "sequential_gates", "stage_entered_at"};
-  return std::find(std::begin(kServerSet), std::end(kServerSet), field->name()) !=
-         std::end(kServerSet);
-}
-
-// The fields a file sets whose values differ from the server's rollout.
-std::vector<std::string> DifferingFields(const v1::Rollout& wanted, const v1::Rollout& existing) {
-  std::vector<std::string> differing;
-  const google::protobuf::Descriptor* descriptor = v1::Rollout::descriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (IsServerSet(field)) continue;
-    google::protobuf::util::MessageDifferencer differencer;
-    std::vector<const google::protobuf::FieldDescriptor*> only = {field};
-    if (!differencer.CompareWithFields(wanted, existing, only, only)) {
-      differing.push_back(field->name());
-    }
-  }
-  return differing;
+bool IsRefusal(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kNotFound;
 }
 
 struct RolloutFile {
@@ -146,7 +132,7 @@ int RunApplyCommand(const std::vector<std::string>& args, CommandIo io) {
 
   absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
   if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
-  int created = 0, unchanged = 0, refused = 0, failed = 0;
+  int created = 0, updated = 0, unchanged = 0, refused = 0, failed = 0;
   for (const RolloutFile& file : files) {
     const std::string& id = file.rollout.id();
     v1::GetRolloutRequest get;
@@ -154,16 +140,31 @@ int RunApplyCommand(const std::vector<std::string>& args, CommandIo io) {
     absl::StatusOr<v1::Rollout> existing =
         CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::GetRollout, get, "GetRollout");
     if (existing.ok()) {
-      const std::vector<std::string> differing = DifferingFields(file.rollout, *existing);
+      const std::vector<std::string> differing = deploy::DifferingSpecFields(file.rollout, *existing);
       if (differing.empty()) {
         io.out << "rollout/" << id << " unchanged (" << file.path << ")\n";
         ++unchanged;
         continue;
       }
-      io.err << "weightpathctl apply: " << file.path << ": rollout '" << id
-             << "' exists with a different spec (" << absl::StrJoin(differing, ", ")
-             << "); refused: a rollout cannot be updated, apply the change under a new id\n";
-      ++refused;
+      v1::UpdateRolloutRequest update;
+      *update.mutable_rollout() = file.rollout;
+      absl::StatusOr<v1::Rollout> changed =
+          CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::UpdateRollout, update, "UpdateRollout");
+      if (!changed.ok()) {
+        io.err << "weightpathctl apply: " << file.path << ": rollout '" << id << "' differs in "
+               << absl::StrJoin(differing, ", ") << "; ";
+        ReportServerError(kCommand, changed.status(), io.err);
+        // The server's judgement on this spec, not a failure to reach it.
+        if (IsRefusal(changed.status().code())) {
+          ++refused;
+        } else {
+          ++failed;
+        }
+        continue;
+      }
+      io.out << "rollout/" << id << " updated: " << absl::StrJoin(differing, ", ") << " ("
+             << file.path << ")\n";
+      ++updated;
       continue;
     }
     if (existing.status().code() != absl::StatusCode::kNotFound) {
@@ -185,7 +186,8 @@ int RunApplyCommand(const std::vector<std::string>& args, CommandIo io) {
     ++created;
   }
   io.out << Counted(files.size(), "rollout", "rollouts") << ": " << created << " created, "
-         << unchanged << " unchanged, " << refused << " refused, " << failed << " failed\n";
+         << updated << " updated, " << unchanged << " unchanged, " << refused << " refused, "
+         << failed << " failed\n";
   return refused + failed == 0 ? kExitOk : kExitFailure;
 }
 

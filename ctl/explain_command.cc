@@ -3,9 +3,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "ctl/admin_output.h"
 #include "ctl/admin_query.h"
 #include "ctl/command_error.h"
+#include "ctl/rollout_view.h"
 #include "ctl/text_file.h"
 #include "ctl/view_output.h"
 #include "policy/profile_json.h"
@@ -21,10 +23,11 @@ constexpr char kUsage[] =
     "                             [--model M] [flags]\n\n"
     "Asks the server why it decides what it decides (ExplainDecision), without\n"
     "recording anything: the rules in evaluation order and which matched, the\n"
-    "rollout and bucket that shaped the decision, the verification evidence and\n"
-    "the policy version. DEVICE_ID re-evaluates the device from the registry's\n"
-    "profile summary; --profile evaluates a full hardware profile JSON as the\n"
-    "prober writes it.";
+    "rollout and bucket that shaped the decision with its state and each gate's\n"
+    "verdict, statistic and member/control counts per hardware class, the\n"
+    "verification evidence and the policy version. DEVICE_ID re-evaluates the\n"
+    "device from the registry's profile summary; --profile evaluates a full\n"
+    "hardware profile JSON as the prober writes it.";
 
 const std::vector<FlagSpec>& ExplainFlags() {
   static const std::vector<FlagSpec> flags = ViewFlags({
@@ -140,6 +143,17 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
   } else {
     for (const std::string& line : response.rollouts_considered()) Line(out, "considered", line);
   }
+  if (response.has_rollout_detail()) {
+    const v1::Rollout& detail = response.rollout_detail();
+    Line(out, "state", detail.state_reason().empty()
+                           ? RolloutStateName(detail.state())
+                           : absl::StrCat(RolloutStateName(detail.state()), " (",
+                                          detail.state_reason(), ")"));
+    out << "rollout gates (at the last evaluation)\n";
+    for (absl::string_view line : absl::StrSplit(FormatGateTable(detail), '\n', absl::SkipEmpty())) {
+      out << "  " << line << "\n";
+    }
+  }
 
   out << "rules tried (" << Counted(response.rule_trace_size(), "line", "lines")
       << ", in evaluation order)\n";
@@ -198,10 +212,13 @@ int RunExplainCommand(const std::vector<std::string>& args, CommandIo io) {
     if (!written.ok()) return ReportError(kCommand, written, io.err);
     return kExitOk;
   }
-  // "stage k of n" needs the rollout's stage count; without it the stage
+  // "stage k of n" needs the rollout's stage count: in rollout_detail, or
+  // from GetRollout for a server that predates it; without it the stage
   // still shows, 1-based.
   std::optional<int> rollout_stages;
-  if (!response->rollout().rollout_id().empty()) {
+  if (response->has_rollout_detail()) {
+    rollout_stages = response->rollout_detail().stages_size();
+  } else if (!response->rollout().rollout_id().empty()) {
     v1::GetRolloutRequest get;
     get.set_id(response->rollout().rollout_id());
     absl::StatusOr<v1::Rollout> rollout =

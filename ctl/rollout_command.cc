@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/grpc_status.h"
+#include "ctl/admin_query.h"
 #include "ctl/command_error.h"
 #include "ctl/resolve_output.h"
 #include "ctl/rollout_client.h"
@@ -23,7 +24,7 @@ namespace {
 
 constexpr std::string_view kCommand = "rollout";
 
-enum class Action { kCreate, kStatus, kList, kPause, kResume, kAdvance, kAbort };
+enum class Action { kCreate, kStatus, kList, kPause, kResume, kAdvance, kAbort, kDelete };
 
 struct ActionSpec {
   absl::string_view name;
@@ -35,7 +36,7 @@ constexpr ActionSpec kActions[] = {
     {"create", Action::kCreate, false}, {"status", Action::kStatus, true},
     {"list", Action::kList, false},     {"pause", Action::kPause, true},
     {"resume", Action::kResume, true},  {"advance", Action::kAdvance, true},
-    {"abort", Action::kAbort, true},
+    {"abort", Action::kAbort, true},    {"delete", Action::kDelete, true},
 };
 
 std::vector<FlagSpec> RolloutFlags(Action action) {
@@ -62,14 +63,19 @@ void WriteHelp(std::ostream& out) {
   out << "usage: weightpathctl rollout create -f rollout.yaml [flags]\n"
          "       weightpathctl rollout status|pause|resume|advance|abort ID [flags]\n"
          "       weightpathctl rollout status ID --watch [--interval 2s] [flags]\n"
-         "       weightpathctl rollout list [flags]\n\n"
+         "       weightpathctl rollout list [flags]\n"
+         "       weightpathctl rollout delete ID [flags]\n\n"
          "status shows the progress view: stage k/n and percent, members and how many\n"
          "report, outcomes of members against the control group, gate readings, state\n"
          "and reason. pause/resume/advance/abort print the rollout after the change.\n"
          "status --watch reads the rollout every --interval and shows it again: in place\n"
          "when stdout is a terminal, otherwise one block each time it changed. It ends\n"
          "when the rollout completes (exit 0) or pauses, rolls back or is aborted\n"
-         "(exit 1); Ctrl-C ends it with exit 130.\n\n"
+         "(exit 1); Ctrl-C ends it with exit 130.\n"
+         "delete removes a COMPLETED, ABORTED or ROLLED_BACK rollout, so that its id can\n"
+         "be used again (a running or paused one: abort it first). Its outcomes stay in\n"
+         "the store and do not count for a new rollout of the same id. The devices a\n"
+         "completed rollout moved get the policy's own decision at their next resolve.\n\n"
       << FlagHelp(RolloutFlags(Action::kCreate))
       << "  -w, --watch     (status) refresh until the rollout ends or stops\n"
          "  --interval D    (status --watch) time between reads, e.g. 2s or 500ms (default 2s)\n"
@@ -84,6 +90,28 @@ absl::Status PrintRollout(const v1::Rollout& rollout, OutputFormat format, std::
     return absl::OkStatus();
   }
   out << FormatRolloutProgress(rollout);
+  return absl::OkStatus();
+}
+
+// The rollout is read first, so the line can say what was deleted.
+absl::Status DeleteRollout(const std::string& id, OutputFormat format,
+                           FleetAdminConnection& connection, std::ostream& out) {
+  v1::GetRolloutRequest get;
+  get.set_id(id);
+  absl::StatusOr<v1::Rollout> rollout =
+      CallFleetAdmin(connection, &v1::FleetAdmin::Stub::GetRollout, get, "GetRollout");
+  if (!rollout.ok()) return rollout.status();
+  v1::DeleteRolloutRequest request;
+  request.set_id(id);
+  absl::StatusOr<v1::DeleteRolloutResponse> deleted =
+      CallFleetAdmin(connection, &v1::FleetAdmin::Stub::DeleteRollout, request, "DeleteRollout");
+  if (!deleted.ok()) return deleted.status();
+  if (format == OutputFormat::kJson) return PrintRollout(*rollout, format, out);
+  out << "rollout/" << id << " deleted (it was " << RolloutStateName(rollout->state())
+      << "); its outcomes stay in the store, and the id can be used again\n";
+  if (rollout->state() == v1::ROLLOUT_STATE_COMPLETED) {
+    out << "the devices it moved get the policy's own decision at their next resolve\n";
+  }
   return absl::OkStatus();
 }
 
@@ -157,6 +185,8 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
       rpc = "AbortRollout";
       status = connection->stub().AbortRollout(context.get(), control, &rollout);
       break;
+    case Action::kDelete:
+      return DeleteRollout(id, format, *connection, out);
   }
   if (!status.ok()) return FromGrpcStatus(rpc, status, *context);
   return PrintRollout(rollout, format, out);
@@ -291,7 +321,7 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
     return ReportError(kCommand,
                        absl::InvalidArgumentError(absl::StrCat(
                            "unknown action '", args.front(),
-                           "' (create, status, list, pause, resume, advance, abort)")),
+                           "' (create, status, list, pause, resume, advance, abort, delete)")),
                        io.err);
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -1,6 +1,7 @@
 #include "ctl/rollout_view.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "deploy/label_selector.h"
 #include "common/proto_time.h"
+#include "ctl/table_writer.h"
 #include "ctl/view_output.h"
 #include "deploy/rollout_evaluation.h"
 #include "google/protobuf/util/json_util.h"
@@ -59,7 +61,15 @@ void AppendOutcomeRow(std::string* out, absl::string_view name, uint64_t members
   absl::StrAppend(out, absl::StrFormat("    %-18s %10d %10d\n", name, members, control));
 }
 
+// The server sets a reason at every evaluation and clears it on create, so
+// a progressing rollout without one has no counts yet, not zeros.
+bool NotEvaluatedYet(const v1::Rollout& rollout) {
+  return rollout.state() == v1::ROLLOUT_STATE_PROGRESSING && rollout.state_reason().empty();
+}
+
 }  // namespace
+
+std::string RolloutStateName(v1::RolloutState state) { return StateName(state); }
 
 std::string FormatRolloutProgress(const v1::Rollout& rollout) {
   std::string out;
@@ -160,6 +170,41 @@ std::string FormatRolloutList(const std::vector<v1::Rollout>& rollouts) {
                                           DescribeAction(rollout.action())));
   }
   return out;
+}
+
+std::string FormatGateTable(const v1::Rollout& rollout) {
+  if (NotEvaluatedYet(rollout)) return "not evaluated yet\n";
+  TableWriter table({"GATE", "VERDICT", "STATISTIC", "CLASS", "MEMBERS", "CONTROL"});
+  for (const deploy::GateReading& reading :
+       deploy::ReadGates(rollout.gates(), rollout.members(), rollout.control())) {
+    table.AddRow({absl::StrCat(reading.gate, " delta"), reading.breached ? "breached" : "within",
+                  absl::StrFormat("failure rate %.3f vs %.3f, max delta %.3f", reading.member_rate,
+                                  reading.control_rate, reading.max_delta),
+                  "all"});
+  }
+  for (const v1::SequentialGateStatus& gate : rollout.sequential_gates()) {
+    const std::string verdict =
+        gate.inconclusive_reason().empty()
+            ? gate.verdict()
+            : absl::StrCat(gate.verdict(), " (", gate.inconclusive_reason(), ")");
+    // The gate's own figures: the classes' mean fail evidence, the weakest
+    // class's pass evidence.
+    table.AddRow({absl::StrCat(gate.gate(), " sequential"), verdict,
+                  absl::StrFormat("e-value fail %.3g, pass %.3g, threshold %.3g",
+                                  gate.fail_e_value(), gate.pass_e_value(), gate.threshold()),
+                  "all"});
+    for (const v1::SequentialGateClass& each : gate.classes()) {
+      table.AddRow({"", "",
+                    absl::StrFormat("e-value fail %.3g, pass %.3g", each.fail_e_value(),
+                                    each.pass_e_value()),
+                    each.hardware_class(),
+                    absl::StrCat(each.member_failures(), "/", each.member_trials(), " failed"),
+                    absl::StrCat(each.control_failures(), "/", each.control_trials(), " failed")});
+    }
+  }
+  std::ostringstream out;
+  table.Write(out);
+  return out.str();
 }
 
 absl::StatusOr<std::string> RolloutJson(const google::protobuf::Message& message) {

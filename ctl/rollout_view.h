@@ -13,7 +13,17 @@ namespace weightpath::ctl {
 
 std::string FormatRolloutProgress(const v1::Rollout& rollout);
 
+// "PROGRESSING", "COMPLETED", ... (the enum name without its prefix).
+std::string RolloutStateName(v1::RolloutState state);
+
 std::string FormatRolloutList(const std::vector<v1::Rollout>& rollouts);
+
+// Each gate of the rollout at its last evaluation, one row per gate and
+// hardware class: verdict, the statistic it was judged by, and the failures
+// over trials of members and control devices. The threshold gates (the
+// deltas) have one row over all classes; "not evaluated yet" before the
+// first evaluation.
+std::string FormatGateTable(const v1::Rollout& rollout);
 
 // Protobuf JSON with the proto field names, indented, one trailing newline.
 absl::StatusOr<std::string> RolloutJson(const google::protobuf::Message& message);

@@ -8,6 +8,7 @@
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
 #include "common/status_macros.h"
+#include "deploy/rollout_validation.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
@@ -71,14 +72,7 @@ class YamlToJson {
   // Rollout fields the server keeps (its progress and its counts): a file
   // that sets them would be claiming a state it cannot have.
   static bool IsServerSet(const Descriptor* message, const FieldDescriptor* field) {
-    if (message != v1::Rollout::descriptor()) return false;
-    static constexpr absl::string_view kServerSet[] = {
-        "state",      "current_stage",  "members",      "control",          "created_at",
-        "stage_started_at", "state_reason", "sequential_gates", "stage_entered_at"};
-    for (absl::string_view name : kServerSet) {
-      if (field->name() == name) return true;
-    }
-    return false;
+    return message == v1::Rollout::descriptor() && deploy::IsServerSetRolloutField(*field);
   }
 
   static std::vector<absl::string_view> FieldNames(const Descriptor* message) {

@@ -124,6 +124,72 @@ TEST_F(CtlOperatorTest, ExplainAProfileWithLabelsAndPriority) {
   EXPECT_THAT(fidelity.out, Not(HasSubstr("registry keeps only a profile summary")));
 }
 
+// device-0002 has bucket 34 in "fidelity-agentic" (deploy/README.md): a
+// member at 1%; arm-1 and arm-2 are its control devices.
+TEST_F(CtlOperatorTest, ExplainShowsEachGateOfTheShapingRolloutPerClass) {
+  WriteFileOrDie(dir_.File("sequential.yaml"),
+                 "id: fidelity-agentic\n"
+                 "selector: {match_labels: {site: lab-a}}\n"
+                 "action: {set_priority: PRIORITY_FIDELITY}\n"
+                 "stages:\n"
+                 "  - {percent: 1, min_bake_seconds: 3600, min_reporting_devices: 1,"
+                 " report_timeout_seconds: 3600}\n"
+                 "  - {percent: 100, min_bake_seconds: 3600, min_reporting_devices: 1,"
+                 " report_timeout_seconds: 3600}\n"
+                 "gates:\n"
+                 "  max_engine_failure_delta: 0.2\n"
+                 "  sequential: {false_pause_rate: 0.01}\n");
+  ProcessResult created = Ctl({"apply", "-f", dir_.File("sequential.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+  v1::ResolveWeightPathResponse response;
+  ASSERT_TRUE(CallResolve(*stub, ArmRequest("device-0002"), &response).ok());
+  ASSERT_EQ(response.rollout().rollout_id(), "fidelity-agentic");
+  // The member's engine starts on the rollout's build, a control device's on
+  // its own: one class with both sides to compare.
+  for (const auto& [device, rollout] : {std::pair<std::string, std::string>{"device-0002", "fidelity-agentic"},
+                                        {"arm-1", ""}}) {
+    v1::ReportOutcomeRequest outcome;
+    outcome.set_idempotency_key("started-" + device);
+    outcome.set_device_id(device);
+    outcome.set_rollout_id(rollout);
+    outcome.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+    ASSERT_TRUE(Eventually([&] {
+      v1::ReportOutcomeResponse reported;
+      auto context = ContextWithDeadline();
+      return stub->ReportOutcome(context.get(), outcome, &reported).ok();
+    })) << device;
+  }
+
+  ProcessResult table;
+  ASSERT_TRUE(Eventually([&] {
+    table = Ctl({"explain", "device-0002"});
+    return table.out.find("0/1 failed") != std::string::npos;
+  })) << table.out << table.err << server_->Log();
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("shaped by         fidelity-agentic"), HasSubstr("stage             1 of 2"),
+                    HasSubstr("state             PROGRESSING"),
+                    HasSubstr("rollout gates (at the last evaluation)"),
+                    HasSubstr("GATE"), HasSubstr("VERDICT"), HasSubstr("STATISTIC"),
+                    HasSubstr("MEMBERS"), HasSubstr("CONTROL"),
+                    HasSubstr("engine delta"), HasSubstr("within"),
+                    HasSubstr("engine sequential"), HasSubstr("threshold"),
+                    HasSubstr("arm64_cpu"), HasSubstr("0/1 failed")));
+
+  ProcessResult json = Ctl({"explain", "device-0002", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"rollout_detail\": {"), HasSubstr("\"sequential_gates\": ["),
+                              HasSubstr("\"hardware_class\": \"arm64_cpu\"")));
+  ProcessResult yaml = Ctl({"explain", "device-0002", "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, AllOf(HasSubstr("rollout_detail:"), HasSubstr("sequential_gates:")));
+
+  // A device the rollout does not shape has no detail.
+  ProcessResult unshaped = Ctl({"explain", "arm-1", "-o", "json"});
+  ASSERT_EQ(unshaped.exit_code, 0) << unshaped.err;
+  EXPECT_THAT(unshaped.out, Not(HasSubstr("rollout_detail")));
+}
+
 TEST_F(CtlOperatorTest, ExplainRefusalsAndUsageErrorsHaveTheirExitCodes) {
   ProcessResult unknown = Ctl({"explain", "no-such-device"});
   EXPECT_EQ(unknown.exit_code, 1);
@@ -227,7 +293,7 @@ TEST_F(CtlOperatorTest, RolloutWatchExitsOneWhenPausedAnd130OnCtrlC) {
   EXPECT_THAT(missing.err, HasSubstr("GetRollout: NOT_FOUND: "));
 }
 
-TEST_F(CtlOperatorTest, ApplyCreatesThenLeavesUnchangedAndRefusesAChangedSpecNamingTheFields) {
+TEST_F(CtlOperatorTest, ApplyCreatesUpdatesAndLeavesUnchangedNamingTheChangedFields) {
   const std::string folder = dir_.File("rollouts");
   ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
   WriteFileOrDie(folder + "/b.yml", kRolloutYaml);
@@ -241,25 +307,67 @@ TEST_F(CtlOperatorTest, ApplyCreatesThenLeavesUnchangedAndRefusesAChangedSpecNam
   EXPECT_EQ(first.out,
             "rollout/lab-first created (" + folder + "/a.yaml)\n"
             "rollout/lab-fidelity created (" + folder + "/b.yml)\n"
-            "2 rollouts: 2 created, 0 unchanged, 0 refused, 0 failed\n");
+            "2 rollouts: 2 created, 0 updated, 0 unchanged, 0 refused, 0 failed\n");
   EXPECT_THAT(Ctl({"rollout", "list"}).out, AllOf(HasSubstr("lab-first"), HasSubstr("lab-fidelity")));
 
   ProcessResult again = Ctl({"apply", "-f", folder});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_THAT(again.out, AllOf(HasSubstr("rollout/lab-first unchanged"),
                                HasSubstr("rollout/lab-fidelity unchanged"),
-                               HasSubstr("0 created, 2 unchanged")));
+                               HasSubstr("0 created, 0 updated, 2 unchanged")));
 
+  // What a running rollout can take in place: a description, a later
+  // stage's bake. It keeps its stage and counts.
   std::string changed = other;
-  changed.replace(changed.find("percent: 50"), 11, "percent: 25");
   changed.replace(changed.find("lab devices onto fidelity"), 25, "a new description");
+  changed.replace(changed.rfind("min_bake_seconds: 3600"), 22, "min_bake_seconds: 600");
+  WriteFileOrDie(folder + "/a.yaml", changed);
+  ProcessResult updated = Ctl({"apply", "-f", folder});
+  ASSERT_EQ(updated.exit_code, 0) << updated.err;
+  EXPECT_THAT(updated.out,
+              AllOf(HasSubstr("rollout/lab-first updated: description, stages (" + folder + "/a.yaml)"),
+                    HasSubstr("rollout/lab-fidelity unchanged"),
+                    HasSubstr("0 created, 1 updated, 1 unchanged, 0 refused, 0 failed")));
+  ProcessResult status = Ctl({"rollout", "status", "lab-first"});
+  EXPECT_THAT(status.out, AllOf(HasSubstr("a new description"), HasSubstr("PROGRESSING"),
+                                HasSubstr("stage:     1 of 2 at 50%")));
+  ProcessResult idempotent = Ctl({"apply", "-f", folder});
+  ASSERT_EQ(idempotent.exit_code, 0) << idempotent.err;
+  EXPECT_THAT(idempotent.out, HasSubstr("0 updated, 2 unchanged"));
+
+  // The percent of the stage it is in would move devices in or out of it:
+  // the server refuses, and apply names the field and the code.
+  changed.replace(changed.find("percent: 50"), 11, "percent: 25");
   WriteFileOrDie(folder + "/a.yaml", changed);
   ProcessResult refused = Ctl({"apply", "-f", folder});
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_THAT(refused.err, HasSubstr("rollout 'lab-first' exists with a different spec "
-                                     "(description, stages); refused"));
+  EXPECT_THAT(refused.err, AllOf(HasSubstr("rollout 'lab-first' differs in stages"),
+                                 HasSubstr("UpdateRollout: FAILED_PRECONDITION"),
+                                 HasSubstr("rollout.stages[0].percent")));
   EXPECT_THAT(refused.out, AllOf(HasSubstr("rollout/lab-fidelity unchanged"),
-                                 HasSubstr("1 unchanged, 1 refused")));
+                                 HasSubstr("0 updated, 1 unchanged, 1 refused")));
+}
+
+TEST_F(CtlOperatorTest, RolloutDeleteTakesAFinishedRolloutAndItsIdCanBeAppliedAgain) {
+  CreateRollout();
+  ProcessResult running = Ctl({"rollout", "delete", "lab-fidelity"});
+  EXPECT_EQ(running.exit_code, 1);
+  EXPECT_THAT(running.err, AllOf(HasSubstr("DeleteRollout: FAILED_PRECONDITION"),
+                                 HasSubstr("PROGRESSING"), HasSubstr("abort it first")));
+  ASSERT_EQ(Ctl({"rollout", "abort", "lab-fidelity"}).exit_code, 0);
+  ProcessResult deleted = Ctl({"rollout", "delete", "lab-fidelity"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_THAT(deleted.out, HasSubstr("rollout/lab-fidelity deleted (it was ABORTED)"));
+  ProcessResult gone = Ctl({"rollout", "status", "lab-fidelity"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("GetRollout: NOT_FOUND"));
+  EXPECT_THAT(Ctl({"rollout", "delete", "lab-fidelity"}).err, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(Ctl({"rollout", "delete"}).exit_code, 2);
+
+  ProcessResult reapplied = Ctl({"apply", "-f", dir_.File("rollout.yaml")});
+  ASSERT_EQ(reapplied.exit_code, 0) << reapplied.err;
+  EXPECT_THAT(reapplied.out, HasSubstr("rollout/lab-fidelity created"));
+  EXPECT_THAT(Ctl({"rollout", "status", "lab-fidelity"}).out, HasSubstr("PROGRESSING"));
 }
 
 TEST_F(CtlOperatorTest, ApplyRefusesFieldsTheServerSetsWithFileAndLineAndAppliesNothing) {
