@@ -189,6 +189,23 @@ def retry(attempt, codes, budget_s=10.0):
             time.sleep(0.1)
 
 
+def violated_fields(error):
+    """The fields a refusal's google.rpc.BadRequest names, decoded from the
+    grpc-status-details-bin trailer by python3-protobuf alone."""
+    details = [value for key, value in error.trailing_metadata()
+               if key == "grpc-status-details-bin"]
+    if not details:
+        return []
+    status = rpc_status_pb2.Status.FromString(details[0])
+    fields = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            fields += [violation.field for violation in bad_request.field_violations]
+    return fields
+
+
 def ctl_resolve(profile, priority, device_id):
     args = [CTL_BINARY, "resolve", "--server", server.address, "--device-id", device_id,
             "--profile", os.path.join(PROFILES_DIR, profile), "-o", "json"]
@@ -508,6 +525,82 @@ class FleetAdminTest(unittest.TestCase):
                   metadata=admin_metadata())
         self.assertEqual(missing.exception.code(), grpc.StatusCode.NOT_FOUND,
                          missing.exception.details())
+
+
+class RolloutLifecycleTest(unittest.TestCase):
+    """UpdateRollout and DeleteRollout as a Python client calls them."""
+
+    ROLLOUT_ID = "interop-python-rollout"
+
+    def call(self, method, response_class, request, metadata=None):
+        return unary(f"/weightpath.v1.FleetAdmin/{method}", response_class, request,
+                     metadata=admin_metadata() if metadata is None else metadata)
+
+    def refused(self, method, response_class, request, metadata=None):
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.call(method, response_class, request, metadata)
+        return refused.exception
+
+    def spec(self):
+        spec = rollout_pb2.Rollout(id=self.ROLLOUT_ID, description="python interop")
+        spec.selector.match_labels["site"] = "interop-python"
+        spec.action.set_priority = wp.PRIORITY_FIDELITY
+        for percent in (10, 100):
+            spec.stages.add(percent=percent, min_bake_seconds=3600, min_reporting_devices=1,
+                            report_timeout_seconds=3600)
+        return spec
+
+    def test_update_replaces_the_spec_and_delete_frees_the_id_of_a_finished_rollout(self):
+        spec = self.spec()
+        self.call("CreateRollout", rollout_pb2.Rollout, rollout_pb2.CreateRolloutRequest(rollout=spec))
+        spec.description = "stricter engine gate"
+        spec.gates.max_engine_failure_delta = 0.05
+        updated = self.call("UpdateRollout", rollout_pb2.Rollout,
+                            rollout_pb2.UpdateRolloutRequest(rollout=spec))
+        self.assertEqual(updated.description, "stricter engine gate")
+        self.assertAlmostEqual(updated.gates.max_engine_failure_delta, 0.05)
+        self.assertEqual(updated.state, rollout_pb2.ROLLOUT_STATE_PROGRESSING)
+        read = self.call("GetRollout", rollout_pb2.Rollout, rollout_pb2.GetRolloutRequest(id=self.ROLLOUT_ID))
+        self.assertEqual(read.description, "stricter engine gate")
+
+        claims_state = rollout_pb2.Rollout()
+        claims_state.CopyFrom(spec)
+        claims_state.state = rollout_pb2.ROLLOUT_STATE_COMPLETED
+        new_selector = self.spec()
+        new_selector.selector.match_labels["site"] = "elsewhere"
+        missing = self.spec()
+        missing.id = "interop-python-missing"
+        for name, request, code, field in [
+                ("a server-set field", claims_state, grpc.StatusCode.INVALID_ARGUMENT, "rollout.state"),
+                ("a new selector", new_selector, grpc.StatusCode.FAILED_PRECONDITION,
+                 "rollout.selector"),
+                ("an unknown id", missing, grpc.StatusCode.NOT_FOUND, "rollout.id")]:
+            with self.subTest(name):
+                error = self.refused("UpdateRollout", rollout_pb2.Rollout,
+                                     rollout_pb2.UpdateRolloutRequest(rollout=request))
+                self.assertEqual(error.code(), code, error.details())
+                self.assertIn(field, error.details())
+                self.assertEqual(violated_fields(error), [field])
+
+        delete = rollout_pb2.DeleteRolloutRequest(id=self.ROLLOUT_ID)
+        viewer = self.refused("DeleteRollout", rollout_pb2.DeleteRolloutResponse, delete,
+                              admin_metadata(VIEWER_TOKEN))
+        self.assertEqual(viewer.code(), grpc.StatusCode.PERMISSION_DENIED, viewer.details())
+        self.assertIn("needs role operator", viewer.details())
+        running = self.refused("DeleteRollout", rollout_pb2.DeleteRolloutResponse, delete)
+        self.assertEqual(running.code(), grpc.StatusCode.FAILED_PRECONDITION, running.details())
+        self.assertIn("PROGRESSING", running.details())
+
+        self.call("AbortRollout", rollout_pb2.Rollout,
+                  rollout_pb2.RolloutControlRequest(id=self.ROLLOUT_ID, reason="interop"))
+        self.call("DeleteRollout", rollout_pb2.DeleteRolloutResponse, delete)
+        gone = self.refused("GetRollout", rollout_pb2.Rollout,
+                            rollout_pb2.GetRolloutRequest(id=self.ROLLOUT_ID))
+        self.assertEqual(gone.code(), grpc.StatusCode.NOT_FOUND)
+        again = self.call("CreateRollout", rollout_pb2.Rollout,
+                          rollout_pb2.CreateRolloutRequest(rollout=self.spec()))
+        self.assertEqual(again.description, "python interop")
+        self.assertEqual(again.state, rollout_pb2.ROLLOUT_STATE_PROGRESSING)
 
 
 class EngineHarnessTest(unittest.TestCase):
