@@ -15,16 +15,15 @@
 
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
-#include "google/protobuf/descriptor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
 #include "policy/hardware_class.h"
 #include "weightpath/v1/fleet_admin.grpc.pb.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
 
 namespace weightpath::server {
-ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
 namespace {
 
 // An enum value's name as a label: "BOOT_SOURCE_LAST_GOOD" -> "last_good".
@@ -35,6 +34,7 @@ std::string EnumLabel(absl::string_view name, absl::string_view prefix) {
 
 }  // namespace
 
+ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
       resolve_stats_(std::make_shared<ResolveStats>()),
       process_stats_(std::make_shared<ProcessStats>()),
@@ -175,27 +175,6 @@ std::string EnumLabel(absl::string_view name, absl::string_view prefix) {
       shed_[method][limit] = &shed.Add({{"method", methods[method]}, {"limit", limits[limit]}});
     }
   }
-  prometheus::BuildGauge()
-      .Name("weightpath_build_info")
-      .Help("Always 1; labelled with the server's version")
-      .Register(*registry_)
-      .Add({{"version", WEIGHTPATH_VERSION}})
-      .Set(1);
-}
-
-void ServerMetrics::RecordResolve(const ResolveSummary& summary, int code, double seconds) {
-  resolve_stats_->Record(summary, code, seconds);
-}
-
-void ServerMetrics::RecordReload(bool succeeded) {
-  (succeeded ? reloads_succeeded_ : reloads_failed_).Increment();
-}
-
-void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
-                                  absl::string_view catalog_version) {
-  absl::MutexLock lock(&policy_info_mutex_);
-  if (policy_info_series_ != nullptr) policy_info_.Remove(policy_info_series_);
-  policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
   prometheus::Family<prometheus::Counter>& boots =
       prometheus::BuildCounter()
           .Name("weightpath_agent_boots_total")
@@ -223,6 +202,27 @@ void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
     outcomes_outside_rollouts_[outcome] = &outside_rollouts.Add(
         {{"outcome", EnumLabel(v1::Outcome_Name(static_cast<v1::Outcome>(outcome)), "OUTCOME_")}});
   }
+  prometheus::BuildGauge()
+      .Name("weightpath_build_info")
+      .Help("Always 1; labelled with the server's version")
+      .Register(*registry_)
+      .Add({{"version", WEIGHTPATH_VERSION}})
+      .Set(1);
+}
+
+void ServerMetrics::RecordResolve(const ResolveSummary& summary, int code, double seconds) {
+  resolve_stats_->Record(summary, code, seconds);
+}
+
+void ServerMetrics::RecordReload(bool succeeded) {
+  (succeeded ? reloads_succeeded_ : reloads_failed_).Increment();
+}
+
+void ServerMetrics::SetPolicyInfo(absl::string_view policy_version,
+                                  absl::string_view catalog_version) {
+  absl::MutexLock lock(&policy_info_mutex_);
+  if (policy_info_series_ != nullptr) policy_info_.Remove(policy_info_series_);
+  policy_info_series_ = &policy_info_.Add({{"version", std::string(policy_version)},
                                            {"catalog_version", std::string(catalog_version)}});
   policy_info_series_->Set(1);
 }
@@ -487,6 +487,17 @@ void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {
   shed_[static_cast<int>(method)][reason == ShedReason::kDeviceRate ? 0 : 1]->Increment();
 }
 
+void ServerMetrics::RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source,
+                                  bool in_rollout) {
+  if (!v1::Outcome_IsValid(outcome) || !v1::BootSource_IsValid(boot_source)) return;
+  if (outcome == v1::OUTCOME_BOOT_OK || outcome == v1::OUTCOME_BOOT_FAILED) {
+    boots_[boot_source][outcome == v1::OUTCOME_BOOT_OK ? 0 : 1]->Increment();
+  }
+  if (!in_rollout && outcomes_outside_rollouts_[outcome] != nullptr) {
+    outcomes_outside_rollouts_[outcome]->Increment();
+  }
+}
+
 namespace {
 
 prometheus::MetricFamily OneSample(const std::string& name, const std::string& help,
@@ -578,14 +589,3 @@ std::vector<prometheus::MetricFamily> ProcessStats::Collect() const {
 }
 
 }  // namespace weightpath::server
-void ServerMetrics::RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source,
-                                  bool in_rollout) {
-  if (!v1::Outcome_IsValid(outcome) || !v1::BootSource_IsValid(boot_source)) return;
-  if (outcome == v1::OUTCOME_BOOT_OK || outcome == v1::OUTCOME_BOOT_FAILED) {
-    boots_[boot_source][outcome == v1::OUTCOME_BOOT_OK ? 0 : 1]->Increment();
-  }
-  if (!in_rollout && outcomes_outside_rollouts_[outcome] != nullptr) {
-    outcomes_outside_rollouts_[outcome]->Increment();
-  }
-}
-

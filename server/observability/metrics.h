@@ -115,6 +115,13 @@ class ServerMetrics {
   // A device call refused by an overload guard (server/device_call_limits.h).
   void RecordShed(DeviceCallMethod method, ShedReason reason);
 
+  // A recorded outcome report (a retried key excluded): an OUTCOME_BOOT_OK
+  // or OUTCOME_BOOT_FAILED by where the booted decision came from
+  // (weightpath_agent_boots_total), and any report attributed to no rollout
+  // (weightpath_outcomes_outside_rollouts_total), which the rollout
+  // counters never see. Both take validated enum values.
+  void RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source, bool in_rollout);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   // Not in the registry: the exposer collects it next to it.
@@ -140,17 +147,14 @@ class ServerMetrics {
   prometheus::Counter& fleet_flush_requeued_records_;
   prometheus::Gauge& fleet_queue_pending_;
   prometheus::Gauge& store_up_;
-  // A recorded outcome report (a retried key excluded): an OUTCOME_BOOT_OK
-  // or OUTCOME_BOOT_FAILED by where the booted decision came from
-  // (weightpath_agent_boots_total), and any report attributed to no rollout
-  // (weightpath_outcomes_outside_rollouts_total), which the rollout
-  // counters never see. Both take validated enum values.
-  void RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source, bool in_rollout);
-
   prometheus::Family<prometheus::Gauge>& devices_seen_;
   prometheus::Family<prometheus::Gauge>& path_verified_;
   // [method][0: device rate, 1: in flight], all made at start.
   prometheus::Counter* shed_[3][2] = {};
+  // Every series made at start, so increase() sees the first report.
+  // [boot source][0: boot_ok, 1: boot_failed]
+  std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
+  std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
 
   absl::Mutex fleet_mutex_;
   store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);
@@ -171,7 +175,3 @@ class ServerMetrics {
 };
 
 }  // namespace weightpath::server
-  // Every series made at start, so increase() sees the first report.
-  // [boot source][0: boot_ok, 1: boot_failed]
-  std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
-  std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
