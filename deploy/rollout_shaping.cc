@@ -159,8 +159,19 @@ absl::StatusOr<RolloutResolution> ResolveWithRollouts(const policy::Policy& poli
                                                       absl::string_view device_id,
                                                       const std::vector<v1::Rollout>& rollouts) {
   ASSIGN_OR_RETURN(policy::HardwareClass hardware_class, policy::ClassifyHardware(profile));
+  return ResolveWithRollouts(policy, hardware_class, profile, requested_priority, labels,
+                             device_id, rollouts);
+}
+
+absl::StatusOr<RolloutResolution> ResolveWithRollouts(const policy::Policy& policy,
+                                                      policy::HardwareClass hardware_class,
+                                                      const v1::HardwareProfile& profile,
+                                                      v1::Priority requested_priority,
+                                                      const Labels& labels,
+                                                      absl::string_view device_id,
+                                                      const std::vector<v1::Rollout>& rollouts) {
   ASSIGN_OR_RETURN(policy::Decision base,
-                   policy::Evaluate(policy, profile, requested_priority, labels));
+                   policy::Evaluate(policy, hardware_class, profile, requested_priority, labels));
   RolloutRanking ranking = RankRollouts(rollouts, device_id, labels, hardware_class);
 
   RolloutResolution resolution;
@@ -171,7 +182,8 @@ absl::StatusOr<RolloutResolution> ResolveWithRollouts(const policy::Policy& poli
     std::string skipped_head = absl::StrCat(candidate.rollout->id(), ": skipped, ");
     if (effect.priority.has_value()) {
       ASSIGN_OR_RETURN(resolution.decision,
-                       policy::Evaluate(policy, profile, *effect.priority, labels));
+                       policy::Evaluate(policy, hardware_class, profile, *effect.priority,
+                                        labels));
     } else if (effect.path_id.has_value()) {
       const policy::PathDefinition* path = policy.FindPath(*effect.path_id);
       if (path == nullptr) {

@@ -103,5 +103,14 @@ absl::StatusOr<RolloutResolution> ResolveWithRollouts(const policy::Policy& poli
                                                       const Labels& labels,
                                                       absl::string_view device_id,
                                                       const std::vector<v1::Rollout>& rollouts);
+// The same with the profile already classified (policy::ClassifyHardware's
+// class for `profile`), as a resolve has it from validating the request.
+absl::StatusOr<RolloutResolution> ResolveWithRollouts(const policy::Policy& policy,
+                                                      policy::HardwareClass hardware_class,
+                                                      const v1::HardwareProfile& profile,
+                                                      v1::Priority requested_priority,
+                                                      const Labels& labels,
+                                                      absl::string_view device_id,
+                                                      const std::vector<v1::Rollout>& rollouts);
 
 }  // namespace weightpath::deploy

@@ -86,8 +86,14 @@ absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view yaml_t
 
 absl::StatusOr<Decision> Evaluate(const Policy& policy, const v1::HardwareProfile& profile,
                                   v1::Priority priority, const Labels& labels) {
-  ASSIGN_OR_RETURN(v1::Priority effective_priority, EffectivePriority(priority));
   ASSIGN_OR_RETURN(HardwareClass hardware_class, ClassifyHardware(profile));
+  return Evaluate(policy, hardware_class, profile, priority, labels);
+}
+
+absl::StatusOr<Decision> Evaluate(const Policy& policy, HardwareClass hardware_class,
+                                  const v1::HardwareProfile& profile, v1::Priority priority,
+                                  const Labels& labels) {
+  ASSIGN_OR_RETURN(v1::Priority effective_priority, EffectivePriority(priority));
   const ProfileFacts facts =
       policy.compiled_.FactsFor(hardware_class, profile, effective_priority, labels);
   const int match = policy.compiled_.FirstMatch(facts);

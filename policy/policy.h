@@ -51,8 +51,9 @@ class Policy {
   friend absl::StatusOr<std::shared_ptr<const Policy>> LoadPolicy(std::string_view,
                                                                   std::string_view,
                                                                   const std::atomic<bool>*);
-  friend absl::StatusOr<Decision> Evaluate(const Policy&, const v1::HardwareProfile&,
-                                           v1::Priority, const Labels&);
+  friend absl::StatusOr<Decision> Evaluate(const Policy&, HardwareClass,
+                                           const v1::HardwareProfile&, v1::Priority,
+                                           const Labels&);
   friend std::vector<std::string> TraceRules(const Policy&, const v1::HardwareProfile&,
                                              v1::Priority, const Labels&);
 
@@ -95,6 +96,12 @@ struct Decision {
 // priority is not a known value.
 absl::StatusOr<Decision> Evaluate(const Policy& policy, const v1::HardwareProfile& profile,
                                   v1::Priority priority, const Labels& labels);
+// The same, for a caller that has already classified the profile (a resolve
+// classifies once, when it validates the request): `hardware_class` must be
+// ClassifyHardware(profile)'s.
+absl::StatusOr<Decision> Evaluate(const Policy& policy, HardwareClass hardware_class,
+                                  const v1::HardwareProfile& profile, v1::Priority priority,
+                                  const Labels& labels);
 
 // The rules in order, each with whether it matched (for ExplainDecision).
 std::vector<std::string> TraceRules(const Policy& policy, const v1::HardwareProfile& profile,

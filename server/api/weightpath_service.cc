@@ -203,15 +203,18 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                                               v1::ResolveWeightPathResponse* per_call,
                                               ResolveSummary* summary,
                                               grpc::ByteBuffer* response_bytes) {
-  RETURN_IF_ERROR(AdmitDevice(*context, ValidateResolveRequest(request), request.device_id()));
+  const absl::StatusOr<policy::HardwareClass> hardware_class =
+      ValidateAndClassifyResolveRequest(request);
+  RETURN_IF_ERROR(AdmitDevice(*context, hardware_class.status(), request.device_id()));
   // Both stay valid for the whole call; a refresh or reload publishes new ones.
   const Published<RolloutCache::Rollouts>::Pin rollouts =
       fleet_.has_value() ? fleet_->rollouts.ForThisCall()
                          : Published<RolloutCache::Rollouts>::Pin::Of(kNoRollouts);
   const SnapshotHolder::Pin snapshot = snapshots_->Current();
-  ASSIGN_OR_RETURN(const ResolvedDecision decision, Decide(request, *snapshot, summary, *rollouts));
+  ASSIGN_OR_RETURN(const ResolvedDecision decision,
+                   Decide(request, *hardware_class, *snapshot, summary, *rollouts));
   AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
-  if (head != nullptr) RememberProfile(request, *head, *snapshot, *rollouts);
+  if (head != nullptr) RememberProfile(request, *head, *hardware_class, *snapshot, *rollouts);
   return absl::OkStatus();
 }
 
@@ -256,7 +259,9 @@ void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& reques
 }
 
 void WeightPathService::RememberProfile(const v1::ResolveWeightPathRequest& request,
-                                        const RequestHead& head, const Snapshot& snapshot,
+                                        const RequestHead& head,
+                                        policy::HardwareClass hardware_class,
+                                        const Snapshot& snapshot,
                                         const std::vector<v1::Rollout>& rollouts) {
   // Only what FindKnownDecision would look up: no rollouts, a policy that
   // reads no labels, a head that passes validation (it did: the call was
@@ -268,10 +273,10 @@ void WeightPathService::RememberProfile(const v1::ResolveWeightPathRequest& requ
   if (epoch.id == 0 || epoch.policy_reads_labels) return;
   // The policy's decision at both effective priorities, as Decide makes it
   // when no rollout applies (deploy::ResolveWithRollouts: Evaluate).
-  absl::StatusOr<policy::Decision> speed =
-      policy::Evaluate(*snapshot.policy, request.profile(), v1::PRIORITY_SPEED, request.labels());
+  absl::StatusOr<policy::Decision> speed = policy::Evaluate(
+      *snapshot.policy, hardware_class, request.profile(), v1::PRIORITY_SPEED, request.labels());
   absl::StatusOr<policy::Decision> fidelity = policy::Evaluate(
-      *snapshot.policy, request.profile(), v1::PRIORITY_FIDELITY, request.labels());
+      *snapshot.policy, hardware_class, request.profile(), v1::PRIORITY_FIDELITY, request.labels());
   if (!speed.ok() || !fidelity.ok()) return;
   memo_.Remember(head.profile, epoch.id, *speed, *fidelity);
 }

@@ -136,8 +136,10 @@ class WeightPathService final
                      ResolveSummary* summary, grpc::ByteBuffer* response_bytes);
   // After the full path answered a plain request: its profile's decisions
   // for memo_, when the call was one the memo may answer next time.
+  // `hardware_class` is the profile's, as validation computed it.
   void RememberProfile(const v1::ResolveWeightPathRequest& request, const RequestHead& head,
-                       const Snapshot& snapshot, const std::vector<v1::Rollout>& rollouts);
+                       policy::HardwareClass hardware_class, const Snapshot& snapshot,
+                       const std::vector<v1::Rollout>& rollouts);
 
   const SnapshotHolder* const snapshots_;
   ServerMetrics* const metrics_;

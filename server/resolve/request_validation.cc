@@ -58,7 +58,7 @@ absl::Status CheckCount(int count, int limit, absl::string_view field) {
       field, absl::StrCat(field, " has ", count, " entries; at most ", limit, " are accepted"));
 }
 
-absl::Status ValidateProfile(const v1::HardwareProfile& profile) {
+absl::StatusOr<policy::HardwareClass> ValidateProfile(const v1::HardwareProfile& profile) {
   RETURN_IF_ERROR(CheckLength(profile.arch(), "profile.arch"));
   RETURN_IF_ERROR(CheckLength(profile.cpu_model(), "profile.cpu_model"));
   RETURN_IF_ERROR(CheckLength(profile.accelerator(), "profile.accelerator"));
@@ -101,7 +101,7 @@ absl::Status ValidateProfile(const v1::HardwareProfile& profile) {
   }
   // Classification decides which kernels a device may be handed; the policy
   // library names profile.arch (or profile.accelerator) when it cannot.
-  return policy::ClassifyHardware(profile).status();
+  return policy::ClassifyHardware(profile);
 }
 
 }  // namespace
@@ -140,6 +140,11 @@ absl::Status ValidateKnownDecisionEtag(absl::string_view etag) {
 }
 
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request) {
+  return ValidateAndClassifyResolveRequest(request).status();
+}
+
+absl::StatusOr<policy::HardwareClass> ValidateAndClassifyResolveRequest(
+    const v1::ResolveWeightPathRequest& request) {
   RETURN_IF_ERROR(ValidateDeviceId(request.device_id()));
   RETURN_IF_ERROR(CheckLength(request.model(), "model"));
   RETURN_IF_ERROR(CheckLength(request.agent_version(), "agent_version"));

@@ -7,6 +7,8 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "policy/hardware_class.h"
 #include "server/resolve/request_head.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -33,6 +35,10 @@ absl::Status ValidateKnownDecisionEtag(absl::string_view etag);
 // Bounds, then the hardware class: a profile with no accelerator and an arch
 // that is neither x86_64 nor aarch64 is refused naming profile.arch.
 absl::Status ValidateResolveRequest(const v1::ResolveWeightPathRequest& request);
+// The same checks, returning the class they computed, so that the rest of a
+// resolve (rollout shaping, the policy) does not classify the profile again.
+absl::StatusOr<policy::HardwareClass> ValidateAndClassifyResolveRequest(
+    const v1::ResolveWeightPathRequest& request);
 
 // true when ValidateResolveRequest passes every field of a request with this
 // head (server/wire/request_decoder.h: DecodeRequestHead) but the profile and the

@@ -45,8 +45,18 @@ void Summarize(const policy::Decision& decision, ResolveSummary* summary) {
 absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
                                         const Snapshot& snapshot, ResolveSummary* summary,
                                         const std::vector<v1::Rollout>& rollouts) {
+  ASSIGN_OR_RETURN(const policy::HardwareClass hardware_class,
+                   policy::ClassifyHardware(request.profile()));
+  return Decide(request, hardware_class, snapshot, summary, rollouts);
+}
+
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        policy::HardwareClass hardware_class,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts) {
   ResolvedDecision resolved;
-  ASSIGN_OR_RETURN(resolved.shaped, ResolveShaped(*snapshot.policy, request, rollouts));
+  ASSIGN_OR_RETURN(resolved.shaped,
+                   ResolveShaped(*snapshot.policy, hardware_class, request, rollouts));
   const policy::Decision& decision = resolved.shaped.resolution.decision;
   resolved.path = decision.path;
   Summarize(decision, summary);

@@ -57,6 +57,12 @@ struct ResolvedDecision {
 absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
                                         const Snapshot& snapshot, ResolveSummary* summary,
                                         const std::vector<v1::Rollout>& rollouts = {});
+// The same for a validated request whose profile's class is known
+// (ValidateAndClassifyResolveRequest): nothing classifies it again.
+absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
+                                        policy::HardwareClass hardware_class,
+                                        const Snapshot& snapshot, ResolveSummary* summary,
+                                        const std::vector<v1::Rollout>& rollouts);
 
 // Decide for a call that no rollout shapes, given the policy's decision for
 // its profile and priority (policy::Evaluate, as ProfileMemo keeps it): the

@@ -3,12 +3,13 @@
 namespace weightpath::server {
 
 absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
+                                            policy::HardwareClass hardware_class,
                                             const v1::ResolveWeightPathRequest& request,
                                             const std::vector<v1::Rollout>& rollouts,
                                             const deploy::ResolveIntervalSettings& settings) {
   absl::StatusOr<deploy::RolloutResolution> resolution = deploy::ResolveWithRollouts(
-      policy, request.profile(), request.priority(), request.labels(), request.device_id(),
-      rollouts);
+      policy, hardware_class, request.profile(), request.priority(), request.labels(),
+      request.device_id(), rollouts);
   if (!resolution.ok()) return resolution.status();
   ShapedResolve shaped;
   shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(

@@ -21,8 +21,10 @@ struct ShapedResolve {
   uint32_t resolve_interval_seconds = 0;
 };
 
-// INVALID_ARGUMENT when the profile cannot be classified (as the policy says).
+// `hardware_class` is the request profile's (policy::ClassifyHardware, as
+// request validation computed it).
 absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
+                                            policy::HardwareClass hardware_class,
                                             const v1::ResolveWeightPathRequest& request,
                                             const std::vector<v1::Rollout>& rollouts,
                                             const deploy::ResolveIntervalSettings& settings = {});

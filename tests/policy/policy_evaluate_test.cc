@@ -98,6 +98,39 @@ TEST(PolicyEvaluateTest, LabelsSteerTheDecision) {
   EXPECT_EQ((*Evaluate(*policy, AmxProfile(), v1::PRIORITY_SPEED, Labels())).path->id, "fast");
 }
 
+// The overload for an already classified profile decides exactly as the
+// one that classifies, at every priority and label set.
+TEST(PolicyEvaluateTest, AGivenHardwareClassDecidesAsClassifying) {
+  std::shared_ptr<const Policy> policy = LabelPolicy();
+  ASSERT_NE(policy, nullptr);
+  Labels agentic;
+  agentic["workload"] = "agentic";
+  v1::HardwareProfile phone;
+  phone.set_arch("aarch64");
+  phone.set_accelerator("npu:qualcomm");
+  for (const v1::HardwareProfile& profile : {AmxProfile(), phone}) {
+    const absl::StatusOr<HardwareClass> hardware_class = ClassifyHardware(profile);
+    ASSERT_THAT(hardware_class, IsOk());
+    for (const v1::Priority priority : {v1::PRIORITY_UNSPECIFIED, v1::PRIORITY_SPEED,
+                                        v1::PRIORITY_FIDELITY}) {
+      for (const Labels& labels : {Labels(), agentic}) {
+        const absl::StatusOr<Decision> classifying = Evaluate(*policy, profile, priority, labels);
+        const absl::StatusOr<Decision> given =
+            Evaluate(*policy, *hardware_class, profile, priority, labels);
+        ASSERT_THAT(classifying, IsOk());
+        ASSERT_THAT(given, IsOk());
+        EXPECT_EQ(given->hardware_class, classifying->hardware_class);
+        EXPECT_EQ(given->rule, classifying->rule);
+        EXPECT_EQ(given->path, classifying->path);
+        EXPECT_EQ(given->effective_priority, classifying->effective_priority);
+      }
+    }
+  }
+  EXPECT_THAT(Evaluate(*policy, HardwareClass::kX86Cpu, AmxProfile(),
+                       static_cast<v1::Priority>(7), Labels()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority 7")));
+}
+
 TEST(PolicyEvaluateTest, FlagConditionsAllAndNone) {
   std::shared_ptr<const Policy> policy = LabelPolicy();
   ASSERT_NE(policy, nullptr);

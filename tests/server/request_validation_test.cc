@@ -36,6 +36,25 @@ TEST(ServerRequestValidationTest, AcceptsAValidRequestAndTheLimitsThemselves) {
   EXPECT_THAT(ValidateResolveRequest(npu), IsOk());
 }
 
+// Validation computes the hardware class once and hands it on; a request
+// it refuses gets the same status either way.
+TEST(ServerRequestValidationTest, ValidationReturnsTheClassItComputed) {
+  v1::ResolveWeightPathRequest request = ValidRequest();
+  EXPECT_THAT(ValidateAndClassifyResolveRequest(request),
+              ::weightpath::testing::IsOkAndHolds(policy::HardwareClass::kArm64Cpu));
+  request.mutable_profile()->set_accelerator("npu:vendor");
+  EXPECT_THAT(ValidateAndClassifyResolveRequest(request),
+              ::weightpath::testing::IsOkAndHolds(policy::HardwareClass::kNpuPhone));
+  v1::ResolveWeightPathRequest riscv = ValidRequest();
+  riscv.mutable_profile()->set_arch("riscv64");
+  EXPECT_THAT(ValidateAndClassifyResolveRequest(riscv),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("profile.arch 'riscv64'")));
+  EXPECT_EQ(ValidateAndClassifyResolveRequest(riscv).status(), ValidateResolveRequest(riscv));
+  v1::ResolveWeightPathRequest no_id = ValidRequest();
+  no_id.clear_device_id();
+  EXPECT_EQ(ValidateAndClassifyResolveRequest(no_id).status(), ValidateResolveRequest(no_id));
+}
+
 TEST(ServerRequestValidationTest, DeviceIdRules) {
   EXPECT_THAT(ValidateDeviceId(""), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("device_id is required")));

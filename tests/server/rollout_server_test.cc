@@ -86,7 +86,8 @@ struct Replica {
     *request.mutable_profile() = AmxProfile();
     request.set_priority(v1::PRIORITY_SPEED);
     (*request.mutable_labels())["workload"] = workload;
-    absl::StatusOr<ShapedResolve> shaped = ResolveShaped(*policy::DefaultPolicy(), request, *cache.Current());
+    absl::StatusOr<ShapedResolve> shaped = ResolveShaped(
+        *policy::DefaultPolicy(), policy::HardwareClass::kX86Cpu, request, *cache.Current());
     EXPECT_THAT(shaped.status(), IsOk());
     return shaped.ok() ? shaped->resolution.decision.path->name : "";
   }
@@ -207,7 +208,8 @@ TEST_P(RolloutServerTest, ResolveShapesMembersOnlyAndAbortReturnsThem) {
   *request.mutable_profile() = AmxProfile();
   (*request.mutable_labels())["workload"] = "agentic";
   absl::StatusOr<ShapedResolve> shaped =
-      ResolveShaped(*policy::DefaultPolicy(), request, *replica_->cache.Current());
+      ResolveShaped(*policy::DefaultPolicy(), policy::HardwareClass::kX86Cpu, request,
+                    *replica_->cache.Current());
   ASSERT_THAT(shaped.status(), IsOk());
   v1::ResolveWeightPathResponse response;
   ApplyShaping(*shaped, &response);
