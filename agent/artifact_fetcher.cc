@@ -22,6 +22,7 @@
 #include "agent/curl_library.h"
 #include "agent/sha256_file.h"
 #include "common/status_macros.h"
+#include "common/unique_fd.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
@@ -176,20 +177,6 @@ absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& 
   }
 }
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 absl::string_view FileTypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -246,7 +233,7 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
                              uint64_t offset, Clock& clock, MonotonicTime deadline,
                              TransferOutcome* outcome, uint64_t* resumed_from) {
   ASSIGN_OR_RETURN(const std::string source_path, LocalPathOf(artifact.uri()));
-  Descriptor source(::open(source_path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  UniqueFd source(::open(source_path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (source.get() < 0) {
     return absl::NotFoundError(absl::StrCat("artifact.uri: cannot read ", artifact.uri(), ": ",
                                             std::strerror(errno)));
@@ -264,7 +251,7 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
   // A partial file longer than the source cannot be continued: start over.
   if (offset > static_cast<uint64_t>(info.st_size)) offset = 0;
   *resumed_from = offset;
-  Descriptor partial(::open(partial_path.c_str(),
+  UniqueFd partial(::open(partial_path.c_str(),
                             O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                                 (offset > 0 ? O_APPEND : O_TRUNC),
                             0644));

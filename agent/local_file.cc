@@ -7,27 +7,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 
 namespace weightpath::agent {
 namespace {
-
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 absl::string_view FileTypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -45,19 +31,11 @@ absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of
   // waiting for a writer; O_NOCTTY: a terminal never becomes ours. Neither
   // changes how a regular file is read.
-  Descriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (file.get() < 0) {
-    const int error = errno;
-    const std::string message =
-        absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(error));
-    if (error == ENOENT || error == ENOTDIR) return absl::NotFoundError(message);
-    if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
-    return absl::UnavailableError(message);
-  }
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!file.valid()) return ErrnoStatus(errno, absl::StrCat(what, ": cannot read ", path));
   struct stat info;
   if (::fstat(file.get(), &info) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": cannot stat ", path, ": ", std::strerror(errno)));
+    return ErrnoStatus(errno, absl::StrCat(what, ": cannot stat ", path));
   }
   if (!S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(
@@ -79,8 +57,7 @@ absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_
     const ssize_t got = ::read(file.get(), contents.data() + have, contents.size() - have);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(
-          absl::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
+      return ErrnoStatus(errno, absl::StrCat(what, ": cannot read ", path));
     }
     if (got == 0) break;
     have += static_cast<size_t>(got);

@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/unique_fd.h"
 #include "openssl/rand.h"
 
 namespace weightpath {
@@ -23,28 +23,10 @@ std::string Where(absl::string_view source, const std::string& path) {
   return absl::StrCat(source, "=", path);
 }
 
-absl::Status ErrnoStatus(int error, absl::string_view what, absl::string_view source,
-                         const std::string& path) {
-  const std::string message =
-      absl::StrCat(Where(source, path), ": cannot ", what, ": ", std::strerror(error));
-  if (error == ENOENT) return absl::NotFoundError(message);
-  if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
-  return absl::UnavailableError(message);
+absl::Status FileError(int error, absl::string_view what, absl::string_view source,
+                      const std::string& path) {
+  return ErrnoStatus(error, absl::StrCat(Where(source, path), ": cannot ", what));
 }
-
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 absl::Status CheckMode(const struct stat& info, absl::string_view source, const std::string& path) {
   const mode_t mode = info.st_mode & 07777;
@@ -70,11 +52,11 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string
       return absl::InvalidArgumentError(
           absl::StrCat(Where(source, path), ": is a symlink; a token file must be a regular file"));
     }
-    return ErrnoStatus(errno, "open", source, path);
+    return FileError(errno, "open", source, path);
   }
-  Descriptor file(fd);
+  UniqueFd file(fd);
   struct stat info {};
-  if (::fstat(file.get(), &info) != 0) return ErrnoStatus(errno, "stat", source, path);
+  if (::fstat(file.get(), &info) != 0) return FileError(errno, "stat", source, path);
   if (!S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(source, path), ": is not a regular file"));
@@ -86,7 +68,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string
     const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "read", source, path);
+      return FileError(errno, "read", source, path);
     }
     if (got == 0) break;
     contents.append(buffer, static_cast<size_t>(got));
@@ -120,9 +102,9 @@ absl::StatusOr<CreatedSecret> ReadOrCreateSecretFile(const std::string& path,
       if (!existing.ok()) return existing.status();
       return CreatedSecret{*std::move(existing), false};
     }
-    return ErrnoStatus(errno, "create", source, path);
+    return FileError(errno, "create", source, path);
   }
-  Descriptor file(fd);
+  UniqueFd file(fd);
   const std::string line = token + "\n";
   size_t written = 0;
   while (written < line.size()) {
@@ -131,14 +113,14 @@ absl::StatusOr<CreatedSecret> ReadOrCreateSecretFile(const std::string& path,
       if (errno == EINTR) continue;
       const int error = errno;
       ::unlink(path.c_str());
-      return ErrnoStatus(error, "write", source, path);
+      return FileError(error, "write", source, path);
     }
     written += static_cast<size_t>(put);
   }
   if (::fsync(file.get()) != 0) {
     const int error = errno;
     ::unlink(path.c_str());
-    return ErrnoStatus(error, "sync", source, path);
+    return FileError(error, "sync", source, path);
   }
   return CreatedSecret{token, true};
 }

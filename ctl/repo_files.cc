@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -23,33 +22,10 @@ namespace {
 // A key file is a few hundred bytes; anything much larger is not one.
 constexpr int64_t kMaxKeyFileBytes = 64 * 1024;
 
+// The errno of the call that just failed, as "PATH: WHAT: reason".
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  const int error = errno;
-  const std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(error));
-  if (error == ENOENT) return absl::NotFoundError(message);
-  if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
-  if (error == EEXIST) return absl::AlreadyExistsError(message);
-  return absl::InternalError(message);
+  return ErrnoStatus(errno, absl::StrCat(path, ": ", what));
 }
-
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
   size_t written = 0;
@@ -73,7 +49,7 @@ std::string DirectoryOf(const std::string& path) {
 
 // Makes a rename durable: the directory entry itself is on disk.
 void SyncDirectory(const std::string& directory) {
-  Descriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() >= 0) ::fsync(fd.get());
 }
 
@@ -100,7 +76,7 @@ bool FileExists(const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, int64_t max_bytes) {
-  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("cannot open", path);
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) return ErrnoError("cannot stat", path);
@@ -129,7 +105,7 @@ absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, int64_t max
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = absl::StrCat(path, ".tmp.", ::getpid());
   {
-    Descriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return ErrnoError("cannot create", temporary);
     absl::Status written = WriteAll(fd.get(), bytes, temporary);
     if (written.ok() && ::fsync(fd.get()) != 0) written = ErrnoError("fsync", temporary);
@@ -166,7 +142,7 @@ absl::Status CreateSecretFile(const std::string& path, const std::string& bytes)
   // O_EXCL: an existing key is never overwritten (it may be the only copy
   // of a key some root still trusts); the mode is set at creation, so the
   // key is never readable by others, not even briefly.
-  Descriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) {
     if (errno == EEXIST) {
       return absl::AlreadyExistsError(absl::StrCat(path, ": exists; refusing to overwrite a key"));
@@ -181,7 +157,7 @@ absl::Status CreateSecretFile(const std::string& path, const std::string& bytes)
 }
 
 absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
-  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError("cannot open", path);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                   &EVP_MD_CTX_free);
@@ -210,7 +186,7 @@ absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
 
 absl::StatusOr<RepositoryLock> RepositoryLock::Acquire(const RepositoryLayout& layout) {
   const std::string path = layout.root + "/.lock";
-  Descriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoError("cannot open the repository lock", path);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
@@ -219,11 +195,7 @@ absl::StatusOr<RepositoryLock> RepositoryLock::Acquire(const RepositoryLayout& l
     }
     return ErrnoError("flock", path);
   }
-  return RepositoryLock(fd.release());
-}
-
-RepositoryLock::~RepositoryLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  return RepositoryLock(std::move(fd));
 }
 
 absl::StatusOr<std::vector<LoadedKey>> LoadKeyFiles(const std::string& comma_separated,

@@ -13,10 +13,12 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "trust/metadata.h"
 #include "trust/repository.h"
 
@@ -60,13 +62,12 @@ absl::StatusOr<FileDigest> DigestFile(const std::string& path);
 class RepositoryLock {
  public:
   static absl::StatusOr<RepositoryLock> Acquire(const RepositoryLayout& layout);
-  RepositoryLock(RepositoryLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  RepositoryLock(RepositoryLock&& other) noexcept = default;
   RepositoryLock& operator=(RepositoryLock&&) = delete;
-  ~RepositoryLock();
 
  private:
-  explicit RepositoryLock(int fd) : fd_(fd) {}
-  int fd_;
+  explicit RepositoryLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;  // closing it releases the flock
 };
 
 // A key named on the command line: its public key always, its private key

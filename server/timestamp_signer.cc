@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
+#include "common/unique_fd.h"
 #include "server/config/file_fingerprint.h"
 #include "spdlog/spdlog.h"
 #include "trust/crypto.h"
@@ -25,31 +25,13 @@ namespace {
 
 constexpr size_t kMaxKeyFileBytes = 64 * 1024;
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 absl::StatusOr<trust::SigningKey> LoadTimestampKey(const std::string& path) {
   const std::string flag = absl::StrCat("--timestamp_key=", path);
   // Every check on the descriptor that is read.
-  Descriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) {
-    return absl::Status(errno == ENOENT ? absl::StatusCode::kNotFound
-                                        : absl::StatusCode::kPermissionDenied,
-                        absl::StrCat(flag, ": cannot open: ", std::strerror(errno)));
-  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat(flag, ": cannot open"));
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": not a regular file"));
@@ -131,16 +113,15 @@ absl::StatusOr<TimestampSigner::Outcome> TimestampSigner::RunOnce(absl::Time now
                    trust::KeysForRole(root, "timestamp", keys));
 
   // The repository lock of weightpathctl repo, when the layout is its own.
-  std::optional<Descriptor> lock;
+  UniqueFd lock;
   if (const std::string lock_path = source_->lock_path(); !lock_path.empty()) {
-    lock.emplace(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (lock->get() < 0) {
-      return absl::UnavailableError(
-          absl::StrCat(lock_path, ": cannot open the repository lock: ", std::strerror(errno)));
+    lock.reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!lock.valid()) {
+      return ErrnoStatus(errno, absl::StrCat(lock_path, ": cannot open the repository lock"));
     }
-    if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) return Outcome::kSkipped;
-      return absl::UnavailableError(absl::StrCat(lock_path, ": flock: ", std::strerror(errno)));
+      return ErrnoStatus(errno, absl::StrCat(lock_path, ": flock"));
     }
   }
 

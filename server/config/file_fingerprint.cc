@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 
 namespace weightpath::server {
 
@@ -39,13 +39,6 @@ FileFingerprint TakeFingerprint(const std::string& path) {
 
 namespace {
 
-absl::Status OpenError(const std::string& path, int error) {
-  const std::string message = absl::StrCat(path, ": ", std::strerror(error));
-  if (error == ENOENT) return absl::NotFoundError(message);
-  if (error == EACCES) return absl::PermissionDeniedError(message);
-  return absl::UnavailableError(message);
-}
-
 absl::string_view FileTypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -55,20 +48,6 @@ absl::string_view FileTypeName(mode_t mode) {
   return "not a regular file";
 }
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
@@ -77,10 +56,10 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_by
   // the real file to /dev/zero was read without end. O_NONBLOCK so that a
   // FIFO put in the file's place is refused below instead of waiting for a
   // writer; it changes nothing for a regular file.
-  Descriptor fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) return OpenError(path, errno);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, path);
   struct stat info;
-  if (fstat(fd.get(), &info) != 0) return OpenError(path, errno);
+  if (fstat(fd.get(), &info) != 0) return ErrnoStatus(errno, path);
   if (!S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", FileTypeName(info.st_mode), ", not a regular file"));
@@ -101,7 +80,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_by
     const ssize_t got = read(fd.get(), text.data() + filled, text.size() - filled);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+      return ErrnoStatus(errno, absl::StrCat(path, ": read failed"));
     }
     if (got == 0) break;
     filled += static_cast<size_t>(got);
