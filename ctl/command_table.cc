@@ -6,6 +6,7 @@
 #include "ctl/device_command.h"
 #include "ctl/devices_command.h"
 #include "ctl/explain_command.h"
+#include "ctl/paths_command.h"
 #include "ctl/repo_command.h"
 #include "ctl/resolve_command.h"
 #include "ctl/rollout_command.h"
@@ -33,6 +34,7 @@ const std::vector<Command>& Commands() {
       {"device", "one device: registry record, last decision, measurements", RunDeviceCommand},
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"explain", "why the server decides what it decides for a device", RunExplainCommand},
+      {"paths", "every weight path of the policy for a profile, and why", RunPathsCommand},
       {"repo", "run a signed (TUF) repository of artifacts", RunRepoCommand},
       {"resolve", "decide the weight path for a device profile", RunResolveCommand},
       {"rollout", "create, watch and steer staged rollouts", RunRolloutCommand},

@@ -39,32 +39,6 @@ const std::vector<FlagSpec>& ExplainFlags() {
   return flags;
 }
 
-std::string PriorityWord(v1::Priority priority) {
-  switch (priority) {
-    case v1::PRIORITY_SPEED:
-      return "speed";
-    case v1::PRIORITY_FIDELITY:
-      return "fidelity";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string SourceWord(v1::Verification::Source source) {
-  switch (source) {
-    case v1::Verification::SOURCE_POLICY:
-      return "policy";
-    case v1::Verification::SOURCE_FLEET:
-      return "fleet";
-    case v1::Verification::SOURCE_NONE:
-      return "none";
-    case v1::Verification::SOURCE_UNAVAILABLE:
-      return "unavailable (the fleet store could not be read)";
-    default:
-      return "unspecified";
-  }
-}
-
 absl::StatusOr<v1::ExplainDecisionRequest> BuildRequest(const std::optional<std::string>& device_id,
                                                         const ParsedArguments& arguments) {
   v1::ExplainDecisionRequest request;
@@ -85,27 +59,7 @@ absl::StatusOr<v1::ExplainDecisionRequest> BuildRequest(const std::optional<std:
     request.set_device_id(*device_id);
     return request;
   }
-  v1::ResolveWeightPathRequest* subject = request.mutable_request();
-  absl::StatusOr<std::string> text = ReadTextFile(*profile_path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(*text, *profile_path);
-  if (!profile.ok()) return profile.status();
-  *subject->mutable_profile() = *std::move(profile);
-  subject->set_priority(v1::PRIORITY_SPEED);
-  if (std::optional<std::string> priority = arguments.Value("priority")) {
-    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
-    if (!parsed.ok()) return parsed.status();
-    subject->set_priority(*parsed);
-  }
-  if (std::optional<std::string> labels = arguments.Value("labels")) {
-    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
-    if (!parsed.ok()) return parsed.status();
-    *subject->mutable_labels() = *std::move(parsed);
-  }
-  subject->set_model(arguments.ValueOr("model", ""));
-  // ExplainDecision records nothing; the id only has to be well-formed.
-  subject->set_device_id("weightpathctl-explain");
-  return request;
+  return ExplainProfileRequest(*profile_path, arguments);
 }
 
 void Line(std::ostream& out, std::string_view label, const std::string& value) {
@@ -162,7 +116,7 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
   out << "verification\n";
   const v1::Verification& verification = response.verification();
   Line(out, "verified", path.verified() ? "yes" : "no, measure before trusting it");
-  Line(out, "evidence", SourceWord(verification.source()));
+  Line(out, "evidence", VerificationSourceWord(verification.source()));
   if (verification.source() == v1::Verification::SOURCE_FLEET) {
     Line(out, "devices", Counted(verification.device_count(), "device", "devices"));
   }
@@ -180,6 +134,58 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
 }
 
 }  // namespace
+
+absl::StatusOr<v1::ExplainDecisionRequest> ExplainProfileRequest(const std::string& profile_path,
+                                                                 const ParsedArguments& arguments) {
+  v1::ExplainDecisionRequest request;
+  v1::ResolveWeightPathRequest* subject = request.mutable_request();
+  absl::StatusOr<std::string> text = ReadTextFile(profile_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(*text, profile_path);
+  if (!profile.ok()) return profile.status();
+  *subject->mutable_profile() = *std::move(profile);
+  subject->set_priority(v1::PRIORITY_SPEED);
+  if (std::optional<std::string> priority = arguments.Value("priority")) {
+    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
+    if (!parsed.ok()) return parsed.status();
+    subject->set_priority(*parsed);
+  }
+  if (std::optional<std::string> labels = arguments.Value("labels")) {
+    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
+    if (!parsed.ok()) return parsed.status();
+    *subject->mutable_labels() = *std::move(parsed);
+  }
+  subject->set_model(arguments.ValueOr("model", ""));
+  // ExplainDecision records nothing; the id only has to be well-formed.
+  subject->set_device_id("weightpathctl-explain");
+  return request;
+}
+
+std::string PriorityWord(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED:
+      return "speed";
+    case v1::PRIORITY_FIDELITY:
+      return "fidelity";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string VerificationSourceWord(v1::Verification::Source source) {
+  switch (source) {
+    case v1::Verification::SOURCE_POLICY:
+      return "policy";
+    case v1::Verification::SOURCE_FLEET:
+      return "fleet";
+    case v1::Verification::SOURCE_NONE:
+      return "none";
+    case v1::Verification::SOURCE_UNAVAILABLE:
+      return "unavailable (the fleet store could not be read)";
+    default:
+      return "unspecified";
+  }
+}
 
 int RunExplainCommand(const std::vector<std::string>& args, CommandIo io) {
   if (args.empty()) return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(ExplainFlags())));

@@ -23,7 +23,11 @@ const std::vector<FlagSpec>& ResolveFlags() {
   static const std::vector<FlagSpec> flags = [] {
     std::vector<FlagSpec> all = {
       {"offline", '\0', false, "evaluate locally with the policy library, no server"},
-      {"device-id", '\0', true, "device id sent to the server (default: weightpathctl)"},
+      {"device-id", '\0', true,
+       "resolve as this device: the server records it like the device's own resolve (without "
+       "it: id weightpathctl, as a dry run)"},
+      {"dry-run", '\0', false,
+       "the server answers as usual but records nothing (the default without --device-id)"},
       {"model", '\0', true, "model to resolve for (default: the catalog's default)"},
       {"profile", '\0', true, "hardware profile JSON, as the prober writes it (required)"},
       {"priority", '\0', true, "speed (default) or fidelity"},
@@ -44,8 +48,13 @@ const std::vector<FlagSpec>& ResolveFlags() {
 void WriteHelp(std::ostream& out) {
   out << "usage: weightpathctl resolve (--offline [--policy FILE] | [--server HOST:PORT]\n"
          "                             [--ca FILE] [--cert FILE --key FILE] [--device-id ID]\n"
-         "                             [--model NAME]) --profile FILE\n"
+         "                             [--dry-run] [--model NAME]) --profile FILE\n"
          "                             [--priority speed|fidelity] [--labels k=v,...] [-o json|text]\n\n"
+         "Against a server, a resolve without --device-id is a dry run: the server answers\n"
+         "exactly as it would answer a device, but records nothing, so trying a profile\n"
+         "from a laptop adds no device to the fleet (ListDevices, summary, the\n"
+         "devices-seen gauge). With --device-id ID the resolve counts as that device's\n"
+         "own and updates its registry record, unless --dry-run is given too.\n\n"
       << FlagHelp(ResolveFlags());
 }
 
@@ -87,13 +96,21 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
   if (std::optional<std::string> model = arguments.Value("model")) {
     inputs.request.set_model(*model);
   }
-  inputs.request.set_device_id(arguments.Value("device-id").value_or("weightpathctl"));
+  const std::optional<std::string> device_id = arguments.Value("device-id");
+  inputs.request.set_device_id(device_id.value_or("weightpathctl"));
   if (!arguments.Has("offline")) {
     if (arguments.Has("policy")) {
       return absl::InvalidArgumentError(
           "--policy applies to --offline only: the server decides with its own policy");
     }
+    // An operator's resolve is not a device's unless it names one.
+    inputs.request.set_dry_run(arguments.Has("dry-run") || !device_id.has_value());
     return inputs;
+  }
+  if (arguments.Has("dry-run")) {
+    return absl::InvalidArgumentError(
+        "--dry-run applies to a server's resolve: --offline never reaches a server, so there "
+        "is nothing to keep from being recorded");
   }
   if (std::optional<std::string> policy_path = arguments.Value("policy")) {
     absl::StatusOr<std::string> policy_text = ReadTextFile(*policy_path);

@@ -201,6 +201,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
                                            v1::ResolveWeightPathResponse* decision) {
         fleet->ApplyVerification(subject, decision);
       };
+      FleetQueries* queries = self->fleet_queries_.get();
+      context.verification_matrix = [queries] { return queries->VerificationMatrix(); };
     }
     context.now = SystemClockInstance()->Now();
     return ExplainDecision(request, context);

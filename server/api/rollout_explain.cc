@@ -8,6 +8,7 @@
 #include "common/field_violation.h"
 #include "common/proto_time.h"
 #include "policy/policy.h"
+#include "server/api/path_candidates.h"
 #include "server/resolve/request_validation.h"
 #include "server/resolve/resolver.h"
 
@@ -124,6 +125,15 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
   *response.mutable_verification() = response.decision().weight_path().verification();
   response.set_policy_version(policy.version());
   *response.mutable_evaluated_at() = ToProtoTime(context.now);
+
+  std::optional<absl::StatusOr<v1::GetVerificationMatrixResponse>> matrix;
+  if (context.verification_matrix) matrix = context.verification_matrix();
+  if (absl::Status judged =
+          FillPathCandidates(policy, subject, response.decision().hardware_class(),
+                             matrix.has_value() ? &*matrix : nullptr, response.mutable_paths());
+      !judged.ok()) {
+    return judged;
+  }
   return response;
 }
 

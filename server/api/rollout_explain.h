@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "server/config/policy_snapshot.h"
 #include "store/store.h"
+#include "weightpath/v1/fleet.pb.h"
 #include "weightpath/v1/rollout.pb.h"
 
 namespace weightpath::server {
@@ -23,6 +24,10 @@ struct ExplainContext {
   // same step a resolve takes); may be empty.
   std::function<void(const v1::ResolveWeightPathRequest&, v1::ResolveWeightPathResponse*)>
       apply_verification;
+  // The verification matrix (FleetQueries::VerificationMatrix), read for
+  // the evidence of every path in ExplainDecisionResponse.paths; unset
+  // without a fleet store.
+  std::function<absl::StatusOr<v1::GetVerificationMatrixResponse>()> verification_matrix;
   absl::Time now;
 };
 

@@ -506,6 +506,38 @@ class FleetAdminTest(unittest.TestCase):
         self.assertEqual(device.hardware_class, "arm64_cpu")
         self.assertGreaterEqual(self.summary(admin_metadata()).total_devices, 1)
 
+    def test_a_dry_run_is_answered_as_a_resolve_and_never_registered(self):
+        """dry_run (field 8) set by a Python client: the server answers exactly as it
+        answers the device, and the registry never lists it."""
+        dry_id = "interop-python-dry-run"
+        request = resolve_request("aws-graviton3.json", None, dry_id)
+        request.dry_run = True
+        dry = unary("/weightpath.v1.WeightPath/ResolveWeightPath", wp.ResolveWeightPathResponse,
+                    request)
+        # A real resolve after it: once that one is in the registry, so would
+        # the dry run be had it been recorded.
+        marker_id = "interop-python-after-the-dry-run"
+        unary("/weightpath.v1.WeightPath/ResolveWeightPath", wp.ResolveWeightPathResponse,
+              resolve_request("aws-graviton3.json", None, marker_id))
+        retry(lambda: unary("/weightpath.v1.FleetAdmin/GetDevice", fleet_pb2.Device,
+                            fleet_pb2.GetDeviceRequest(device_id=marker_id),
+                            metadata=admin_metadata()),
+              {grpc.StatusCode.NOT_FOUND})
+        with self.assertRaises(grpc.RpcError) as missing:
+            unary("/weightpath.v1.FleetAdmin/GetDevice", fleet_pb2.Device,
+                  fleet_pb2.GetDeviceRequest(device_id=dry_id), metadata=admin_metadata())
+        self.assertEqual(missing.exception.code(), grpc.StatusCode.NOT_FOUND)
+        listed = unary("/weightpath.v1.FleetAdmin/ListDevices", fleet_pb2.ListDevicesResponse,
+                       fleet_pb2.ListDevicesRequest(), metadata=admin_metadata())
+        self.assertNotIn(dry_id, [device.device_id for device in listed.devices])
+        # The same device resolving for real gets the same answer, byte for byte.
+        request.dry_run = False
+        real = unary("/weightpath.v1.WeightPath/ResolveWeightPath", wp.ResolveWeightPathResponse,
+                     request)
+        self.assertEqual(dry.SerializeToString(deterministic=True),
+                         real.SerializeToString(deterministic=True))
+        self.assertEqual(differences(proto_json(real), proto_json(dry)), [])
+
     def test_a_viewer_reads_and_is_refused_a_rollout_action_naming_the_roles(self):
         viewer = admin_metadata(VIEWER_TOKEN)
         self.summary(viewer)

@@ -1,0 +1,145 @@
+#include "ctl/paths_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ctl/admin_query.h"
+#include "ctl/command_error.h"
+#include "ctl/explain_command.h"
+#include "ctl/rollout_client.h"
+#include "ctl/view_output.h"
+
+namespace weightpath::ctl {
+namespace {
+
+constexpr std::string_view kCommand = "paths";
+
+constexpr char kUsage[] =
+    "usage: weightpathctl paths --profile FILE [--model M] [--labels k=v,...] [-o table|json|yaml]\n\n"
+    "Every weight path of the server's policy for the device this hardware\n"
+    "profile describes (the prober's JSON), in three groups:\n"
+    "  chosen        the policy's decision, and at which priorities (speed, fidelity)\n"
+    "  compatible    could run here; says why another path is chosen instead\n"
+    "  incompatible  names the rule and the hardware condition that excludes it\n"
+    "Each with its verification evidence: whether it counts as verified and why,\n"
+    "how many devices of this hardware class and CPU model reported it, their\n"
+    "median decode tok/s, and the policy's expected figure for this CPU model.\n"
+    "Only the policy is asked: a rollout may still shape what a device gets\n"
+    "(see 'weightpathctl explain'). Nothing is recorded. -o json|yaml prints the\n"
+    "whole ExplainDecision answer; this view is its `paths` field.";
+
+const std::vector<FlagSpec>& PathsFlags() {
+  static const std::vector<FlagSpec> flags = ViewFlags({
+      {"profile", '\0', true, "hardware profile JSON, as the prober writes it (required)"},
+      {"model", '\0', true, "the model (default: the catalog's default)"},
+      {"labels", '\0', true, "device labels, k=v,k2=v2 (rules may test them)"},
+  });
+  return flags;
+}
+
+std::string Figure(double tok_s) {
+  // One decimal, as the policy writes its figures.
+  return absl::StrCat(std::round(tok_s * 10) / 10, " tok/s");
+}
+
+void WritePath(const v1::PathCandidate& path, std::ostream& out) {
+  std::string head = path.path();
+  if (path.standing() == v1::PathCandidate::STANDING_CHOSEN) {
+    std::vector<std::string> priorities;
+    for (const int priority : path.chosen_for()) {
+      priorities.push_back(PriorityWord(static_cast<v1::Priority>(priority)));
+    }
+    absl::StrAppend(&head, "  for ", absl::StrJoin(priorities, " and "));
+  }
+  out << "  " << head << "\n";
+  auto line = [&out](std::string_view label, const std::string& value) {
+    std::string padded(label);
+    padded.resize(12, ' ');
+    out << "    " << padded << value << "\n";
+  };
+  line("why", path.reason());
+  const v1::Verification& verification = path.verification();
+  line("evidence", absl::StrCat(VerificationSourceWord(verification.source()),
+                                verification.reason().empty() ? "" : ": ",
+                                verification.reason()));
+  // What the fleet measured beside what the policy expects, on one line.
+  std::string fleet =
+      path.devices_reported() == 0
+          ? std::string("no device of this class and CPU model reported it")
+          : absl::StrCat(Counted(path.devices_reported(), "device", "devices"),
+                         " of this class and CPU model reported it");
+  if (path.has_median_decode_tok_s()) {
+    absl::StrAppend(&fleet, ": median ", Figure(path.median_decode_tok_s()), " decode");
+  }
+  absl::StrAppend(&fleet, path.has_expected_decode_tok_s()
+                              ? absl::StrCat(path.has_median_decode_tok_s() ? ", expected " : "; expected ",
+                                             Figure(path.expected_decode_tok_s()))
+                              : std::string("; the policy has no decode figure for this CPU"));
+  line("fleet", fleet);
+}
+
+void WriteTable(const v1::ExplainDecisionResponse& response, const std::string& profile_path,
+                const std::string& cpu_model, std::ostream& out) {
+  out << "paths for profile " << profile_path << " (" << response.decision().hardware_class()
+      << ", CPU " << (cpu_model.empty() ? "-" : cpu_model) << "), policy "
+      << response.policy_version() << "\n";
+  const struct {
+    v1::PathCandidate::Standing standing;
+    std::string_view title;
+  } groups[] = {{v1::PathCandidate::STANDING_CHOSEN, "chosen"},
+                {v1::PathCandidate::STANDING_COMPATIBLE, "compatible"},
+                {v1::PathCandidate::STANDING_INCOMPATIBLE, "incompatible"}};
+  for (const auto& group : groups) {
+    const auto count = std::count_if(
+        response.paths().begin(), response.paths().end(),
+        [&](const v1::PathCandidate& path) { return path.standing() == group.standing; });
+    out << "\n" << group.title << " (" << Counted(count, "path", "paths") << ")\n";
+    for (const v1::PathCandidate& path : response.paths()) {
+      if (path.standing() == group.standing) WritePath(path, out);
+    }
+  }
+}
+
+}  // namespace
+
+int RunPathsCommand(const std::vector<std::string>& args, CommandIo io) {
+  if (args.empty()) return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(PathsFlags())));
+  int exit_code = kExitOk;
+  const std::optional<ParsedArguments> arguments = ParseFlags(
+      kCommand, args, PathsFlags(),
+      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(PathsFlags()); }, io,
+      &exit_code);
+  if (!arguments.has_value()) return exit_code;
+  absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
+  if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
+  const std::optional<std::string> profile_path = arguments->Value("profile");
+  if (!profile_path.has_value()) {
+    return ReportError(kCommand,
+                       absl::InvalidArgumentError("--profile FILE is required (a hardware "
+                                                  "profile JSON, as the prober writes it)"),
+                       io.err);
+  }
+  absl::StatusOr<v1::ExplainDecisionRequest> request =
+      ExplainProfileRequest(*profile_path, *arguments);
+  if (!request.ok()) {
+    ReportError(kCommand, request.status(), io.err);
+    return kExitUsage;
+  }
+  absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(*arguments);
+  if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
+  absl::StatusOr<v1::ExplainDecisionResponse> response = CallFleetAdmin(
+      *connection, &v1::FleetAdmin::Stub::ExplainDecision, *request, "ExplainDecision");
+  if (!response.ok()) return ReportServerError(kCommand, response.status(), io.err);
+  if (*output != ViewOutput::kTable) {
+    absl::Status written = WriteMessage(*response, *output, io.out);
+    if (!written.ok()) return ReportError(kCommand, written, io.err);
+    return kExitOk;
+  }
+  WriteTable(*response, *profile_path, request->request().profile().cpu_model(), io.out);
+  return kExitOk;
+}
+
+}  // namespace weightpath::ctl

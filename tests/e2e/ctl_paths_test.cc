@@ -1,0 +1,275 @@
+// weightpathctl paths and resolve --dry-run against the real server with a
+// SQLite fleet store: every weight path of the policy for an example profile
+// in its group with the fleet's evidence, and an operator's resolve that
+// adds no device to the fleet.
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/server/fleet_client.h"
+#include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
+#include "weightpath/v1/rollout.pb.h"
+
+namespace weightpath::server::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using weightpath::testing::ProcessResult;
+using weightpath::testing::RunProcess;
+
+std::string ExampleProfilePath(const std::string& name) {
+  return std::string(WEIGHTPATH_EXAMPLE_PROFILES_DIR) + "/" + name + ".json";
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(in.good() || in.eof()) << path;
+  return text.str();
+}
+
+class CtlPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
+    auto started = ServerProcess::Start(
+        {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
+         "--fleet_refresh_interval=100ms", "--registry_flush_period=50ms"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    device_stub_ = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+  }
+
+  ProcessResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {WEIGHTPATHCTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--server=" + server_->grpc_address());
+    argv.push_back("--token-file=" + dir_.File("token"));
+    return RunProcess(argv);
+  }
+
+  // resolve is a device call: the server, no operator token.
+  ProcessResult Resolve(std::vector<std::string> args) {
+    std::vector<std::string> argv = {WEIGHTPATHCTL_PATH, "resolve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--server=" + server_->grpc_address());
+    return RunProcess(argv);
+  }
+
+  bool Registered(const std::string& device_id) {
+    return Ctl({"device", "show", device_id}).exit_code == 0;
+  }
+
+  // The Sapphire Rapids example as the policy's reference machine reports
+  // itself (an 8480C, whose figures the policy has), written to a file.
+  std::string ReferenceMachineProfile() {
+    const std::string text = absl::StrReplaceAll(
+        ReadFileOrDie(ExampleProfilePath("intel-sapphire-rapids")), {{"8480+", "8480C"}});
+    const std::string path = dir_.File("xeon-8480c.json");
+    WriteFileOrDie(path, text);
+    return path;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<v1::WeightPath::Stub> device_stub_;
+};
+
+v1::ExplainDecisionResponse ParseExplain(const std::string& json) {
+  v1::ExplainDecisionResponse response;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, &response);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << json;
+  return response;
+}
+
+std::map<std::string, v1::PathCandidate> ByPath(const v1::ExplainDecisionResponse& response) {
+  std::map<std::string, v1::PathCandidate> paths;
+  for (const v1::PathCandidate& path : response.paths()) {
+    EXPECT_TRUE(paths.emplace(path.path(), path).second) << "listed twice: " << path.path();
+  }
+  return paths;
+}
+
+TEST_F(CtlPathsTest, EveryPathInItsGroupWithTheFleetsEvidenceAgainstThePolicysFigure) {
+  const std::string profile_path = ReferenceMachineProfile();
+  // Two devices of that machine resolve (as themselves, so they are
+  // registered) and report the AMX build, one at 90 tok/s and one at 80:
+  // the median is 85 against the policy's 86.6.
+  int n = 0;
+  for (const double decode : {90.0, 80.0}) {
+    const std::string device = absl::StrCat("xeon-", ++n);
+    ProcessResult resolved =
+        Resolve({"--profile", profile_path, "--device-id", device, "-o", "json"});
+    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+    ASSERT_THAT(resolved.out, HasSubstr("\"path_id\": \"w4a8-amx\""));
+    v1::ReportMeasurementResponse reported;
+    ASSERT_TRUE(
+        Report(*device_stub_, Measurement(absl::StrCat("m-", device), device, "w4a8-amx", decode, 24),
+               &reported)
+            .ok())
+        << server_->Log();
+  }
+
+  ProcessResult json = Ctl({"paths", "--profile", profile_path, "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const v1::ExplainDecisionResponse response = ParseExplain(json.out);
+  std::map<std::string, v1::PathCandidate> paths = ByPath(response);
+  // The default policy's eight path definitions, each once.
+  EXPECT_EQ(paths.size(), 8u) << json.out;
+
+  const v1::PathCandidate& amx = paths["w4a8-amx"];
+  EXPECT_EQ(amx.standing(), v1::PathCandidate::STANDING_CHOSEN);
+  EXPECT_THAT(amx.chosen_for(), ElementsAre(v1::PRIORITY_SPEED));
+  EXPECT_EQ(amx.reason(), "chosen by rule x86-amx-speed at priority speed");
+  EXPECT_EQ(amx.devices_reported(), 2u);
+  ASSERT_TRUE(amx.has_median_decode_tok_s());
+  EXPECT_DOUBLE_EQ(amx.median_decode_tok_s(), 85.0);
+  ASSERT_TRUE(amx.has_expected_decode_tok_s());
+  EXPECT_DOUBLE_EQ(amx.expected_decode_tok_s(), 86.6);
+  EXPECT_EQ(amx.verification().source(), v1::Verification::SOURCE_POLICY);
+
+  const v1::PathCandidate& tinygemm = paths["w4a16-tinygemm-x86"];
+  EXPECT_EQ(tinygemm.standing(), v1::PathCandidate::STANDING_CHOSEN);
+  EXPECT_THAT(tinygemm.chosen_for(), ElementsAre(v1::PRIORITY_FIDELITY));
+  EXPECT_EQ(tinygemm.devices_reported(), 0u);
+  EXPECT_FALSE(tinygemm.has_median_decode_tok_s());
+  EXPECT_DOUBLE_EQ(tinygemm.expected_decode_tok_s(), 80.0);
+
+  const v1::PathCandidate& gpu = paths["bf16-cuda"];
+  EXPECT_EQ(gpu.standing(), v1::PathCandidate::STANDING_INCOMPATIBLE);
+  EXPECT_EQ(gpu.reason(),
+            "rule cuda-discrete-bf16 needs hardware_class cuda_discrete; this device is x86_cpu");
+  EXPECT_FALSE(gpu.has_expected_decode_tok_s());
+  EXPECT_EQ(paths["w4a16-tinygemm-arm64"].standing(), v1::PathCandidate::STANDING_INCOMPATIBLE);
+
+  ProcessResult table = Ctl({"paths", "--profile", profile_path});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("x86_cpu, CPU Intel(R) Xeon(R) Platinum 8480C), policy sha256:"),
+                    HasSubstr("chosen (2 paths)\n  w4a8-amx  for speed\n"),
+                    HasSubstr("    why         chosen by rule x86-amx-speed at priority speed\n"),
+                    HasSubstr("    fleet       2 devices of this class and CPU model reported "
+                              "it: median 85 tok/s decode, expected 86.6 tok/s\n"),
+                    HasSubstr("    fleet       no device of this class and CPU model reported "
+                              "it; expected 80 tok/s\n"),
+                    HasSubstr("  w4a16-tinygemm-x86  for fidelity\n"),
+                    HasSubstr("compatible (0 paths)\n"), HasSubstr("incompatible (6 paths)\n"),
+                    HasSubstr("    why         rule jetson-bf16 needs hardware_class jetson; "
+                              "this device is x86_cpu\n")));
+  ProcessResult yaml = Ctl({"paths", "--profile", profile_path, "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, AllOf(HasSubstr("paths:\n  - path: \"export-qnn-w8a16\""),
+                              HasSubstr("standing: \"STANDING_INCOMPATIBLE\"")));
+}
+
+// The example profile as shipped: an 8480+, a CPU the policy has no figure
+// for, and with AMX; the same for a CPU without AMX and a GPU.
+TEST_F(CtlPathsTest, TheExampleProfilesEachListEveryPathOnce) {
+  for (const char* name : {"intel-sapphire-rapids", "amd-zen4", "rtx-4090", "jetson-agx-orin",
+                           "aws-graviton3", "snapdragon-8gen2", "raspberry-pi-5", "tesla-t4"}) {
+    SCOPED_TRACE(name);
+    ProcessResult json = Ctl({"paths", "--profile", ExampleProfilePath(name), "-o", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const v1::ExplainDecisionResponse response = ParseExplain(json.out);
+    std::map<std::string, v1::PathCandidate> paths = ByPath(response);
+    EXPECT_EQ(paths.size(), 8u);
+    // The decision at speed is one of the chosen, for speed.
+    const v1::PathCandidate& decided = paths[response.decision().weight_path().path_id()];
+    EXPECT_EQ(decided.standing(), v1::PathCandidate::STANDING_CHOSEN);
+    EXPECT_EQ(decided.chosen_for(0), v1::PRIORITY_SPEED);
+    for (const auto& [id, path] : paths) {
+      EXPECT_NE(path.standing(), v1::PathCandidate::STANDING_UNSPECIFIED) << id;
+      EXPECT_FALSE(path.reason().empty()) << id;
+      EXPECT_TRUE(path.has_verification()) << id;
+    }
+  }
+  ProcessResult zen = Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4")});
+  ASSERT_EQ(zen.exit_code, 0) << zen.err;
+  EXPECT_THAT(zen.out,
+              AllOf(HasSubstr("chosen (1 path)\n  w4a16-tinygemm-x86  for speed and fidelity\n"),
+                    HasSubstr("    why         rule x86-amx-speed needs one of the CPU flags "
+                              "amx_tile, amx_bf16; this device has none of them\n"),
+                    HasSubstr("    fleet       no device of this class and CPU model reported "
+                              "it; the policy has no decode figure for this CPU\n")));
+  ProcessResult labelled = Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--labels",
+                                "workload=agentic", "--model", "Spark-X2.5-1.7B"});
+  EXPECT_EQ(labelled.exit_code, 0) << labelled.err;
+}
+
+TEST_F(CtlPathsTest, BadInputIsAUsageErrorAndAServerRefusalNamesItsCode) {
+  ProcessResult none = RunProcess({WEIGHTPATHCTL_PATH, "paths"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("usage: weightpathctl paths --profile FILE"));
+  ProcessResult no_profile = Ctl({"paths", "--model", "Spark-X2.5-1.7B"});
+  EXPECT_EQ(no_profile.exit_code, 2);
+  EXPECT_THAT(no_profile.err, HasSubstr("--profile FILE is required"));
+  ProcessResult missing = Ctl({"paths", "--profile", dir_.File("absent.json")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("absent.json"));
+  ProcessResult output = Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "-o", "xml"});
+  EXPECT_EQ(output.exit_code, 2);
+  EXPECT_THAT(output.err, HasSubstr("-o/--output 'xml'"));
+  ProcessResult labels = Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--labels", "x"});
+  EXPECT_EQ(labels.exit_code, 2);
+  ProcessResult priority =
+      Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--priority", "speed"});
+  EXPECT_EQ(priority.exit_code, 2) << "paths judges every priority; --priority is explain's";
+
+  // The model is the server's to know: NOT_FOUND from ExplainDecision.
+  ProcessResult model =
+      Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--model", "no-such-model"});
+  EXPECT_EQ(model.exit_code, 1);
+  EXPECT_THAT(model.err, HasSubstr("ExplainDecision: NOT_FOUND: model \"no-such-model\""));
+  // A token the server does not know is refused.
+  WriteSecretFileOrDie(dir_.File("wrong-token"), "not-an-operator\n");
+  ProcessResult stranger = RunProcess(
+      {WEIGHTPATHCTL_PATH, "paths", "--profile", ExampleProfilePath("amd-zen4"),
+       "--server=" + server_->grpc_address(), "--token-file=" + dir_.File("wrong-token")});
+  EXPECT_EQ(stranger.exit_code, 1) << stranger.err;
+  EXPECT_THAT(stranger.err, HasSubstr("ExplainDecision: PERMISSION_DENIED"));
+}
+
+TEST_F(CtlPathsTest, AResolveWithoutADeviceIdIsADryRunAndAddsNoDevice) {
+  const std::string profile = ExampleProfilePath("amd-zen4");
+  ProcessResult dry = Resolve({"--profile", profile, "-o", "json"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  ProcessResult named_dry =
+      Resolve({"--profile", profile, "--device-id", "lab-box-2", "--dry-run", "-o", "json"});
+  ASSERT_EQ(named_dry.exit_code, 0) << named_dry.err;
+  EXPECT_EQ(named_dry.out, dry.out) << "a dry run is answered as any resolve";
+  ProcessResult named = Resolve({"--profile", profile, "--device-id", "lab-box-1", "-o", "json"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(named.out, dry.out);
+
+  ASSERT_TRUE(Eventually([&] { return Registered("lab-box-1"); })) << server_->Log();
+  ProcessResult devices = Ctl({"devices"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  EXPECT_THAT(devices.out, AllOf(HasSubstr("lab-box-1"), Not(HasSubstr("weightpathctl")),
+                                 Not(HasSubstr("lab-box-2"))));
+  ProcessResult summary = Ctl({"summary", "-o", "json"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr("\"total_devices\": \"1\""));
+
+  ProcessResult offline = RunProcess(
+      {WEIGHTPATHCTL_PATH, "resolve", "--offline", "--dry-run", "--profile", profile});
+  EXPECT_EQ(offline.exit_code, 2);
+  EXPECT_THAT(offline.err, HasSubstr("--dry-run applies to a server's resolve"));
+  ProcessResult help = RunProcess({WEIGHTPATHCTL_PATH, "resolve", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, AllOf(HasSubstr("--dry-run"),
+                              HasSubstr("a resolve without --device-id is a dry run")));
+}
+
+}  // namespace
+}  // namespace weightpath::server::testing
