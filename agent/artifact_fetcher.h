@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/verified_stamp.h"
 #include "weightpath/v1/weightpath.pb.h"
 

@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/artifact_fetcher.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/decision_record.h"
 #include "agent/random_source.h"
 #include "common/command_line.h"

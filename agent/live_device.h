@@ -8,7 +8,7 @@
 #include <string>
 
 #include "agent/boot_flow.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/probe/filesystem.h"
 #include "agent/random_source.h"
 

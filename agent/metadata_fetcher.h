@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/plain_http.h"
 #include "trust/client.h"
 #include "trust/trusted_metadata_set.h"

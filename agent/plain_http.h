@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 
 namespace weightpath::agent {
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_config.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/command_options.h"
 #include "agent/local_file.h"
 #include "agent/measurement_report.h"

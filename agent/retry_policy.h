@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/random_source.h"
 
 namespace weightpath::agent {

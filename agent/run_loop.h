@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/boot_flow.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/decision_record.h"
 #include "agent/random_source.h"
 #include "weightpath/v1/weightpath.pb.h"

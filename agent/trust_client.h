@@ -42,7 +42,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 #include "agent/metadata_fetcher.h"
 #include "agent/trust_config.h"
 #include "trust/client.h"

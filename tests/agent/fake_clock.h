@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/clock.h"
+#include "common/clock.h"
 
 namespace weightpath::agent::testing {
 
