@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ctl/apply_command.h"
+#include "ctl/audit_command.h"
 #include "ctl/device_command.h"
 #include "ctl/devices_command.h"
 #include "ctl/explain_command.h"
@@ -31,6 +32,7 @@ const std::vector<Command>& Commands() {
   // One line per subcommand; keep alphabetical.
   static const std::vector<Command> commands = {
       {"apply", "create rollouts from YAML files (idempotent)", RunApplyCommand},
+      {"audit", "who called which mutating FleetAdmin RPC, and the answer", RunAuditCommand},
       {"device", "one device: registry record, last decision, measurements", RunDeviceCommand},
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"explain", "why the server decides what it decides for a device", RunExplainCommand},

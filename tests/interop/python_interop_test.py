@@ -47,6 +47,7 @@ try:
     from google.protobuf import descriptor_pool
     from google.protobuf import json_format
     from google.protobuf import message_factory
+    from google.protobuf import timestamp_pb2
 except ImportError as missing:
     sys.exit(f"{sys.executable}: {missing}; scripts/install-deps installs Debian's "
              "python3-grpcio and python3-protobuf")
@@ -557,6 +558,44 @@ class FleetAdminTest(unittest.TestCase):
                   metadata=admin_metadata())
         self.assertEqual(missing.exception.code(), grpc.StatusCode.NOT_FOUND,
                          missing.exception.details())
+
+
+class AuditTrailTest(unittest.TestCase):
+    """ListAuditEvents read by a Python client, as a viewer."""
+
+    def list(self, **fields):
+        return unary("/weightpath.v1.FleetAdmin/ListAuditEvents", fleet_pb2.ListAuditEventsResponse,
+                     fleet_pb2.ListAuditEventsRequest(**fields),
+                     metadata=admin_metadata(VIEWER_TOKEN))
+
+    def test_a_refused_rollout_action_is_the_newest_event_with_who_and_the_answer(self):
+        with self.assertRaises(grpc.RpcError):
+            unary("/weightpath.v1.FleetAdmin/AdvanceRollout", rollout_pb2.Rollout,
+                  rollout_pb2.RolloutControlRequest(id="interop-audited", reason="line\nbreak"),
+                  metadata=admin_metadata())
+        newest = self.list(limit=1)
+        self.assertEqual(len(newest.events), 1)
+        event = newest.events[0]
+        self.assertEqual((event.rpc, event.target, event.result, event.identity, event.role),
+                         ("AdvanceRollout", "interop-audited", "NOT_FOUND", "admin", "admin"))
+        self.assertIn("interop-audited", event.message)
+        self.assertNotIn("\n", event.request_summary)
+        self.assertTrue(event.replica)
+        self.assertGreater(event.time.seconds, 0)
+        # Oldest first: the same event is the last of the whole list.
+        everything = self.list()
+        self.assertEqual(everything.events[-1], event)
+        self.assertEqual(newest.truncated, len(everything.events) > 1)
+        later = self.list(since=timestamp_pb2.Timestamp(seconds=event.time.seconds + 3600))
+        self.assertEqual(len(later.events), 0)
+
+    def test_a_limit_above_10000_is_refused_naming_limit(self):
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.list(limit=10001)
+        error = refused.exception
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT, error.details())
+        self.assertIn("10000", error.details())
+        self.assertEqual(violated_fields(error), ["limit"])
 
 
 class RolloutLifecycleTest(unittest.TestCase):
