@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/field_violation.h"
 #include "common/retry_pushback.h"
@@ -13,6 +14,8 @@
 
 namespace weightpath {
 namespace {
+
+constexpr char kReceivedFromPayloadUrl[] = "type.weightpath/received-from";
 
 // The serialized google.rpc.Status for a refusal naming `field`.
 std::string StatusDetails(const absl::Status& status, const std::string& field) {
@@ -58,6 +61,7 @@ absl::Status FromGrpcStatus(absl::string_view method, const grpc::Status& status
   if (status.ok()) return absl::OkStatus();
   absl::Status result(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(method, ": ", status.error_message()));
+  result.SetPayload(kReceivedFromPayloadUrl, absl::Cord(method));
   if (const std::optional<std::string> field = FirstViolatedField(status.error_details())) {
     result = WithViolatedField(std::move(result), *field);
   }
@@ -70,6 +74,13 @@ absl::Status FromGrpcStatus(absl::string_view method, const grpc::Status& status
         ParseRetryPushback(absl::string_view(pushback->second.data(), pushback->second.size())));
   }
   return result;
+}
+
+std::optional<std::string> ReceivedFrom(const absl::Status& status) {
+  if (status.ok()) return std::nullopt;
+  const auto method = status.GetPayload(kReceivedFromPayloadUrl);
+  if (!method.has_value()) return std::nullopt;
+  return std::string(*method);
 }
 
 }  // namespace weightpath

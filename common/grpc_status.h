@@ -12,6 +12,9 @@
 //    retry pushback of common/retry_pushback.h.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/client_context.h"
@@ -27,8 +30,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // message prefixed with "`method`: ", the field of a BadRequest detail the
 // server sent (ViolatedField reads it), and the retry pushback the server
 // asked for. Details that are not a well-formed google.rpc.Status with a
-// BadRequest are ignored: the code and message still stand.
+// BadRequest are ignored: the code and message still stand. The result also
+// records that it came back from a call (ReceivedFrom), so a caller can tell
+// a refusal from the peer from a status of its own with the same code.
 absl::Status FromGrpcStatus(absl::string_view method, const grpc::Status& status,
                             const grpc::ClientContext& context);
+
+// The method of the call `status` came back from, when FromGrpcStatus made
+// it (the peer or the channel to it answered); nullopt for any other status.
+std::optional<std::string> ReceivedFrom(const absl::Status& status);
 
 }  // namespace weightpath

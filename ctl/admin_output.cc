@@ -8,31 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace weightpath::ctl {
-
-absl::StatusOr<AdminOutput> ParseAdminOutput(const std::optional<std::string>& text) {
-  if (!text.has_value() || *text == "table") return AdminOutput::kTable;
-  if (*text == "json") return AdminOutput::kJson;
-  return absl::InvalidArgumentError(
-      absl::StrCat("-o/--output '", *text, "' is not one of: json, table"));
-}
-
-absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
-  }
-  out << json;
-  if (json.empty() || json.back() != '\n') out << "\n";
-  return absl::OkStatus();
-}
 
 std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp) {
   if (timestamp.seconds() == 0 && timestamp.nanos() == 0) return "-";

@@ -1,5 +1,5 @@
-// Output shared by the operator subcommands: a table for people, or the
-// protobuf JSON mapping (proto field names, defaults printed) for programs.
+// Table cells shared by the operator subcommands (timestamps, labels,
+// figures) and their look-back flag; -o json|yaml is ctl/view_output.h.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +16,6 @@
 #include "google/protobuf/timestamp.pb.h"
 
 namespace weightpath::ctl {
-
-enum class AdminOutput { kTable, kJson };
-
-// "table" (the default when absent) or "json"; INVALID_ARGUMENT naming -o.
-absl::StatusOr<AdminOutput> ParseAdminOutput(const std::optional<std::string>& text);
-
-absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
 
 // RFC 3339 in UTC to the second; "-" when unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp);

@@ -1,8 +1,9 @@
 // What the FleetAdmin read subcommands (devices, summary, verification)
-// share: their flags end with -o, -h and the connection's; --help prints the
-// usage and the flag list; the request is checked before connecting; the
-// answer is printed as JSON (-o json) or as the command's table. A command
-// supplies only its own flags, its request, its call and its table.
+// share: their flags end with -o, -h and the connection's (ViewFlags); --help
+// prints the usage and the flag list; the request is checked before
+// connecting; the answer is printed as JSON or YAML (-o json|yaml,
+// ctl/view_output.h) or as the command's table. A command supplies only its
+// own flags, its request, its call and its table.
 #pragma once
 
 #include <functional>
@@ -20,17 +21,15 @@
 #include "ctl/command.h"
 #include "ctl/command_error.h"
 #include "ctl/rollout_client.h"
+#include "ctl/view_output.h"
 
 namespace weightpath::ctl {
-
-// `own`, then --output/-o, --help/-h and ConnectionFlags().
-std::vector<FlagSpec> AdminQueryFlags(std::vector<FlagSpec> own);
 
 template <typename Request, typename Response>
 struct AdminQuery {
   std::string_view command;            // "summary", in error lines
   std::string_view usage;              // the --help text above the flag list
-  const std::vector<FlagSpec>& flags;  // from AdminQueryFlags
+  const std::vector<FlagSpec>& flags;  // from ViewFlags
   // The request from the command's own flags; INVALID_ARGUMENT naming a bad one.
   std::function<absl::StatusOr<Request>(const ParsedArguments&)> request;
   std::function<absl::StatusOr<Response>(FleetAdminConnection&, Request)> call;
@@ -46,7 +45,7 @@ int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<
       [&query](std::ostream& out) { out << query.usage << "\n\n" << FlagHelp(query.flags); }, io,
       &exit_code);
   if (!arguments.has_value()) return exit_code;
-  absl::StatusOr<AdminOutput> output = ParseAdminOutput(arguments->Value("output"));
+  absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
   if (!output.ok()) return ReportError(query.command, output.status(), io.err);
   absl::StatusOr<Request> request = query.request(*arguments);
   if (!request.ok()) return ReportError(query.command, request.status(), io.err);
@@ -54,11 +53,11 @@ int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<
   if (!connection.ok()) return ReportError(query.command, connection.status(), io.err);
   absl::StatusOr<Response> response = query.call(*connection, *std::move(request));
   if (!response.ok()) return ReportError(query.command, response.status(), io.err);
-  if (*output == AdminOutput::kJson) {
-    absl::Status written = WriteJson(*response, io.out);
-    if (!written.ok()) return ReportError(query.command, written, io.err);
-  } else {
+  if (*output == ViewOutput::kTable) {
     query.write_table(*response, io.out);
+  } else {
+    absl::Status written = WriteMessage(*response, *output, io.out);
+    if (!written.ok()) return ReportError(query.command, written, io.err);
   }
   return kExitOk;
 }

@@ -1,16 +1,28 @@
 #include "ctl/devices_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "ctl/admin_query.h"
 #include "ctl/table_writer.h"
+#include "policy/hardware_class.h"
 
 namespace weightpath::ctl {
 namespace {
 
+// "jetson, cuda_discrete, ...": the classes the policy library knows, so the
+// help and the error list exactly what the server accepts.
+std::string KnownHardwareClasses() {
+  std::vector<std::string> known;
+  for (policy::HardwareClass each : policy::kAllHardwareClasses) {
+    known.emplace_back(policy::HardwareClassName(each));
+  }
+  return absl::StrJoin(known, ", ");
+}
+
 const std::vector<FlagSpec>& DevicesFlags() {
-  static const std::vector<FlagSpec> flags = AdminQueryFlags({
-      {"class", '\0', true, "only this hardware class (e.g. x86_cpu)"},
+  static const std::vector<FlagSpec> flags = ViewFlags({
+      {"class", '\0', true, absl::StrCat("only this hardware class: ", KnownHardwareClasses())},
       {"path", '\0', true, "only devices served this weight path"},
       {"selector", '\0', true, "label selector, e.g. workload=agentic,site in (a,b)"},
       {"since", '\0', true, "only devices seen within this long (30m, 24h, 7d)"},
@@ -18,9 +30,19 @@ const std::vector<FlagSpec>& DevicesFlags() {
   return flags;
 }
 
+// A typo is caught before the server is asked (which refuses it too).
+absl::Status CheckHardwareClass(const std::string& name) {
+  if (policy::ParseHardwareClass(name).ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--class '", name, "' is not a hardware class; one of: ", KnownHardwareClasses()));
+}
+
 absl::StatusOr<v1::ListDevicesRequest> BuildRequest(const ParsedArguments& arguments) {
   v1::ListDevicesRequest request;
-  request.set_hardware_class(arguments.Value("class").value_or(""));
+  if (std::optional<std::string> hardware_class = arguments.Value("class")) {
+    if (absl::Status known = CheckHardwareClass(*hardware_class); !known.ok()) return known;
+    request.set_hardware_class(*hardware_class);
+  }
   request.set_path(arguments.Value("path").value_or(""));
   request.set_label_selector(arguments.Value("selector").value_or(""));
   if (std::optional<std::string> since = arguments.Value("since")) {
@@ -57,7 +79,7 @@ void WriteTable(const v1::ListDevicesResponse& response, std::ostream& out) {
                   FormatLabels(device.labels())});
   }
   table.Write(out);
-  out << response.devices_size() << (response.devices_size() == 1 ? " device\n" : " devices\n");
+  out << Counted(response.devices_size(), "device", "devices") << "\n";
 }
 
 }  // namespace
@@ -66,7 +88,8 @@ int RunDevicesCommand(const std::vector<std::string>& args, CommandIo io) {
   const AdminQuery<v1::ListDevicesRequest, v1::ListDevicesResponse> query{
       "devices",
       "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D]\n"
-      "                             [-o table|json] [--server ADDR] [--token-file F | --ca C --cert F --key K]",
+      "                             [-o table|json|yaml] [--server ADDR]\n"
+      "                             [--token-file F | --ca C --cert F --key K]",
       DevicesFlags(),
       BuildRequest,
       ListAll,

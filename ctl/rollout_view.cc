@@ -101,9 +101,7 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
     absl::StrAppend(&out, "\n");
   }
 
-  // The server sets a reason at every evaluation and clears it on create,
-  // so a progressing rollout without one has no counts yet, not zeros.
-  if (rollout.state() == v1::ROLLOUT_STATE_PROGRESSING && rollout.state_reason().empty()) {
+  if (NotEvaluatedYet(rollout)) {
     absl::StrAppend(&out, "  members:   not evaluated yet\n  control:   not evaluated yet\n",
                     "  gates:     not evaluated yet\n");
     return out;
@@ -155,18 +153,20 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
 
 std::string FormatRolloutList(const std::vector<v1::Rollout>& rollouts) {
   if (rollouts.empty()) return "no rollouts\n";
-  std::string out = absl::StrFormat("%-24s %-12s %-8s %-8s %-10s %s\n", "ID", "STATE", "STAGE",
+  std::string out = absl::StrFormat("%-24s %-12s %-8s %-8s %-17s %s\n", "ID", "STATE", "STAGE",
                                     "PERCENT", "MEMBERS", "ACTION");
   for (const v1::Rollout& rollout : rollouts) {
     const int stage_count = rollout.stages_size();
     const uint32_t index =
         stage_count == 0 ? 0 : std::min<uint32_t>(rollout.current_stage(), stage_count - 1);
-    const std::string stage = absl::StrCat(index + 1, "/", stage_count);
+    const std::string stage = absl::StrCat(index + 1, " of ", stage_count);
     const std::string percent =
         stage_count == 0 ? "-" : absl::StrCat(rollout.stages(index).percent(), "%");
-    absl::StrAppend(&out, absl::StrFormat("%-24s %-12s %-8s %-8s %-10d %s\n", rollout.id(),
-                                          StateName(rollout.state()), stage, percent,
-                                          rollout.members().devices(),
+    const std::string members = NotEvaluatedYet(rollout)
+                                    ? "not evaluated yet"
+                                    : absl::StrCat(rollout.members().devices());
+    absl::StrAppend(&out, absl::StrFormat("%-24s %-12s %-8s %-8s %-17s %s\n", rollout.id(),
+                                          StateName(rollout.state()), stage, percent, members,
                                           DescribeAction(rollout.action())));
   }
   return out;

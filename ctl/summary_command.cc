@@ -9,7 +9,7 @@ namespace weightpath::ctl {
 namespace {
 
 const std::vector<FlagSpec>& SummaryFlags() {
-  static const std::vector<FlagSpec> flags = AdminQueryFlags({
+  static const std::vector<FlagSpec> flags = ViewFlags({
       {"since", '\0', true, "count only devices seen within this long (default: all)"},
   });
   return flags;
@@ -39,7 +39,7 @@ void WriteTable(const v1::FleetSummaryResponse& response, std::ostream& out) {
 int RunSummaryCommand(const std::vector<std::string>& args, CommandIo io) {
   const AdminQuery<v1::FleetSummaryRequest, v1::FleetSummaryResponse> query{
       "summary",
-      "usage: weightpathctl summary [--since D] [-o table|json] [--server ADDR]",
+      "usage: weightpathctl summary [--since D] [-o table|json|yaml] [--server ADDR]",
       SummaryFlags(),
       BuildRequest,
       [](FleetAdminConnection& connection, const v1::FleetSummaryRequest& request) {

@@ -1,8 +1,7 @@
 #include "ctl/view_output.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "ctl/command.h"
 #include "ctl/command_error.h"
 #include "ctl/rollout_client.h"
@@ -114,28 +113,15 @@ absl::Status WriteMessages(const std::vector<NamedMessage>& messages, ViewOutput
 }
 
 int ReportServerError(std::string_view command, const absl::Status& status, std::ostream& err) {
-  // FromGrpcStatus wrote "<RPC>: <message>"; the code goes after the RPC.
-  std::string message(status.message());
-  const std::string code = absl::StatusCodeToString(status.code());
-  const size_t colon = message.find(": ");
-  if (colon != std::string::npos && message.find(' ') > colon) {
-    message = absl::StrCat(message.substr(0, colon), ": ", code, ": ", message.substr(colon + 2));
+  if (ReceivedFrom(status).has_value()) {
+    ReportError(command, status, err);
   } else {
-    message = absl::StrCat(code, ": ", message);
+    ReportError(command,
+                absl::Status(status.code(), absl::StrCat(absl::StatusCodeToString(status.code()),
+                                                         ": ", status.message())),
+                err);
   }
-  ReportError(command, absl::Status(status.code(), message), err);
   return kExitFailure;
-}
-
-std::string FormatSeconds(absl::Duration duration) {
-  int64_t seconds = std::llround(absl::ToDoubleSeconds(duration));
-  const bool negative = seconds < 0;
-  if (negative) seconds = -seconds;
-  std::string text;
-  if (seconds >= 3600) absl::StrAppend(&text, seconds / 3600, "h ");
-  if (seconds >= 60) absl::StrAppend(&text, (seconds % 3600) / 60, "m ");
-  absl::StrAppend(&text, seconds % 60, "s");
-  return negative ? absl::StrCat("-", text) : text;
 }
 
 std::string Counted(uint64_t count, std::string_view singular, std::string_view plural) {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
+#include "deploy/stage_text.h"
 #include "google/protobuf/message.h"
 
 namespace weightpath::ctl {
@@ -42,12 +43,13 @@ absl::Status WriteMessages(const std::vector<NamedMessage>& messages, ViewOutput
                            std::ostream& out);
 
 // "weightpathctl <command>: <RPC>: <CODE>: <message>" on one line, for a
-// status from FromGrpcStatus; kExitFailure whatever the code, since the
-// command line itself was fine.
+// status from FromGrpcStatus (ReportError's line); kExitFailure whatever the
+// code, since the command line itself was fine.
 int ReportServerError(std::string_view command, const absl::Status& status, std::ostream& err);
 
-// Whole seconds, largest units first: "0s", "45s", "2m 5s", "1h 0m 3s".
-std::string FormatSeconds(absl::Duration duration);
+// Whole seconds, largest units first: "0s", "45s", "2m 5s", "1h 0m 3s";
+// the server's rollout reasons spell durations the same way.
+using deploy::FormatSeconds;
 
 // "1 device", "2 devices": `count` and the noun, plural unless it is one.
 std::string Counted(uint64_t count, std::string_view singular, std::string_view plural);

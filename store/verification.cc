@@ -204,12 +204,16 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     }
     const bool collapsed = FidelityCollapsed(exact, prompts, cell.cpu_model(), expected);
     v1::Verification* verification = cell.mutable_verification();
-    verification->set_device_count(cell.device_count());
+    verification->set_device_count(healthy_devices);
     if (PolicyVerified(expectations, path, hardware_class)) {
+      // The policy's word stands, but the fleet's regressions are shown
+      // beside it, not hidden behind it.
       cell.set_verified(true);
       verification->set_source(v1::Verification::SOURCE_POLICY);
-      verification->set_reason(absl::StrCat("the policy marks ", path, " as measured on ",
-                                            hardware_class));
+      const uint32_t regressed = cell.device_count() - healthy_devices;
+      verification->set_reason(absl::StrCat(
+          "the policy marks ", path, " as measured on ", hardware_class, "; ", regressed, " of ",
+          cell.device_count(), cell.device_count() == 1 ? " device" : " devices", " regressed"));
     } else if (collapsed) {
       verification->set_source(v1::Verification::SOURCE_FLEET);
       verification->set_reason(absl::StrCat(
@@ -218,14 +222,12 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     } else if (healthy_devices >= config.min_devices) {
       cell.set_verified(true);
       verification->set_source(v1::Verification::SOURCE_FLEET);
-      verification->set_device_count(healthy_devices);
       verification->set_reason(absl::StrCat(healthy_devices, " ", hardware_class, " devices with ",
                                             cell.cpu_model(), " reported ", path, " within ",
                                             FormatWindow(config.window),
                                             " inside expectations"));
     } else {
       verification->set_source(v1::Verification::SOURCE_FLEET);
-      verification->set_device_count(healthy_devices);
       verification->set_reason(absl::StrCat(
           "measured, not verified: ", healthy_devices, " of ", config.min_devices,
           " devices needed reported inside expectations within ", FormatWindow(config.window),
@@ -259,6 +261,53 @@ DeviceVerification VerificationForDevice(const std::vector<v1::VerificationCell>
                                          " with this CPU model"));
   }
   return out;
+}
+
+void AddPolicyVerifiedCells(const std::vector<PathExpectation>& expectations,
+                            std::vector<v1::VerificationCell>* cells) {
+  using CellKey = std::tuple<std::string, std::string, std::string>;
+  std::set<CellKey> present;
+  for (const v1::VerificationCell& cell : *cells) {
+    present.insert({cell.path(), cell.hardware_class(), NormalizeCpuModel(cell.cpu_model())});
+  }
+  const size_t reported = cells->size();
+  for (const PathExpectation& expectation : expectations) {
+    if (!expectation.policy_verified) continue;
+    // One cell per CPU model the policy measured the path on; one without a
+    // CPU model when its figures name none.
+    std::vector<std::string> cpu_models;
+    for (const policy::ExpectedFigures& figures : expectation.expected) {
+      if (!figures.cpu_model.empty()) cpu_models.push_back(figures.cpu_model);
+    }
+    if (cpu_models.empty()) cpu_models.push_back("");
+    for (const std::string& cpu_model : cpu_models) {
+      if (!present.insert({expectation.path, expectation.hardware_class,
+                           NormalizeCpuModel(cpu_model)})
+               .second) {
+        continue;
+      }
+      v1::VerificationCell cell;
+      cell.set_path(expectation.path);
+      cell.set_hardware_class(expectation.hardware_class);
+      cell.set_cpu_model(cpu_model);
+      cell.set_verified(true);
+      v1::Verification* verification = cell.mutable_verification();
+      verification->set_source(v1::Verification::SOURCE_POLICY);
+      verification->set_reason(absl::StrCat(
+          "the policy marks ", expectation.path, " as measured on ",
+          expectation.hardware_class.empty() ? "every class" : expectation.hardware_class,
+          "; no fleet reports"));
+      cells->push_back(std::move(cell));
+    }
+  }
+  if (cells->size() == reported) return;
+  const auto key = [](const v1::VerificationCell& cell) {
+    return std::make_tuple(cell.path(), cell.hardware_class(), NormalizeCpuModel(cell.cpu_model()));
+  };
+  std::sort(cells->begin(), cells->end(),
+            [&key](const v1::VerificationCell& a, const v1::VerificationCell& b) {
+              return key(a) < key(b);
+            });
 }
 
 }  // namespace weightpath::store

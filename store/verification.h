@@ -19,6 +19,10 @@
 //   POLICY), or at least `min_devices` distinct devices whose latest report in
 //   the window is not a regression, and no fidelity collapse (source FLEET).
 //   A path measured but short of that is "measured, not verified", with why.
+// * Verification.device_count is the devices whose latest report in the
+//   window is not a regression, whatever the source; the cell's device_count
+//   is every device that reported, so the difference is the devices that
+//   regressed (for a policy-verified path too: "1 of 2 devices regressed").
 // * prefill, GEMM and step figures of 0 mean "not measured" and are left out
 //   of their statistics; decode tok/s is always required.
 #pragma once
@@ -108,6 +112,14 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     const std::vector<StoredMeasurement>& measurements,
     const std::vector<PathExpectation>& expectations, const VerificationConfig& config,
     absl::Time now);
+
+// `cells` plus, for every path the policy marks as measured on a class, a
+// cell (source POLICY, device_count 0) for each CPU model of its expected
+// figures (or none, when they name none) that no device reported, so the
+// operators' matrix lists what the policy vouches for and not only what the
+// fleet measured. Sorted as BuildVerificationMatrix sorts.
+void AddPolicyVerifiedCells(const std::vector<PathExpectation>& expectations,
+                            std::vector<v1::VerificationCell>* cells);
 
 struct DeviceVerification {
   bool verified = false;           // what ResolveWeightPath's `verified` says

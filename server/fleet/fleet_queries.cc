@@ -7,6 +7,7 @@
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "deploy/label_selector.h"
+#include "policy/hardware_class.h"
 
 namespace weightpath::server {
 namespace {
@@ -25,6 +26,13 @@ absl::StatusOr<absl::Time> TimeFrom(const google::protobuf::Timestamp& timestamp
 absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
     const v1::ListDevicesRequest& request) {
   store::DeviceQuery query;
+  if (!request.hardware_class().empty()) {
+    // A misspelt class would match nothing and look like an empty fleet.
+    if (absl::Status known = policy::ParseHardwareClass(request.hardware_class()).status();
+        !known.ok()) {
+      return InvalidArgumentForField("hardware_class", known.message());
+    }
+  }
   query.hardware_class = request.hardware_class();
   query.path = request.path();
   if (request.has_seen_since()) {

@@ -13,12 +13,15 @@ class FleetQueries {
  public:
   explicit FleetQueries(FleetState* fleet) : fleet_(fleet) {}
 
-  // INVALID_ARGUMENT naming label_selector, page_size or page_token.
+  // INVALID_ARGUMENT naming hardware_class (not one the policy library
+  // knows), label_selector, page_size or page_token.
   absl::StatusOr<v1::ListDevicesResponse> ListDevices(const v1::ListDevicesRequest& request);
   // INVALID_ARGUMENT for an empty device_id; NOT_FOUND naming it.
   absl::StatusOr<v1::Device> GetDevice(const v1::GetDeviceRequest& request);
   // Without seen_since: every device ever recorded.
   absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(const v1::FleetSummaryRequest& request);
+  // The fleet's cells and the policy-verified paths no device reported
+  // (store::AddPolicyVerifiedCells).
   absl::StatusOr<v1::GetVerificationMatrixResponse> VerificationMatrix();
 
   // Oldest first; limit 0 is the default (1000), above 10000 INVALID_ARGUMENT

@@ -160,12 +160,15 @@ absl::StatusOr<v1::ReportMeasurementResponse> FleetState::ReportMeasurement(
 
 absl::StatusOr<v1::GetVerificationMatrixResponse> FleetState::VerificationMatrix() {
   std::shared_ptr<const Snapshot> snapshot = snapshots_->Share();
-  absl::StatusOr<std::vector<v1::VerificationCell>> cells = store_->VerificationMatrix(
-      store::ExpectationsFromPolicy(*snapshot->policy), options_.verification, clock_->Now());
+  const std::vector<store::PathExpectation> expectations =
+      store::ExpectationsFromPolicy(*snapshot->policy);
+  absl::StatusOr<std::vector<v1::VerificationCell>> cells =
+      store_->VerificationMatrix(expectations, options_.verification, clock_->Now());
   if (!cells.ok()) {
     if (cells.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
     return cells.status();
   }
+  store::AddPolicyVerifiedCells(expectations, &*cells);
   v1::GetVerificationMatrixResponse response;
   for (v1::VerificationCell& cell : *cells) *response.add_cells() = std::move(cell);
   response.set_policy_version(snapshot->policy->version());

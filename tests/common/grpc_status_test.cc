@@ -35,6 +35,16 @@ TEST(GrpcStatus, CodeAndMessageCarryOverWithoutDetails) {
   EXPECT_EQ(ViolatedField(received), std::nullopt);
 }
 
+TEST(GrpcStatus, AReceivedStatusSaysWhichCallItCameFrom) {
+  grpc::ClientContext context;
+  const absl::Status refused = FromGrpcStatus(
+      "PauseRollout", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no such stage"), context);
+  EXPECT_EQ(ReceivedFrom(refused), "PauseRollout");
+  // The same code made locally did not come from a call.
+  EXPECT_EQ(ReceivedFrom(absl::InvalidArgumentError("no such stage")), std::nullopt);
+  EXPECT_EQ(ReceivedFrom(absl::OkStatus()), std::nullopt);
+}
+
 TEST(GrpcStatus, TheNamedFieldIsABadRequestDetail) {
   const absl::Status refused =
       InvalidArgumentForField("profile.arch", "profile.arch 'riscv64' is neither x86_64 nor aarch64");

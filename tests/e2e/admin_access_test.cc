@@ -161,16 +161,17 @@ TEST_F(AdminAccessTest, EachIdentityGetsItsRoleAndACallBeyondItNamesBoth) {
   EXPECT_EQ(viewer_lists.exit_code, 0) << viewer_lists.err;
 
   ProcessResult viewer_pauses = as("viewer.token", {"rollout", "pause", "r-1", "--reason", "x"});
-  EXPECT_EQ(viewer_pauses.exit_code, 2);
+  EXPECT_EQ(viewer_pauses.exit_code, 1);
   EXPECT_THAT(viewer_pauses.err,
-              AllOf(HasSubstr("FleetAdmin.PauseRollout needs role operator"),
+              AllOf(HasSubstr("PauseRollout: PERMISSION_DENIED: "),
+                    HasSubstr("FleetAdmin.PauseRollout needs role operator"),
                     HasSubstr("\"vera\" has role viewer")));
   EXPECT_THAT((*server)->Log(), HasSubstr("FleetAdmin.PauseRollout from"));
 
   // The operator is admitted: the rollout simply does not exist.
   for (const char* token : {"operator.token", "admin.token"}) {
     ProcessResult pauses = as(token, {"rollout", "pause", "r-1", "--reason", "x"});
-    EXPECT_EQ(pauses.exit_code, 2) << token;
+    EXPECT_EQ(pauses.exit_code, 1) << token;
     EXPECT_THAT(pauses.err, AllOf(HasSubstr("r-1"), Not(HasSubstr("needs role")))) << token;
   }
 }

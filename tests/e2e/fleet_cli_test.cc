@@ -105,11 +105,12 @@ TEST_F(FleetCliTest, AgentReportsTurnIntoVerificationTheOperatorCanRead) {
   ProcessResult table;
   ASSERT_TRUE(Eventually([&] {
     table = Ctl({"verification"});
-    return table.exit_code == 0 && table.out.find("yes") != std::string::npos;
+    return table.exit_code == 0 &&
+           table.out.find("by fleet; 0 of 3 devices regressed") != std::string::npos;
   })) << table.out << table.err;
   EXPECT_THAT(table.out, AllOf(HasSubstr("PATH"), HasSubstr("DECODE TOK/S"), HasSubstr(path_),
                                HasSubstr("Neoverse-N1"), HasSubstr("31.2"), HasSubstr("12/36"),
-                               HasSubstr("fleet:")));
+                               HasSubstr("3 arm64_cpu devices with Neoverse-N1 reported")));
   ProcessResult json = Ctl({"verification", "-o", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, AllOf(HasSubstr("\"source\": \"SOURCE_FLEET\""),
@@ -121,12 +122,13 @@ TEST_F(FleetCliTest, BadInputAndMissingIdentityGetDistinctExitCodes) {
   EXPECT_EQ(anonymous.exit_code, 1);
   EXPECT_THAT(anonymous.err, HasSubstr("operator identity"));
   ProcessResult wrong = Ctl({"summary"}, "wrong-token");
-  EXPECT_EQ(wrong.exit_code, 2);
-  EXPECT_THAT(wrong.err, HasSubstr("bearer token"));
+  EXPECT_EQ(wrong.exit_code, 1);  // the server refused: not a usage error
+  EXPECT_THAT(wrong.err,
+              AllOf(HasSubstr("FleetSummary: PERMISSION_DENIED: "), HasSubstr("bearer token")));
   ProcessResult since = Ctl({"devices", "--since", "yesterday"});
   EXPECT_EQ(since.exit_code, 2);
   EXPECT_THAT(since.err, HasSubstr("--since"));
-  ProcessResult output = Ctl({"verification", "-o", "yaml"});
+  ProcessResult output = Ctl({"verification", "-o", "xml"});
   EXPECT_EQ(output.exit_code, 2);
 
   WriteFileOrDie(dir_.File("typo.json"), "{\"decode_toks\": 3}");

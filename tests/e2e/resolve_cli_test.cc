@@ -77,14 +77,15 @@ TEST_F(ResolveCliTest, ServerErrorsKeepTheirMeaning) {
   ProcessResult unknown_model =
       Ctl({"--server", server_->grpc_address(), "--profile", ExampleProfile("amd-zen4"),
            "--model", "no-such-model"});
-  EXPECT_EQ(unknown_model.exit_code, 2);
-  EXPECT_THAT(unknown_model.err, HasSubstr("ResolveWeightPath: "));
+  // The server refused a well-formed command line: 1, naming the code.
+  EXPECT_EQ(unknown_model.exit_code, 1);
+  EXPECT_THAT(unknown_model.err, HasSubstr("ResolveWeightPath: NOT_FOUND: "));
   EXPECT_THAT(unknown_model.err, HasSubstr("Spark-X2.5-1.7B"));
 
   ProcessResult bad_device = Ctl({"--server", server_->grpc_address(), "--profile",
                                   ExampleProfile("amd-zen4"), "--device-id", std::string(300, 'x')});
-  EXPECT_EQ(bad_device.exit_code, 2);
-  EXPECT_THAT(bad_device.err, HasSubstr("device_id"));
+  EXPECT_EQ(bad_device.exit_code, 1);
+  EXPECT_THAT(bad_device.err, HasSubstr("ResolveWeightPath: INVALID_ARGUMENT: device_id"));
 
   ProcessResult both = Ctl({"--server", server_->grpc_address(), "--offline", "--profile",
                             ExampleProfile("amd-zen4")});

@@ -115,7 +115,8 @@ v1::Rollout InProgress() {
   v1::Rollout rollout = *ParseRolloutYaml(ReadExample(), "example.yaml");
   rollout.set_state(v1::ROLLOUT_STATE_PAUSED);
   rollout.set_current_stage(1);
-  rollout.set_state_reason("stage 1: task gate: members 0.343 vs control 0.100, delta 0.243 > 0.050");
+  rollout.set_state_reason(
+      "stage 2 of 4: task gate: members 0.343 vs control 0.100, delta 0.243 > 0.050");
   rollout.mutable_members()->set_devices(40);
   rollout.mutable_members()->set_reporting(30);
   rollout.mutable_members()->set_engine_started(28);
@@ -133,7 +134,7 @@ v1::Rollout InProgress() {
 
 TEST(CtlRolloutViewTest, ProgressShowsStageMembersOutcomesGatesAndReason) {
   const std::string view = FormatRolloutProgress(InProgress());
-  EXPECT_THAT(view, HasSubstr("rollout agentic-fidelity: PAUSED (stage 1: task gate"));
+  EXPECT_THAT(view, HasSubstr("rollout agentic-fidelity: PAUSED (stage 2 of 4: task gate"));
   EXPECT_THAT(view, HasSubstr("stage:     2 of 4 at 10% of the selector  [1% -> 10% -> 50% -> 100%]"));
   EXPECT_THAT(view, HasSubstr("members:   40 devices, 30 reporting (75.0%)"));
   EXPECT_THAT(view, HasSubstr("control:   360 devices, 300 reporting"));
@@ -155,7 +156,9 @@ TEST(CtlRolloutViewTest, BeforeTheFirstEvaluationCountsSayNotEvaluatedYetInstead
   EXPECT_THAT(view, HasSubstr("members:   not evaluated yet\n"));
   EXPECT_THAT(view, HasSubstr("gates:     not evaluated yet\n"));
   EXPECT_THAT(view, ::testing::Not(HasSubstr("0 devices")));
-  fresh.set_state_reason("stage 0: baking, 30m left");
+  // The list says so too, not "0" members.
+  EXPECT_THAT(FormatRolloutList({fresh}), HasSubstr("1 of 4   1%       not evaluated yet"));
+  fresh.set_state_reason("stage 1 of 4: baking, 30m 0s left");
   EXPECT_THAT(FormatRolloutProgress(fresh), HasSubstr("members:   0 devices, 0 reporting"));
 }
 
@@ -163,7 +166,7 @@ TEST(CtlRolloutViewTest, ListHasOneLinePerRolloutAndJsonUsesProtoNames) {
   const std::string list = FormatRolloutList({InProgress()});
   EXPECT_THAT(list, HasSubstr("agentic-fidelity"));
   EXPECT_THAT(list, HasSubstr("PAUSED"));
-  EXPECT_THAT(list, HasSubstr("2/4"));
+  EXPECT_THAT(list, HasSubstr("2 of 4   10%      40 "));
   EXPECT_EQ(FormatRolloutList({}), "no rollouts\n");
   absl::StatusOr<std::string> json = RolloutJson(InProgress());
   ASSERT_THAT(json.status(), IsOk());

@@ -256,11 +256,11 @@ TEST_F(RolloutEndToEnd, OperatorErrorsComeBackWithTheirCodes) {
                                 "stages: [{percent: 50, report_timeout_seconds: 60}, "
                                 "{percent: 10, report_timeout_seconds: 60}]\n");
   bad = Ctl({"rollout", "create", "-f", dir_.Sub("decreasing.yaml")});
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);  // the server refused it
   EXPECT_THAT(bad.err, HasSubstr("rollout.stages[1].percent"));
 
   bad = Ctl({"rollout", "pause", "missing"});
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr("missing"));
 
   server::testing::WriteSecretFileOrDie(dir_.Sub("wrong.token"), "not-the-token\n");

@@ -539,6 +539,26 @@ class FleetAdminTest(unittest.TestCase):
                          real.SerializeToString(deterministic=True))
         self.assertEqual(differences(proto_json(real), proto_json(dry)), [])
 
+    def test_an_unknown_hardware_class_is_refused_naming_the_field(self):
+        """ListDevices would match nothing for a misspelt class; it says so instead."""
+        with self.assertRaises(grpc.RpcError) as refused:
+            unary("/weightpath.v1.FleetAdmin/ListDevices", fleet_pb2.ListDevicesResponse,
+                  fleet_pb2.ListDevicesRequest(hardware_class="arm64"),
+                  metadata=admin_metadata())
+        error = refused.exception
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT, error.details())
+        self.assertIn("hardware_class 'arm64'", error.details())
+        details = [value for key, value in error.trailing_metadata()
+                   if key == "grpc-status-details-bin"]
+        self.assertEqual(len(details), 1, error.trailing_metadata())
+        bad_request = error_details_pb2.BadRequest()
+        rpc_status_pb2.Status.FromString(details[0]).details[0].Unpack(bad_request)
+        self.assertEqual([v.field for v in bad_request.field_violations], ["hardware_class"])
+        listed = unary("/weightpath.v1.FleetAdmin/ListDevices", fleet_pb2.ListDevicesResponse,
+                       fleet_pb2.ListDevicesRequest(hardware_class="arm64_cpu"),
+                       metadata=admin_metadata())
+        self.assertTrue(all(d.hardware_class == "arm64_cpu" for d in listed.devices))
+
     def test_a_viewer_reads_and_is_refused_a_rollout_action_naming_the_roles(self):
         viewer = admin_metadata(VIEWER_TOKEN)
         self.summary(viewer)

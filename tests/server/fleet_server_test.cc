@@ -138,11 +138,26 @@ TEST_F(FleetServerTest, ThreeDevicesOfOneCpuModelVerifyAnUnverifiedPath) {
   ASSERT_TRUE(admin_stub_
                   ->GetVerificationMatrix(context.get(), v1::GetVerificationMatrixRequest(), &matrix)
                   .ok());
-  ASSERT_EQ(matrix.cells_size(), 1);
-  EXPECT_EQ(matrix.cells(0).path(), path);
-  EXPECT_EQ(matrix.cells(0).device_count(), 3u);
-  EXPECT_TRUE(matrix.cells(0).verified());
-  EXPECT_DOUBLE_EQ(matrix.cells(0).decode_tok_s().median(), 31.5);
+  // The fleet's one cell, and the paths the policy verified that no device
+  // reported, each with no devices.
+  const v1::VerificationCell* measured = nullptr;
+  for (const v1::VerificationCell& cell : matrix.cells()) {
+    if (cell.device_count() > 0) {
+      EXPECT_EQ(measured, nullptr) << cell.DebugString();
+      measured = &cell;
+    } else {
+      EXPECT_EQ(cell.verification().source(), v1::Verification::SOURCE_POLICY)
+          << cell.DebugString();
+      EXPECT_TRUE(cell.verified());
+    }
+  }
+  ASSERT_NE(measured, nullptr);
+  EXPECT_GT(matrix.cells_size(), 1);
+  EXPECT_EQ(measured->path(), path);
+  EXPECT_EQ(measured->hardware_class(), "arm64_cpu");
+  EXPECT_EQ(measured->device_count(), 3u);
+  EXPECT_TRUE(measured->verified());
+  EXPECT_DOUBLE_EQ(measured->decode_tok_s().median(), 31.5);
   EXPECT_FALSE(matrix.policy_version().empty());
 }
 

@@ -119,6 +119,48 @@ TEST(StoreVerification, PolicyFlagVerifiesWhateverTheFleetSays) {
   EXPECT_EQ(cells[0].regressions(), 1u);
 }
 
+TEST(StoreVerification, APolicyVerifiedCellShowsTheDevicesThatRegressedBesideIt) {
+  const std::vector<StoredMeasurement> reports = {
+      Report("a", "w4a8-amx", 86.6, kNow - absl::Hours(2)),
+      Report("b", "w4a8-amx", 90.0, kNow - absl::Hours(2)),
+      Report("b", "w4a8-amx", 40.0, kNow - absl::Hours(1)),  // b's latest regressed
+  };
+  auto cells = BuildVerificationMatrix(reports, SeedExpectations(true), VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_TRUE(cells[0].verified());
+  EXPECT_EQ(cells[0].device_count(), 2u);
+  EXPECT_EQ(cells[0].verification().source(), v1::Verification::SOURCE_POLICY);
+  EXPECT_EQ(cells[0].verification().device_count(), 1u);  // inside expectations
+  EXPECT_EQ(cells[0].verification().reason(),
+            "the policy marks w4a8-amx as measured on x86_cpu; 1 of 2 devices regressed");
+}
+
+TEST(StoreVerification, PolicyVerifiedPathsNoDeviceReportedGetTheirOwnCells) {
+  const std::vector<PathExpectation> expectations = SeedExpectations(true);
+  std::vector<v1::VerificationCell> cells = BuildVerificationMatrix(
+      {Report("a", "w4a8-amx", 86.6, kNow - absl::Hours(1))}, expectations, VerificationConfig{},
+      kNow);
+  AddPolicyVerifiedCells(expectations, &cells);
+  // w4a8-amx keeps its fleet cell (the probed CPU name is the policy's model);
+  // w4a16-tinygemm on x86 gets one; arm64's unverified path gets none.
+  ASSERT_THAT(cells, SizeIs(2));
+  EXPECT_EQ(cells[0].path(), "w4a16-tinygemm");
+  EXPECT_EQ(cells[0].hardware_class(), "x86_cpu");
+  EXPECT_EQ(cells[0].cpu_model(), kSeedCpu);
+  EXPECT_EQ(cells[0].device_count(), 0u);
+  EXPECT_TRUE(cells[0].verified());
+  EXPECT_EQ(cells[0].verification().source(), v1::Verification::SOURCE_POLICY);
+  EXPECT_EQ(cells[0].verification().device_count(), 0u);
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("; no fleet reports"));
+  EXPECT_EQ(cells[1].path(), "w4a8-amx");
+  EXPECT_EQ(cells[1].device_count(), 1u);
+
+  // Without any verified path nothing is added.
+  std::vector<v1::VerificationCell> none;
+  AddPolicyVerifiedCells(SeedExpectations(false), &none);
+  EXPECT_THAT(none, SizeIs(0));
+}
+
 TEST(StoreVerification, ThreeHealthyDevicesVerifyAPathTheFleetMeasured) {
   const auto expectations = SeedExpectations(/*x86_policy_verified=*/false);
   std::vector<StoredMeasurement> reports = {
