@@ -8,7 +8,9 @@
 # server figures (bench/server_load.sh is the other).
 #
 #   bench/server_instructions.sh SERVER_BINARY BODY_TOOL FLOOR_SERVER [PROFILE.json...]
-#   env: CALLS (default 4000), WARMUP_CALLS (default 500)
+#   env: CALLS (default 4000), WARMUP_CALLS (default 500), SERVER_B_BINARY (another
+#   build, e.g. the commit before a change, counted in the same run against the
+#   same floor: the resolve_b and flr/b columns)
 set -euo pipefail
 
 server_bin=$1
@@ -55,7 +57,13 @@ count() {
   awk -v calls="$calls" '/^(summary|totals):/ { total = $2 } END { printf "%.0f\n", total / calls }' "$dump"
 }
 
-printf "%-40s %-10s %12s %12s %12s %8s %8s\n" profile answer resolve floor health "res/flr" "flr/res"
+server_b=${SERVER_B_BINARY:-}
+if [[ -n "$server_b" ]]; then
+  printf "%-40s %-10s %12s %12s %12s %12s %8s %8s %8s\n" profile answer resolve resolve_b floor health \
+    "res/flr" "flr/res" "flr/b"
+else
+  printf "%-40s %-10s %12s %12s %12s %8s %8s\n" profile answer resolve floor health "res/flr" "flr/res"
+fi
 for profile in "${profiles[@]}"; do
   for answer in full unchanged; do
     etag=() floor_flag=() server_flags=(--listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s --store=none)
@@ -67,8 +75,17 @@ for profile in "${profiles[@]}"; do
       "$floor_bin" "$profile" 127.0.0.1:0 "${floor_flag[@]}")
     health=$(count health "$work/health.bin" /grpc.health.v1.Health/Check \
       "$server_bin" "${server_flags[@]}")
-    printf "%-40s %-10s %12s %12s %12s %8.3f %8.3f\n" "$(basename "$profile")" "$answer" \
-      "$resolve" "$floor" "$health" "$(awk "BEGIN {print $resolve / $floor}")" \
-      "$(awk "BEGIN {print $floor / $resolve}")"
+    if [[ -n "$server_b" ]]; then
+      resolve_b=$(count resolve_b "$work/resolve.bin" /weightpath.v1.WeightPath/ResolveWeightPath \
+        "$server_b" "${server_flags[@]}")
+      printf "%-40s %-10s %12s %12s %12s %12s %8.3f %8.3f %8.3f\n" "$(basename "$profile")" \
+        "$answer" "$resolve" "$resolve_b" "$floor" "$health" \
+        "$(awk "BEGIN {print $resolve / $floor}")" "$(awk "BEGIN {print $floor / $resolve}")" \
+        "$(awk "BEGIN {print $floor / $resolve_b}")"
+    else
+      printf "%-40s %-10s %12s %12s %12s %8.3f %8.3f\n" "$(basename "$profile")" "$answer" \
+        "$resolve" "$floor" "$health" "$(awk "BEGIN {print $resolve / $floor}")" \
+        "$(awk "BEGIN {print $floor / $resolve}")"
+    fi
   done
 done

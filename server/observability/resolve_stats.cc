@@ -23,6 +23,12 @@ std::string PriorityLabel(int8_t priority) {
   }
 }
 
+// For a counter that only its own thread writes: no read-modify-write
+// instruction (no lock prefix) is needed, and a scrape reads a whole value.
+void Add(std::atomic<uint64_t>& counter, uint64_t amount) {
+  counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 size_t ResolveStats::KeyHash::operator()(const KeyView& key) const {
@@ -50,6 +56,20 @@ ResolveStats::Shard& ResolveStats::ThreadShard() {
   return *shard;
 }
 
+ResolveStats::Series& ResolveStats::SeriesFor(Shard& shard, const KeyView& key) {
+  auto it = shard.series.find(key);
+  if (it == shard.series.end()) {
+    // First call with this label tuple on this thread: the set is small and
+    // bounded (classes x path names x priorities x codes).
+    auto created = std::make_unique<Series>();
+    created->key = Key{key.hardware_class, std::string(key.path), key.priority, key.code};
+    absl::MutexLock lock(&shard.mutex);
+    it = shard.series.emplace(created->key, std::move(created)).first;
+  }
+  shard.last = it->second.get();
+  return *shard.last;
+}
+
 void ResolveStats::Record(const ResolveSummary& summary, int code, double seconds) {
   const KeyView key{
       static_cast<int8_t>(summary.hardware_class ? static_cast<int>(*summary.hardware_class) : -1),
@@ -57,18 +77,13 @@ void ResolveStats::Record(const ResolveSummary& summary, int code, double second
   const size_t bucket = static_cast<size_t>(
       std::lower_bound(kBucketBounds.begin(), kBucketBounds.end(), seconds) - kBucketBounds.begin());
   Shard& shard = ThreadShard();
-  absl::MutexLock lock(&shard.mutex);
-  auto it = shard.calls.find(key);
-  if (it == shard.calls.end()) {
-    // First call with this label tuple on this thread: the set is small and
-    // bounded (classes x path names x priorities x codes).
-    it = shard.calls.emplace(Key{key.hardware_class, std::string(key.path), key.priority, key.code}, 0)
-             .first;
-  }
-  ++it->second;
-  ++shard.buckets[bucket];
-  shard.seconds_sum += seconds;
-  if (summary.unchanged) ++shard.unchanged;
+  Series* series = shard.last;
+  if (series == nullptr || !KeyEq()(series->key, key)) series = &SeriesFor(shard, key);
+  Add(series->calls, 1);
+  Add(shard.buckets[bucket], 1);
+  shard.seconds_sum.store(shard.seconds_sum.load(std::memory_order_relaxed) + seconds,
+                          std::memory_order_relaxed);
+  if (summary.unchanged) Add(shard.unchanged, 1);
 }
 
 std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
@@ -81,12 +96,15 @@ std::vector<prometheus::MetricFamily> ResolveStats::Collect() const {
     absl::MutexLock shards_lock(&shards_mutex_);
     for (const std::unique_ptr<Shard>& shard : shards_) {
       absl::MutexLock lock(&shard->mutex);
-      for (const auto& [key, count] : shard->calls) {
-        calls[{key.hardware_class, key.path, key.priority, key.code}] += count;
+      for (const auto& [key, series] : shard->series) {
+        calls[{key.hardware_class, key.path, key.priority, key.code}] +=
+            series->calls.load(std::memory_order_relaxed);
       }
-      for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += shard->buckets[i];
-      seconds_sum += shard->seconds_sum;
-      unchanged += shard->unchanged;
+      for (size_t i = 0; i < buckets.size(); ++i) {
+        buckets[i] += shard->buckets[i].load(std::memory_order_relaxed);
+      }
+      seconds_sum += shard->seconds_sum.load(std::memory_order_relaxed);
+      unchanged += shard->unchanged.load(std::memory_order_relaxed);
     }
   }
 

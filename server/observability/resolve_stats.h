@@ -1,14 +1,19 @@
 // weightpath_resolve_requests_total, weightpath_resolve_duration_seconds and
-// weightpath_resolve_unchanged_total, counted per thread and summed when Prometheus scrapes. prometheus-cpp's
-// Histogram takes a mutex on every Observe and its counters are one shared
-// atomic each; at tens of thousands of resolves a second on two cores, the
-// handler threads then spend their time handing those cache lines and that
-// lock back and forth. Here each thread writes only its own shard (its
-// mutex is contended only while a scrape reads it), and a scrape sees every
-// call recorded before it began.
+// weightpath_resolve_unchanged_total, counted per thread and summed when
+// Prometheus scrapes. prometheus-cpp's Histogram takes a mutex on every
+// Observe and its counters are one shared atomic each; at tens of thousands
+// of resolves a second on two cores, the handler threads then spend their
+// time handing those cache lines and that lock back and forth. Here each
+// thread writes only its own shard, and takes no lock to count: a shard's
+// counts have one writer (its thread), so each is a plain load and store of
+// an atomic, which a scrape reads. A lock is taken only when a thread first
+// meets a label tuple (its series is added) and by scrapes, to walk the
+// series. Every call recorded before a scrape began (its thread has finished
+// Record, as a finished RPC has) is in that scrape.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -71,14 +76,30 @@ class ResolveStats final : public prometheus::Collectable {
   static KeyView View(const Key& key) { return {key.hardware_class, key.path, key.priority, key.code}; }
   static KeyView View(const KeyView& key) { return key; }
 
-  struct Shard {
-    mutable absl::Mutex mutex;
-    absl::flat_hash_map<Key, uint64_t, KeyHash, KeyEq> calls ABSL_GUARDED_BY(mutex);
-    std::array<uint64_t, kBucketBounds.size() + 1> buckets ABSL_GUARDED_BY(mutex) = {};
-    double seconds_sum ABSL_GUARDED_BY(mutex) = 0;
-    uint64_t unchanged ABSL_GUARDED_BY(mutex) = 0;
+  // One label tuple's count on one thread.
+  struct Series {
+    Key key;
+    std::atomic<uint64_t> calls{0};
   };
 
+  struct Shard {
+    // Taken by the shard's thread to add a series, and by scrapes to read
+    // them; never to count.
+    mutable absl::Mutex mutex;
+    // Read without the lock by the shard's thread, the only one that
+    // changes it.
+    absl::flat_hash_map<Key, std::unique_ptr<Series>, KeyHash, KeyEq> series;
+    // The shard's thread's last series: a thread mostly answers one kind of
+    // call in a row, so this spares the hash of the path.
+    Series* last = nullptr;
+    std::array<std::atomic<uint64_t>, kBucketBounds.size() + 1> buckets = {};
+    std::atomic<double> seconds_sum{0};
+    std::atomic<uint64_t> unchanged{0};
+  };
+
+  // The shard's thread's lookup of `key`'s series when it is not the last
+  // one, added on first use; it becomes the last one.
+  static Series& SeriesFor(Shard& shard, const KeyView& key);
   Shard& ThreadShard();
 
   const uint64_t id_;  // tells this instance's shards apart in thread-local lookups

@@ -26,6 +26,23 @@ constexpr std::array<bool, 256> kDeviceIdChars = [] {
 
 bool IsDeviceIdChar(char c) { return kDeviceIdChars[static_cast<uint8_t>(c)]; }
 
+// Every byte one of kDeviceIdChars, as a yes or no for the memo's path (it
+// runs on every answer). One table load and one AND a byte, four bytes a
+// step and no branch per byte: the per-byte early exit cost more on the ids
+// that pass than it saved on the few that do not.
+bool AllDeviceIdChars(absl::string_view device_id) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(device_id.data());
+  const size_t size = device_id.size();
+  bool all = true;
+  size_t i = 0;
+  for (; i + 4 <= size; i += 4) {
+    all &= kDeviceIdChars[bytes[i]] & kDeviceIdChars[bytes[i + 1]] & kDeviceIdChars[bytes[i + 2]] &
+           kDeviceIdChars[bytes[i + 3]];
+  }
+  for (; i < size; ++i) all &= kDeviceIdChars[bytes[i]];
+  return all;
+}
+
 constexpr std::array<bool, 256> kLowerHexDigits = [] {
   std::array<bool, 256> table{};
   for (int c = '0'; c <= '9'; ++c) table[c] = true;
@@ -177,9 +194,7 @@ bool RequestHeadIsValid(const RequestHead& head) {
   // left to it. DecodeRequestHead already held each label to a non-empty key
   // and lengths under 128 bytes, and the priority to the enum's values.
   if (head.device_id.empty() || head.device_id.size() > kMaxDeviceIdBytes) return false;
-  for (const char c : head.device_id) {
-    if (!IsDeviceIdChar(c)) return false;
-  }
+  if (!AllDeviceIdChars(head.device_id)) return false;
   if (head.model.size() > kMaxStringBytes || head.agent_version.size() > kMaxStringBytes) return false;
   // Entries on the wire bound the distinct keys the map ends up with.
   return head.label_count <= kMaxLabels;

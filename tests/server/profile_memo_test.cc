@@ -79,6 +79,43 @@ TEST(ResolveProfileMemoTest, OtherProfilesAndOtherEpochsMiss) {
   EXPECT_FALSE(memo.Remember(amx, 0, DecisionFor(1), DecisionFor(2)));
 }
 
+// The default hash spreads profiles that differ only in their CPU model (a
+// fleet of one arch) over the sets: a hundred of them, in 256 sets of 4
+// ways, are nearly all kept at once; short prefixes (under a word, or not a
+// whole number of words) hash too.
+TEST(ResolveProfileMemoTest, TheDefaultHashSpreadsOneArchsProfilesOverTheSets) {
+  ProfileMemo memo;
+  std::vector<std::string> profiles;
+  for (int i = 0; i < 100; ++i) {
+    v1::HardwareProfile profile = ExampleProfile("intel-sapphire-rapids.json");
+    profile.set_cpu_model(absl::StrCat("Intel(R) Xeon(R) Platinum 84", i, "C"));
+    profiles.push_back(Bytes(profile));
+    ASSERT_TRUE(memo.Remember(profiles.back(), kEpoch, DecisionFor(i % 64), DecisionFor(i % 64)));
+  }
+  int found_count = 0;
+  for (int i = 0; i < 100; ++i) {
+    policy::Decision found;
+    if (memo.Find(profiles[static_cast<size_t>(i)], kEpoch, v1::PRIORITY_SPEED, &found)) {
+      ++found_count;
+      EXPECT_EQ(found.path, &kPaths[i % 64]);
+    }
+  }
+  // Five in one set (one evicted) is already unlikely; more would mean
+  // a hash that leaves most sets empty.
+  EXPECT_GE(found_count, 95);
+
+  for (const char* arch : {"", "a", "aarch64", "x86_64ab", "riscv64gc-long"}) {
+    v1::HardwareProfile tiny;
+    tiny.set_arch(arch);
+    const std::string bytes = Bytes(tiny);
+    policy::Decision found;
+    ASSERT_TRUE(memo.Remember(bytes, kEpoch + 1, DecisionFor(5), DecisionFor(6)) || bytes.empty());
+    if (!bytes.empty()) {
+      EXPECT_TRUE(memo.Find(bytes, kEpoch + 1, v1::PRIORITY_FIDELITY, &found));
+    }
+  }
+}
+
 // With every profile hashed alike, only the bytes tell entries apart: a
 // profile one flag away from a kept one gets nothing of it.
 TEST(ResolveProfileMemoTest, TheSameHashWithOtherBytesIsAMiss) {

@@ -55,6 +55,35 @@ TEST(ServerRequestValidationTest, ValidationReturnsTheClassItComputed) {
   EXPECT_EQ(ValidateAndClassifyResolveRequest(no_id).status(), ValidateResolveRequest(no_id));
 }
 
+// The memo's yes-or-no check of a request head agrees with the full
+// validation for a bad byte at every position of ids of every length the
+// four-byte steps and the tail cover.
+TEST(ServerRequestValidationTest, RequestHeadCheckAgreesWithDeviceIdRules) {
+  for (size_t length = 1; length <= 13; ++length) {
+    for (size_t bad = 0; bad < length; ++bad) {
+      for (const char c : {' ', '\n', '#', '\x7f'}) {
+        std::string device_id(length, 'd');
+        device_id[bad] = c;
+        RequestHead head;
+        head.device_id = device_id;
+        EXPECT_FALSE(ValidateDeviceId(device_id).ok());
+        EXPECT_FALSE(RequestHeadIsValid(head)) << "length " << length << ", byte " << bad;
+      }
+    }
+    const std::string good(length, 'd');
+    RequestHead head;
+    head.device_id = good;
+    EXPECT_TRUE(RequestHeadIsValid(head)) << "length " << length;
+  }
+  RequestHead head;
+  head.device_id = "node-7.rack_2:slot/3@site+a=b";
+  EXPECT_TRUE(RequestHeadIsValid(head));
+  head.device_id = std::string(257, 'd');
+  EXPECT_FALSE(RequestHeadIsValid(head));
+  head.device_id = "";
+  EXPECT_FALSE(RequestHeadIsValid(head));
+}
+
 TEST(ServerRequestValidationTest, DeviceIdRules) {
   EXPECT_THAT(ValidateDeviceId(""), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("device_id is required")));
