@@ -17,7 +17,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -680,6 +683,192 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
 
   server.Signal(SIGTERM);
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).exit_code, 0) << server.Log();
+}
+
+// weightpathctl with `args`; the test fails on a non-zero exit.
+weightpath::testing::ProcessResult Ctl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {WEIGHTPATH_CTL_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  weightpath::testing::ProcessResult result = weightpath::testing::RunProcess(argv);
+  EXPECT_EQ(result.exit_code, 0) << absl::StrJoin(args, " ") << ": " << result.err;
+  return result;
+}
+
+// `text` as a YAML block scalar under a key at `indent` spaces.
+std::string BlockScalar(const std::string& text, int indent) {
+  std::string block = "|\n";
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!line.empty()) absl::StrAppend(&block, std::string(indent + 2, ' '), line, "\n");
+  }
+  return block;
+}
+
+// `text` with every mount path among `mounts` replaced by its local
+// directory in one pass: the longest mount where several start at the same
+// place (/a/b over /a), and nothing replaced twice (a local directory under
+// /tmp is not taken for the /tmp mount).
+std::string WithLocalPaths(const std::string& text, const std::map<std::string, std::string>& mounts) {
+  return absl::StrReplaceAll(text, mounts);
+}
+
+// A signed catalog as the chart installs it: a TUF repository made by the
+// real weightpathctl, its metadata in a ConfigMap, an online timestamp key
+// in a Secret. The init container's script, run as rendered on the
+// kubelet's layout, seeds a writable repository and a 0400 copy of the key;
+// the real server then verifies the repository on the rendered args and
+// serves signed targets.
+TEST(HelmChartRendered, SignedCatalogWithATimestampKeyIsSeededAndServed) {
+  server::testing::TempDir dir;
+  const std::string repo = dir.File("repo");
+  const std::string keys = dir.File("keys");
+  Ctl({"repo", "init", "--repo", repo, "--generate-keys", keys});
+  for (const char* path : {"bf16", "export-qnn-w8a16", "fp16", "w4a8-amx", "w4a16-tinygemm"}) {
+    Ctl({"repo", "add-target", "--repo", repo, "--path", absl::StrCat("spark/", path, ".bin"),
+         "--length", "4096", "--sha256", std::string(64, 'a'), "--model", "Spark-X2.5-1.7B",
+         "--weight-path", path, "--version", "7", "--hardware-classes",
+         "x86_cpu,arm64_cpu,cuda_discrete,jetson,npu_phone"});
+  }
+  Ctl({"repo", "sign", "--repo", repo, "--role", "targets", "--key", keys + "/targets.pem"});
+  Ctl({"repo", "timestamp", "--repo", repo, "--key", keys + "/timestamp.pem", "--snapshot-key",
+       keys + "/snapshot.pem"});
+  if (HasFailure()) return;
+  const std::string root_json = server::testing::ReadFileOrDie(repo + "/metadata/1.root.json");
+  const std::string values = WriteValuesFile(
+      dir, "signed.yaml",
+      absl::StrCat("insecure: true\nsignedCatalog:\n  metadataConfigMap: weightpath-tuf\n"
+                   "  artifactUrl: https://mirror.example/weights\n"
+                   "  timestampKey:\n    secretName: wp-timestamp\n"
+                   "  root: ", BlockScalar(root_json, 2)));
+  const RenderedChart chart = Render({"--values", values});
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node deployment = chart.Only("Deployment");
+  const std::vector<std::string> rendered_args = ContainerArgs(deployment);
+  EXPECT_EQ(FlagValue(rendered_args, "catalog"), "/var/lib/weightpath-catalog/repository");
+  EXPECT_EQ(FlagValue(rendered_args, "catalog_root"), "/etc/weightpath/config/catalog-root.json");
+  EXPECT_EQ(FlagValue(rendered_args, "catalog_artifact_url"), "https://mirror.example/weights");
+  EXPECT_EQ(FlagValue(rendered_args, "catalog_state_dir"), "/var/lib/weightpath")
+      << "beside the SQLite store, on its volume";
+  EXPECT_EQ(FlagValue(rendered_args, "timestamp_key"),
+            "/var/run/weightpath-timestamp-key/timestamp.pem");
+  EXPECT_EQ(FlagValue(rendered_args, "timestamp_lifetime"), "24h");
+  EXPECT_EQ(chart.Only("ConfigMap")["data"]["catalog-root.json"].as<std::string>("") ,
+            root_json.back() == '\n' ? root_json : root_json + "\n");
+  const YAML::Node volumes = PodSpec(deployment)["volumes"];
+  EXPECT_EQ(Named(volumes, "catalog-metadata")["configMap"]["name"].as<std::string>(""),
+            "weightpath-tuf");
+  EXPECT_EQ(Named(volumes, "timestamp-key")["emptyDir"]["medium"].as<std::string>(""), "Memory");
+  EXPECT_TRUE(Named(volumes, "catalog-repository")["emptyDir"].IsDefined());
+  EXPECT_EQ(Named(volumes, "timestamp-key-secret")["secret"]["secretName"].as<std::string>(""),
+            "wp-timestamp");
+  const YAML::Node init = Named(PodSpec(deployment)["initContainers"], "seed-signed-catalog");
+  ASSERT_TRUE(init.IsDefined());
+  EXPECT_EQ(Dumped(init["securityContext"]), Dumped(ServerContainer(deployment)["securityContext"]));
+
+  // The kubelet's part: one directory per volume, the ConfigMaps' files,
+  // the Secret's file 0440 owned by another user (root, read through the
+  // pod's fsGroup).
+  server::testing::TempDir pod;
+  const auto volume_dir = [&](const std::string& name) {
+    std::filesystem::create_directories(pod.File(name));
+    return pod.File(name);
+  };
+  for (const auto& entry : chart.Only("ConfigMap")["data"]) {
+    server::testing::WriteFileOrDie(volume_dir("config") + "/" + entry.first.as<std::string>(),
+                                    entry.second.as<std::string>());
+  }
+  for (const auto& file : std::filesystem::directory_iterator(repo + "/metadata")) {
+    std::filesystem::copy_file(file.path(), volume_dir("catalog-metadata") + "/" +
+                                                file.path().filename().string());
+  }
+  const std::string secret_key = volume_dir("timestamp-key-secret") + "/timestamp.pem";
+  std::filesystem::copy_file(keys + "/timestamp.pem", secret_key);
+  ASSERT_EQ(chmod(secret_key.c_str(), 0440), 0);
+  ASSERT_EQ(chown(secret_key.c_str(), 65532, getgid()), 0);
+  const auto mounts_of = [&](const YAML::Node& container) {
+    std::map<std::string, std::string> mounts;
+    for (const YAML::Node& mount : container["volumeMounts"]) {
+      mounts[mount["mountPath"].as<std::string>()] = volume_dir(mount["name"].as<std::string>());
+    }
+    return mounts;
+  };
+
+  // The init container's script as rendered, on those directories.
+  ASSERT_EQ(init["command"].size(), 3u);
+  const weightpath::testing::ProcessResult seeded = weightpath::testing::RunProcess(
+      {init["command"][0].as<std::string>(), init["command"][1].as<std::string>(),
+       WithLocalPaths(init["command"][2].as<std::string>(), mounts_of(init))});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err;
+  struct stat key_info {};
+  ASSERT_EQ(stat((pod.File("timestamp-key") + "/timestamp.pem").c_str(), &key_info), 0);
+  EXPECT_EQ(key_info.st_mode & 07777, 0400u);
+  EXPECT_TRUE(std::filesystem::exists(pod.File("catalog-repository") + "/timestamp.json"));
+
+  const std::map<std::string, std::string> server_mounts = mounts_of(ServerContainer(deployment));
+  std::vector<std::string> args;
+  for (std::string arg : rendered_args) {
+    const std::string name = arg.substr(2, arg.find('=') - 2);
+    if (name == "listen" || name == "metrics_listen") arg = "--" + name + "=127.0.0.1:0";
+    args.push_back(WithLocalPaths(arg, server_mounts));
+  }
+  absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started =
+      server::testing::ServerProcess::Start(args);
+  ASSERT_TRUE(started.ok()) << started.status() << "\nargs: " << absl::StrJoin(args, " ");
+  EXPECT_THAT((*started)->Log(), HasSubstr("signed: root v1"));
+  const weightpath::testing::ProcessResult resolved = Ctl(
+      {"resolve", "--server", (*started)->grpc_address(), "--device-id", "helm-signed",
+       "--profile", std::string(WEIGHTPATH_SOURCE_DIR) + "/examples/profiles/intel-sapphire-rapids.json",
+       "-o", "json"});
+  EXPECT_THAT(resolved.out, AllOf(HasSubstr("\"signed_target\": true"),
+                                  HasSubstr("\"uri\": \"https://mirror.example/weights/spark/")));
+  EXPECT_TRUE(std::filesystem::exists(pod.File("data") + "/catalog-trust-state.json"))
+      << "the trusted state is kept on the data volume";
+}
+
+// Without a timestamp key nothing writes the repository: the ConfigMap is
+// mounted where --catalog points, with no init container; and each
+// combination the server could not run is refused with its message.
+TEST(HelmChartRendered, SignedCatalogWithoutAKeyMountsTheConfigMapAndGuardsItsValues) {
+  const std::vector<std::string> base = {"insecure=true",
+                                         "signedCatalog.metadataConfigMap=weightpath-tuf",
+                                         "signedCatalog.artifactUrl=https://mirror.example/w",
+                                         "signedCatalog.root=root-json", "store.type=none"};
+  const RenderedChart chart = Render(Sets(base));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node deployment = chart.Only("Deployment");
+  EXPECT_FALSE(PodSpec(deployment)["initContainers"].IsDefined());
+  const YAML::Node mount = Named(ServerContainer(deployment)["volumeMounts"], "catalog-metadata");
+  EXPECT_EQ(mount["mountPath"].as<std::string>(""), "/var/lib/weightpath-catalog/repository");
+  EXPECT_TRUE(mount["readOnly"].as<bool>(false));
+  const std::vector<std::string> args = ContainerArgs(deployment);
+  EXPECT_EQ(FlagValue(args, "catalog_state_dir"), "/var/lib/weightpath-catalog/state");
+  EXPECT_EQ(FlagValue(args, "timestamp_key"), "");
+  EXPECT_TRUE(Named(PodSpec(deployment)["volumes"], "catalog-state")["emptyDir"].IsDefined());
+  const RenderedChart claimed = Render(Sets(Concat(base, {"signedCatalog.stateClaim=tuf-state"})));
+  ASSERT_TRUE(claimed.ok) << claimed.error;
+  EXPECT_EQ(Named(PodSpec(claimed.Only("Deployment"))["volumes"], "catalog-state")
+                ["persistentVolumeClaim"]["claimName"].as<std::string>(""),
+            "tuf-state");
+
+  const struct {
+    std::vector<std::string> sets;
+    std::string message;
+  } refused[] = {
+      {Concat(base, {"catalog=default_model: m"}), "are two catalogs"},
+      {{"insecure=true", "signedCatalog.metadataConfigMap=t",
+        "signedCatalog.artifactUrl=https://m/w"},
+       "needs signedCatalog.root"},
+      {{"insecure=true", "signedCatalog.metadataConfigMap=t", "signedCatalog.root=root-json"},
+       "needs signedCatalog.artifactUrl"},
+      {{"insecure=true", "signedCatalog.timestampKey.secretName=k"},
+       "timestampKey.secretName needs signedCatalog.metadataConfigMap"},
+      {Concat(base, {"signedCatalog.artifactUrl=ftp://mirror"}), "artifactUrl"},
+  };
+  for (const auto& [sets, message] : refused) {
+    SCOPED_TRACE(absl::StrJoin(sets, " "));
+    const RenderedChart bad = Render(Sets(sets));
+    EXPECT_FALSE(bad.ok);
+    EXPECT_THAT(bad.error, HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -85,6 +85,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.prometheusRule.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) }}
 {{- fail "prometheusRule.enabled needs the Prometheus Operator's monitoring.coreos.com/v1 API in the cluster (with helm template: --api-versions monitoring.coreos.com/v1)" }}
 {{- end }}
+{{- if and .Values.signedCatalog.metadataConfigMap .Values.catalog }}
+{{- fail "catalog and signedCatalog.metadataConfigMap are two catalogs: set one (a plain YAML catalog, or a TUF repository)" }}
+{{- end }}
+{{- if and .Values.signedCatalog.metadataConfigMap (not .Values.signedCatalog.root) }}
+{{- fail "signedCatalog.metadataConfigMap needs signedCatalog.root, the trusted root.json to verify it from (--set-file signedCatalog.root=REPO/metadata/1.root.json)" }}
+{{- end }}
+{{- if and .Values.signedCatalog.metadataConfigMap (not .Values.signedCatalog.artifactUrl) }}
+{{- fail "signedCatalog.metadataConfigMap needs signedCatalog.artifactUrl: where the artifacts are served (URL/TARGET_PATH)" }}
+{{- end }}
+{{- if and .Values.signedCatalog.timestampKey.secretName (not .Values.signedCatalog.metadataConfigMap) }}
+{{- fail "signedCatalog.timestampKey.secretName needs signedCatalog.metadataConfigMap: a timestamp key signs a TUF repository's timestamp.json" }}
+{{- end }}
 {{- if lt (int .Values.shutdownGraceSeconds) 0 }}
 {{- fail "shutdownGraceSeconds must not be negative" }}
 {{- end }}
