@@ -122,6 +122,8 @@ TEST_F(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUs
       {{"rollout", "pause", "lab-fidelity"}, "token", 0, ""},
       {{"rollout", "resume", "lab-fidelity"}, "token", 0, ""},
       {{"apply", "-f", rollout}, "token", 0, ""},
+      {{"paths", "--profile", profile, "-o", "yaml"}, "token", 0, ""},
+      {{"audit", "-o", "json"}, "token", 0, ""},
       {{"help"}, "token", 0, ""},
 
       // The server refused: 1, naming the RPC and the gRPC code, whatever
@@ -142,6 +144,8 @@ TEST_F(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUs
       {{"explain", "nobody"}, "token", 1, "NOT_FOUND"},
       {{"device", "show", "nobody"}, "token", 1, "NOT_FOUND"},
       {{"apply", "-f", rollout}, "wrong-token", 1, "GetRollout: PERMISSION_DENIED: "},
+      {{"paths", "--profile", profile}, "wrong-token", 1, "ExplainDecision: PERMISSION_DENIED: "},
+      {{"audit"}, "wrong-token", 1, "ListAuditEvents: PERMISSION_DENIED: "},
 
       // Usage: the command line (or an input file it names) is wrong.
       {{"devices", "--bogus"}, "token", 2, "unknown flag"},
@@ -162,6 +166,9 @@ TEST_F(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUs
        "token", 2, "--interval applies to --watch only"},
       {{"apply"}, "token", 2, "-f FILE|DIR is required"},
       {{"apply", "-f", dir_.File("missing.yaml")}, "token", 2, ""},
+      {{"paths"}, "token", 2, "--profile"},
+      {{"paths", "--profile", profile, "-o", "xml"}, "token", 2, "-o/--output 'xml'"},
+      {{"audit", "--since", "yesterday"}, "token", 2, "--since"},
       {{"repo"}, "token", 2, ""},
       {{"repo", "frobnicate"}, "token", 2, "unknown action"},
       {{"frobnicate"}, "token", 2, "unknown command 'frobnicate'"},
