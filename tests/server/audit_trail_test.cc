@@ -183,6 +183,49 @@ TEST_P(AuditTrailTest, MutatingCallsAreRecordedWithWhoWhatAndTheAnswerAndOutlive
   EXPECT_EQ(SampleValue(metrics, "weightpath_audit_write_failures_total").value_or(-1), 0);
 }
 
+// The hook is the admission point's, so RPCs added after it (UpdateRollout,
+// DeleteRollout) are audited with no code of their own.
+TEST_P(AuditTrailTest, UpdateAndDeleteAreAuditedLikeEveryMutatingRpc) {
+  std::unique_ptr<ServerProcess> server = StartReplica();
+  ASSERT_NE(server, nullptr);
+  auto admin = v1::FleetAdmin::NewStub(PlaintextChannel(server->grpc_address()));
+  ASSERT_TRUE(Create(*admin, LabRollout("r-1")).ok());
+  {
+    v1::UpdateRolloutRequest update;
+    *update.mutable_rollout() = LabRollout("r-1");
+    update.mutable_rollout()->set_description("stricter");
+    v1::Rollout response;
+    auto context = AdminContext(kOperatorToken);
+    const grpc::Status updated = admin->UpdateRollout(context.get(), update, &response);
+    ASSERT_TRUE(updated.ok()) << updated.error_message();
+  }
+  v1::DeleteRolloutRequest remove;
+  remove.set_id("r-1");
+  v1::DeleteRolloutResponse removed;
+  auto running = AdminContext(kOperatorToken);
+  // A running rollout is refused; the refusal is in the trail too.
+  EXPECT_EQ(admin->DeleteRollout(running.get(), remove, &removed).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  {
+    v1::RolloutControlRequest abort;
+    abort.set_id("r-1");
+    v1::Rollout response;
+    auto context = AdminContext(kOperatorToken);
+    ASSERT_TRUE(admin->AbortRollout(context.get(), abort, &response).ok());
+  }
+  auto deleting = AdminContext(kOperatorToken);
+  const grpc::Status deleted = admin->DeleteRollout(deleting.get(), remove, &removed);
+  ASSERT_TRUE(deleted.ok()) << deleted.error_message();
+
+  v1::ListAuditEventsResponse listed;
+  ASSERT_TRUE(List(*admin, &listed).ok());
+  EXPECT_THAT(Rpcs(listed),
+              ElementsAre("CreateRollout OK", "UpdateRollout OK", "DeleteRollout FAILED_PRECONDITION",
+                          "AbortRollout OK", "DeleteRollout OK"));
+  for (const v1::AuditEvent& event : listed.events()) EXPECT_EQ(event.target(), "r-1");
+  EXPECT_THAT(listed.events(1).request_summary(), HasSubstr("stricter"));
+}
+
 // Replicas share a PostgreSQL store (SQLite serves one server).
 class AuditTrailReplicasTest : public AuditTrailTest {};
 
