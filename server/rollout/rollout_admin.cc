@@ -110,6 +110,10 @@ absl::StatusOr<v1::Rollout> RolloutAdmin::Delete(const std::string& id) {
   absl::Status last = absl::OkStatus();
   for (int attempt = 0; attempt < kMaxRevisionRetries; ++attempt) {
     absl::StatusOr<store::StoredRollout> stored = deps_.store->GetRollout(id);
+    if (stored.status().code() == absl::StatusCode::kNotFound) {
+      return WithViolatedField(absl::NotFoundError(absl::StrCat("id: '", id, "' names no rollout")),
+                               "id");
+    }
     if (!stored.ok()) return stored.status();
     const v1::Rollout& rollout = stored->rollout;
     // A running or paused rollout is still judging or holding devices:

@@ -428,7 +428,8 @@ TEST_P(RolloutServerTest, DeleteTakesOnlyAFinishedRolloutAndItsIdStartsAfresh) {
   EXPECT_THAT(replica_->admin->Delete(kRolloutId),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        ::testing::AllOf(HasSubstr("PROGRESSING"), HasSubstr("abort it first"))));
-  EXPECT_THAT(replica_->admin->Delete("missing"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing")));
+  EXPECT_THAT(replica_->admin->Delete("missing"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("id: 'missing' names no rollout")));
   EXPECT_THAT(replica_->admin->Delete(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id")));
 
   // The member fails to start the engine; the rollout is aborted and deleted.
