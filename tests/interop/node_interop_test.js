@@ -304,3 +304,24 @@ test('FleetAdmin takes the operator bearer token and refuses anything else', asy
     assert.ok(Number(summary.total_devices) >= 1, JSON.stringify(summary));
   });
 });
+
+test('a dry_run resolve from grpc-js is answered as the device is and never registered', async () => {
+  const dryId = 'interop-node-dry-run';
+  const request = { ...resolveRequest('amd-zen4.json', 'speed', dryId), dry_run: true };
+  const dry = await call(weightPath, 'ResolveWeightPath', request);
+  // A real resolve after it: once that one is registered, the dry run would
+  // have been too, had it been recorded.
+  const markerId = 'interop-node-after-the-dry-run';
+  await call(weightPath, 'ResolveWeightPath', resolveRequest('amd-zen4.json', 'speed', markerId));
+  await support.retry(() => call(fleetAdmin, 'GetDevice', { device_id: markerId }, adminMetadata()),
+    [grpc.status.NOT_FOUND], 10000);
+  await assert.rejects(call(fleetAdmin, 'GetDevice', { device_id: dryId }, adminMetadata()),
+    (error) => error.code === grpc.status.NOT_FOUND);
+  const listed = await call(fleetAdmin, 'ListDevices', {}, adminMetadata());
+  assert.ok(!listed.devices.some((device) => device.device_id === dryId));
+  // The same device resolving for real gets the same answer.
+  const real = await call(weightPath, 'ResolveWeightPath', { ...request, dry_run: false });
+  const responseType = types.lookupType('weightpath.v1.ResolveWeightPathResponse');
+  assert.deepEqual(support.differences(support.toProtoJson(responseType, real),
+    support.toProtoJson(responseType, dry)), []);
+});
