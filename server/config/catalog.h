@@ -74,8 +74,19 @@ struct UncoveredRoute {
   std::string target_path;
 };
 
+// A target the verified metadata lists: what an artifact must match to be
+// that target.
+struct SignedTargetFile {
+  uint64_t length = 0;
+  std::string sha256;
+};
+
 struct CatalogTrust {
   bool signed_catalog = false;
+  // Signed catalog only: every target of the verified metadata by target
+  // path, weightpath artifact or not, so an artifact named outside the
+  // catalog (a rollout's pin_artifact) can be checked against them.
+  std::map<std::string, SignedTargetFile, std::less<>> verified_targets;
   // Signed catalog only, against the policy it was built for; warned about
   // (log and weightpath_catalog_uncovered_routes), not refused.
   std::vector<UncoveredRoute> uncovered_routes;

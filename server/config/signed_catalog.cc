@@ -363,6 +363,12 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
 
   CatalogTrust trust;
   trust.signed_catalog = true;
+  for (const trust::TargetInfo& target : targets) {
+    if (target.file.length > 0 && !target.sha256.empty()) {
+      trust.verified_targets[target.path] = {static_cast<uint64_t>(target.file.length),
+                                             target.sha256};
+    }
+  }
   // Warned about, not refused: the repository is signed offline and the
   // policy published on its own, and refusing would stop the server from
   // starting (or keep an older catalog) for every class over one class's

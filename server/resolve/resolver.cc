@@ -57,6 +57,7 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
   ResolvedDecision resolved;
   ASSIGN_OR_RETURN(resolved.shaped,
                    ResolveShaped(*snapshot.policy, hardware_class, request, rollouts));
+  CheckPinnedTarget(snapshot.catalog->trust(), &resolved.shaped);
   const policy::Decision& decision = resolved.shaped.resolution.decision;
   resolved.path = decision.path;
   Summarize(decision, summary);

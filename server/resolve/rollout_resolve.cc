@@ -28,4 +28,14 @@ void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* re
   response->set_resolve_interval_seconds(shaped.resolve_interval_seconds);
 }
 
+void CheckPinnedTarget(const CatalogTrust& trust, ShapedResolve* shaped) {
+  std::optional<v1::Artifact>& pinned = shaped->resolution.pinned_artifact;
+  if (!pinned.has_value()) return;
+  const auto target = trust.verified_targets.find(pinned->target_path());
+  pinned->set_signed_target(trust.signed_catalog && !pinned->target_path().empty() &&
+                            target != trust.verified_targets.end() &&
+                            target->second.length == pinned->size_bytes() &&
+                            target->second.sha256 == pinned->sha256());
+}
+
 }  // namespace weightpath::server

@@ -11,6 +11,7 @@
 #include "deploy/resolve_interval.h"
 #include "deploy/rollout_shaping.h"
 #include "policy/policy.h"
+#include "server/config/catalog.h"
 #include "weightpath/v1/rollout.pb.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -32,5 +33,11 @@ absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
 // Fills `rollout` and `resolve_interval_seconds`, and replaces the catalog's
 // artifact when a rollout pinned one.
 void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* response);
+
+// A rollout's pin_artifact is the operator's word, not a signature: its
+// signed_target is set true only when its target_path names a target the
+// catalog's verified metadata lists with exactly its size_bytes and
+// sha256, and false otherwise (whatever the rollout said).
+void CheckPinnedTarget(const CatalogTrust& trust, ShapedResolve* shaped);
 
 }  // namespace weightpath::server

@@ -18,6 +18,8 @@
 #include "policy/policy.h"
 #include "server/config/content_hash.h"
 #include "server/config/demo_catalog.h"
+#include "server/config/signed_catalog.h"
+#include "server/resolve/resolver.h"
 #include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
 #include "tests/support/subprocess.h"
@@ -219,6 +221,67 @@ TEST_F(SignedRepository, RoutesNoSignedBuildCoversAreWarnedAbout) {
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_THAT(*text, ::testing::Not(HasSubstr("weightpath_catalog_uncovered_routes{")));
   EXPECT_THAT((*covered)->Log(), ::testing::Not(HasSubstr("not built for that class")));
+}
+
+// A rollout's pin_artifact names its own build: it is signed only when the
+// verified targets list its target_path with exactly its length and
+// sha256, never because the rollout says so.
+TEST_F(SignedRepository, APinnedArtifactIsSignedOnlyWhenItMatchesAVerifiedTarget) {
+  auto source = SignedCatalogSource::Create({repo_, Metadata("1.root.json"), state_,
+                                             std::string(kMirror), ""});
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::shared_ptr<const policy::Policy> policy = policy::DefaultPolicy();
+  absl::StatusOr<std::shared_ptr<const Catalog>> signed_catalog = (*source)->Load(*policy, nullptr);
+  ASSERT_TRUE(signed_catalog.ok()) << signed_catalog.status();
+  const v1::ResolveWeightPathRequest request = AmxRequest("pinned-device");
+  const std::string decided_path = "w4a8-amx";
+
+  const auto pinned_answer = [&](const std::shared_ptr<const Catalog>& catalog,
+                                 const v1::Artifact& artifact) {
+    v1::Rollout rollout;
+    rollout.set_id("pinned-build");
+    v1::PinnedArtifact* pin = rollout.mutable_action()->mutable_pin_artifact();
+    pin->set_path(decided_path);
+    *pin->mutable_artifact() = artifact;
+    rollout.add_stages()->set_percent(100);
+    rollout.set_state(v1::ROLLOUT_STATE_PROGRESSING);
+    ResolveSummary summary;
+    v1::ResolveWeightPathResponse response;
+    const absl::Status resolved =
+        Resolve(request, Snapshot{policy, catalog}, &response, &summary, {rollout});
+    EXPECT_TRUE(resolved.ok()) << resolved;
+    EXPECT_EQ(response.rollout().rollout_id(), "pinned-build");
+    EXPECT_EQ(response.artifact().uri(), artifact.uri());
+    return response.artifact();
+  };
+  v1::Artifact exact;
+  exact.set_uri(std::string(kMirror) + "/" + TargetPath(decided_path));
+  exact.set_target_path(TargetPath(decided_path));
+  exact.set_sha256(FakeSha256(decided_path, "2026.11.1"));
+  exact.set_size_bytes(262144);
+  exact.set_version("2026.11.1");
+  EXPECT_TRUE(pinned_answer(*signed_catalog, exact).signed_target());
+
+  // Claimed signed by the rollout, but not the verified target.
+  v1::Artifact claimed = exact;
+  claimed.set_signed_target(true);
+  v1::Artifact other_sha = claimed;
+  other_sha.set_sha256(FakeSha256(decided_path, "rc2"));
+  v1::Artifact other_length = claimed;
+  other_length.set_size_bytes(262145);
+  v1::Artifact unlisted = claimed;
+  unlisted.set_target_path("models/spark-x2.5-1.7b/w4a8-amx-rc2.bin");
+  v1::Artifact no_target = claimed;
+  no_target.clear_target_path();
+  for (const v1::Artifact& artifact : {other_sha, other_length, unlisted, no_target}) {
+    SCOPED_TRACE(artifact.ShortDebugString());
+    EXPECT_FALSE(pinned_answer(*signed_catalog, artifact).signed_target());
+  }
+  // A plain catalog signs nothing, whatever the pin says.
+  absl::StatusOr<std::shared_ptr<const Catalog>> plain =
+      LoadCatalog(DemoCatalogYaml(), "demo catalog", *policy);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(pinned_answer(*plain, claimed).signed_target());
 }
 
 TEST_F(SignedRepository, APlainCatalogIsReportedUnsigned) {
