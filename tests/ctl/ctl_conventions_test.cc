@@ -1,5 +1,6 @@
 // One command-line convention for every weightpathctl command, checked
-// against the real weightpath-server binary with a SQLite fleet store: exit 0
+// against the real weightpath-server binary with a SQLite file and a
+// PostgreSQL database as its fleet store: exit 0
 // on success, 1 when the server refused or failed (the line names the gRPC
 // code), 2 for a command line to fix; -o table|json|yaml; devices --class
 // checked against the hardware classes the policy library knows, locally and
@@ -17,6 +18,7 @@
 #include "policy/hardware_class.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
+#include "tests/store/store_backends.h"
 #include "tests/support/subprocess.h"
 
 namespace weightpath::server::testing {
@@ -26,6 +28,9 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using weightpath::testing::ProcessResult;
 using weightpath::testing::RunProcess;
+using store::testing::Backend;
+using store::testing::BackendName;
+using store::testing::FreshDatabaseUrl;
 
 constexpr char kRolloutYaml[] =
     "id: lab-fidelity\n"
@@ -53,14 +58,16 @@ constexpr char kShrinkingRolloutYaml[] =
     "stages: [{percent: 50, report_timeout_seconds: 60},\n"
     "         {percent: 10, report_timeout_seconds: 60}]\n";
 
-class CtlConventionsTest : public ::testing::Test {
+class CtlConventionsTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
+    absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+    ASSERT_TRUE(url.ok()) << url.status();
     WriteSecretFileOrDie(dir_.File("token"), std::string(kAdminToken) + "\n");
     WriteSecretFileOrDie(dir_.File("wrong-token"), "not-the-token\n");
-    auto started = ServerProcess::Start(
-        {"--store=sqlite:" + dir_.File("fleet.db"), "--admin_token_file=" + dir_.File("token"),
-         "--fleet_refresh_interval=100ms"});
+    auto started = ServerProcess::Start({"--store=" + *url,
+                                         "--admin_token_file=" + dir_.File("token"),
+                                         "--fleet_refresh_interval=100ms"});
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
     stub_ = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
@@ -102,7 +109,7 @@ struct Case {
   const char* stderr_has;  // "" when any message will do
 };
 
-TEST_F(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUsage) {
+TEST_P(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUsage) {
   const std::string profile = Profile("amd-zen4");
   const std::string rollout = dir_.File("rollout.yaml");
   const std::string server = "--server=" + server_->grpc_address();
@@ -194,7 +201,7 @@ TEST_F(CtlConventionsTest, EveryCommandExitsZeroOnSuccessOneOnARefusalAndTwoOnUs
   EXPECT_THAT(unreachable.err, HasSubstr("FleetSummary: UNAVAILABLE: "));
 }
 
-TEST_F(CtlConventionsTest, DevicesClassIsOneTheCodeKnowsLocallyAndOnTheServer) {
+TEST_P(CtlConventionsTest, DevicesClassIsOneTheCodeKnowsLocallyAndOnTheServer) {
   std::vector<std::string> known;
   for (policy::HardwareClass each : policy::kAllHardwareClasses) {
     known.emplace_back(policy::HardwareClassName(each));
@@ -227,7 +234,7 @@ TEST_F(CtlConventionsTest, DevicesClassIsOneTheCodeKnowsLocallyAndOnTheServer) {
   EXPECT_THAT(refused.message(), HasSubstr("hardware_class 'arm64'"));
 }
 
-TEST_F(CtlConventionsTest, VerificationListsThePolicysPathsWithTheFleetsRegressionsBesideThem) {
+TEST_P(CtlConventionsTest, VerificationListsThePolicysPathsWithTheFleetsRegressionsBesideThem) {
   // Two Sapphire Rapids devices on w4a8-amx, which the policy marks as
   // measured on x86_cpu: one at the expected 86.6 tok/s, one at half of it
   // (24 threads, as the policy's figure).
@@ -263,6 +270,10 @@ TEST_F(CtlConventionsTest, VerificationListsThePolicysPathsWithTheFleetsRegressi
   ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
   EXPECT_THAT(yaml.out, AllOf(HasSubstr("cells:"), HasSubstr("source: \"SOURCE_POLICY\"")));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CtlConventionsTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const auto& info) { return BackendName(info.param); });
 
 }  // namespace
 }  // namespace weightpath::server::testing
