@@ -29,8 +29,9 @@ absl::Status FleetAdminService::Admit(const grpc::ServerContextBase& context, co
   const std::optional<Role> needs_role = RoleNeededFor(method);
   if (admitted_call_ != nullptr) {
     admitted_call_->method = method;
-    // An RPC missing from the table is refused below; it is recorded too.
-    admitted_call_->audited = !needs_role.has_value() || *needs_role > Role::kViewer;
+    // An RPC missing from the table is refused below, before anyone is
+    // authenticated, so it has no event; it cannot pass the descriptor test.
+    admitted_call_->audited = needs_role.has_value() && *needs_role > Role::kViewer;
   }
   if (!needs_role.has_value()) {
     // Unreachable while the descriptor test holds; refused rather than served.
