@@ -374,6 +374,36 @@ TEST_F(AgentBootEndToEnd, BootsAreCountedBySourceAndAFallbackBootOnceTheServerIs
   EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
 }
 
+// The engine unit's failure hook: `outcome --outcome boot_failed` says the
+// decision in decision_file could not boot, with where it came from.
+TEST_F(AgentBootEndToEnd, ABootFailureIsReportedWithTheDecisionsSource) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  const auto failed_boots = [&] {
+    absl::StatusOr<std::string> metrics =
+        server::testing::HttpGet(server_->metrics_address(), "/metrics");
+    if (!metrics.ok()) return -1.0;
+    return server::testing::SampleValue(
+               *metrics, "weightpath_agent_boots_total{outcome=\"boot_failed\",source=\"server\"}")
+        .value_or(-1);
+  };
+  EXPECT_EQ(failed_boots(), 0);
+  const ProcessResult reported = RunProcess(
+      {WEIGHTPATH_AGENT_BINARY, "outcome", "--config", device("agent.yaml"), "--outcome",
+       "boot_failed", "--detail", "vllm exited 1"},
+      {}, absl::Seconds(60));
+  ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  EXPECT_THAT(reported.out, HasSubstr("reported OUTCOME_BOOT_FAILED"));
+  EXPECT_EQ(failed_boots(), 1);
+
+  const ProcessResult unknown = RunProcess(
+      {WEIGHTPATH_AGENT_BINARY, "outcome", "--config", device("agent.yaml"), "--outcome", "boot_ok"},
+      {}, absl::Seconds(60));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("is not one of engine_started, engine_start_failed, tasks, "
+                                     "boot_failed"));
+}
+
 // `run` sends what an offline boot could not, with its first pass.
 TEST_F(AgentBootEndToEnd, AnOfflineBootIsReportedByTheRunLoopOnceTheServerAnswers) {
   WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
