@@ -20,10 +20,10 @@
 #include "absl/time/clock.h"
 #include "agent/atomic_file.h"
 #include "agent/curl_library.h"
+#include "agent/log.h"
 #include "agent/sha256_file.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
@@ -404,20 +404,20 @@ bool ArtifactFetcher::StampVouches(const std::string& path, const std::string& s
   const absl::StatusOr<VerifiedStamp> stamp = ReadStamp(StampPathFor(path));
   if (!stamp.ok()) {
     if (!absl::IsNotFound(stamp.status())) {
-      spdlog::warn("artifact cache: stamp unusable, hashing {}: {}", path,
+      log::Warn("artifact cache: stamp unusable, hashing {}: {}", path,
                    stamp.status().ToString());
     }
     return false;
   }
   if (stamp->sha256 != sha256 || stamp->identity != identity) {
-    spdlog::info("artifact cache: {} changed since its stamp, hashing it", path);
+    log::Info("artifact cache: {} changed since its stamp, hashing it", path);
     return false;
   }
   const absl::Duration age = clock_->Now() - stamp->verified_at;
   if (age < absl::ZeroDuration() || age >= reverify_after_) {
     // A clock before the stamp (a device that booted without its real-time
     // clock set) cannot tell the age, so it is treated as expired.
-    spdlog::info("artifact cache: stamp of {} is {} old (re-verified every {}), hashing it", path,
+    log::Info("artifact cache: stamp of {} is {} old (re-verified every {}), hashing it", path,
                  absl::FormatDuration(age), absl::FormatDuration(reverify_after_));
     return false;
   }
@@ -436,7 +436,7 @@ void ArtifactFetcher::StampIfUnchanged(const std::string& path, const std::strin
   }
   const VerifiedStamp stamp{sha256, before_hash, clock_->Now()};
   if (absl::Status written = WriteStamp(StampPathFor(path), stamp); !written.ok()) {
-    spdlog::warn("artifact cache: cannot stamp {} as verified: {}", path, written.ToString());
+    log::Warn("artifact cache: cannot stamp {} as verified: {}", path, written.ToString());
   }
 }
 
@@ -520,7 +520,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     // the last bytes came in) left the whole artifact: the size and digest
     // decide, as at a clean end, instead of a fallback with every byte here.
     if (!outcome.oversized && FileSizeOrZero(partial_path) == artifact.size_bytes()) {
-      spdlog::info("artifact: transfer of {} ended early ({}) with all {} bytes; verifying them",
+      log::Info("artifact: transfer of {} ended early ({}) with all {} bytes; verifying them",
                    artifact.uri(), outcome.error_text, artifact.size_bytes());
       RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
       return result;

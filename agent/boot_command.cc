@@ -11,11 +11,11 @@
 #include "agent/boot_flow.h"
 #include "agent/command_options.h"
 #include "agent/live_device.h"
+#include "agent/log.h"
 #include "agent/outcome_report.h"
 #include "agent/pending_reports.h"
 #include "agent/trust_client.h"
 #include "agent/weightpath_client.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
@@ -40,11 +40,11 @@ void ReportBoot(const AgentConfig& config, const BootOutcome& outcome, const Rep
       outcome.record.source == DecisionSource::kServer || outcome.trust_refused;
   if (server_answered) reports = SendReports(std::move(reports), report, config.call_timeout, "boot");
   if (!reports.empty()) {
-    spdlog::info("boot: {} outcome report(s) kept in {} until the server takes them",
+    log::Info("boot: {} outcome report(s) kept in {} until the server takes them",
                  reports.size(), PendingReportsPath(config.state_dir));
   }
   if (absl::Status saved = SavePendingReports(reports, config.state_dir); !saved.ok()) {
-    spdlog::warn("boot: pending outcome reports not saved: {}", saved.ToString());
+    log::Warn("boot: pending outcome reports not saved: {}", saved.ToString());
   }
 }
 
@@ -102,10 +102,9 @@ int RunBootCommand(int argc, char** argv) {
   const std::optional<std::string> config_path = options->Value("--config");
   if (!config_path.has_value()) return UsageError("boot", "--config FILE is required", BootUsage());
   const std::string root = options->ValueOr("--root", "/");
-  LogToStderr();
   absl::StatusOr<AgentConfig> config = LoadAgentConfig(*config_path, root);
   if (!config.ok()) {
-    spdlog::error("boot: config: {} (exit {})", config.status().ToString(), kExitNothingUsable);
+    log::Error("boot: config: {} (exit {})", config.status().ToString(), kExitNothingUsable);
     return kExitNothingUsable;
   }
 
@@ -133,7 +132,7 @@ int RunBootCommand(int argc, char** argv) {
 
   absl::StatusOr<BootOutcome> outcome = RunBootFlow(*config, dependencies);
   if (!outcome.ok()) {
-    spdlog::error("boot: nothing usable: {} (exit {})", outcome.status().ToString(),
+    log::Error("boot: nothing usable: {} (exit {})", outcome.status().ToString(),
                   kExitNothingUsable);
     return kExitNothingUsable;
   }
@@ -143,14 +142,14 @@ int RunBootCommand(int argc, char** argv) {
       outcome->trust_refused ? " (the server's artifact was refused by the trust check)" : "";
   switch (record.source) {
     case DecisionSource::kServer:
-      spdlog::info("boot: decision from the server: {} (exit {})", Describe(record), exit_code);
+      log::Info("boot: decision from the server: {} (exit {})", Describe(record), exit_code);
       break;
     case DecisionSource::kLastGood:
-      spdlog::warn("boot: using the last good decision{}: {} (exit {})", why, Describe(record),
+      log::Warn("boot: using the last good decision{}: {} (exit {})", why, Describe(record),
                    exit_code);
       break;
     case DecisionSource::kOffline:
-      spdlog::warn("boot: offline decision from the default policy{}: {} (exit {})", why,
+      log::Warn("boot: offline decision from the default policy{}: {} (exit {})", why,
                    Describe(record), exit_code);
       break;
   }

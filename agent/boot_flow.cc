@@ -12,6 +12,7 @@
 #include "agent/engine_input.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
+#include "agent/log.h"
 #include "agent/offline_decision.h"
 #include "agent/outcome_report.h"
 #include "agent/resolve_request.h"
@@ -22,7 +23,6 @@
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
@@ -46,7 +46,7 @@ absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& de
   const v1::Artifact* installed = held != nullptr ? &held->artifact() : nullptr;
   const absl::Status verdict = CheckArtifactForDevice(trust, decision.artifact(), profile, installed);
   if (verdict.ok()) return verdict;
-  spdlog::error("boot: trust: the server's artifact {} is refused: {}",
+  log::Error("boot: trust: the server's artifact {} is refused: {}",
                 ControlEscaped(decision.artifact().target_path().empty()
                                    ? decision.artifact().uri()
                                    : decision.artifact().target_path()),
@@ -59,9 +59,9 @@ absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& de
                       std::string(verdict.message()), dependencies.clock->Now()),
         left);
     if (sent.ok()) {
-      spdlog::info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
+      log::Info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
     } else {
-      spdlog::warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
+      log::Warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
     }
   }
   return verdict;
@@ -88,7 +88,7 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
         absl::StatusOr<v1::ResolveWeightPathResponse> response =
             dependencies.resolve(request, call_timeout);
         if (!response.ok()) {
-          spdlog::info("boot: resolve attempt failed: {}", response.status().ToString());
+          log::Info("boot: resolve attempt failed: {}", response.status().ToString());
           return response.status();
         }
         record.response = *std::move(response);
@@ -101,7 +101,7 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
       DecisionFromAnswer(std::move(record.response), held);
   if (!decision.ok()) return WithContext(decision.status(), "server response");
   record.response = *std::move(decision);
-  spdlog::info("boot: server {} path {} for model {} after {} attempt(s)",
+  log::Info("boot: server {} path {} for model {} after {} attempt(s)",
                unchanged ? "kept" : "chose", record.response.weight_path().name(),
                record.response.model(), trace.attempts);
 
@@ -127,11 +127,11 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
       record.response.artifact(), budget_end - dependencies.clock->MonotonicNow());
   if (!fetched.ok()) return WithContext(fetched.status(), "artifact");
   if (fetched->downloaded) {
-    spdlog::info("boot: downloaded {} bytes of {} (resumed from byte {})",
+    log::Info("boot: downloaded {} bytes of {} (resumed from byte {})",
                  fetched->bytes_transferred, record.response.artifact().uri(),
                  fetched->resumed_from);
   } else {
-    spdlog::info("boot: artifact {} already cached and verified ({})", fetched->path,
+    log::Info("boot: artifact {} already cached and verified ({})", fetched->path,
                  fetched->hashed ? "hashed" : "stamp trusted");
   }
   record.artifact_path = fetched->path;
@@ -164,7 +164,7 @@ void RememberLastGood(const DecisionRecord& record, const std::string& state_dir
   }
   if (absl::Status saved = SaveLastGood(record, state_dir); !saved.ok()) {
     // The engine has its decision; only a later fallback boot loses out.
-    spdlog::warn("boot: could not record the last good decision: {}", saved.ToString());
+    log::Warn("boot: could not record the last good decision: {}", saved.ToString());
   }
 }
 
@@ -198,7 +198,7 @@ void RemoveStaleTemporaries(const AgentConfig& config) {
   };
   for (const Target& target : targets) {
     for (const std::string& removed : RemoveStaleTemporaryFiles(target.directory, target.is_target)) {
-      spdlog::info("boot: removed {}, left by an interrupted write", removed);
+      log::Info("boot: removed {}, left by an interrupted write", removed);
     }
   }
 }
@@ -247,7 +247,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   } else {
     fallback_reason = WithContext(profile.status(), "probe").ToString();
   }
-  spdlog::warn("boot: no usable server decision: {}", fallback_reason);
+  log::Warn("boot: no usable server decision: {}", fallback_reason);
 
   if (last_good.ok()) {
     absl::StatusOr<std::string> artifact_path = fetcher.VerifyCached(last_good->response.artifact());
@@ -257,11 +257,11 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       record.artifact_path = *artifact_path;
       return HandOver(std::move(record), fallback_reason, config, trust_refused);
     }
-    spdlog::warn("boot: last good decision unusable: {}",
+    log::Warn("boot: last good decision unusable: {}",
                  artifact_path.ok() ? "it was for another model"
                                     : artifact_path.status().ToString());
   } else if (last_good.status().code() != absl::StatusCode::kNotFound) {
-    spdlog::warn("boot: last good decision unreadable: {}", last_good.status().ToString());
+    log::Warn("boot: last good decision unreadable: {}", last_good.status().ToString());
   }
 
   if (!profile.ok()) {
@@ -287,7 +287,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       record.response.set_model(last_good->response.model());
       record.artifact_path = fetched->path;
     } else {
-      spdlog::warn("boot: offline path {} has a known artifact, but it is unavailable: {}",
+      log::Warn("boot: offline path {} has a known artifact, but it is unavailable: {}",
                    record.response.weight_path().name(), fetched.status().ToString());
     }
   }

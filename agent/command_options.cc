@@ -5,8 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "spdlog/sinks/stdout_sinks.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
@@ -49,10 +47,5 @@ int UsageError(absl::string_view command, absl::string_view message, const std::
                                 usage);
 }
 
-void LogToStderr() {
-  auto logger = spdlog::stderr_logger_mt("weightpath-agent");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
-}
 
 }  // namespace weightpath::agent

@@ -42,7 +42,4 @@ absl::StatusOr<CommandOptions> ParseCommandOptions(
 // (common/command_line.h); returns the bad-command-line exit code (2).
 int UsageError(absl::string_view command, absl::string_view message, const std::string& usage);
 
-// journald stamps each line itself; stderr keeps stdout free for tools.
-void LogToStderr();
-
 }  // namespace weightpath::agent

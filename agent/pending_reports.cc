@@ -6,10 +6,10 @@
 #include "absl/strings/str_split.h"
 #include "agent/atomic_file.h"
 #include "agent/local_file.h"
+#include "agent/log.h"
 #include "agent/retry_policy.h"
 #include "common/retry_pushback.h"
 #include "google/protobuf/util/json_util.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 
@@ -22,7 +22,7 @@ std::vector<v1::ReportOutcomeRequest> LoadPendingReports(const std::string& stat
   absl::StatusOr<std::string> text = ReadLocalFile(path, "pending reports");
   if (!text.ok()) {
     if (text.status().code() != absl::StatusCode::kNotFound) {
-      spdlog::warn("pending reports {} dropped: {}", path, text.status().ToString());
+      log::Warn("pending reports {} dropped: {}", path, text.status().ToString());
     }
     return {};
   }
@@ -34,7 +34,7 @@ std::vector<v1::ReportOutcomeRequest> LoadPendingReports(const std::string& stat
     const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
         google::protobuf::StringPiece(line.data(), line.size()), &report);
     if (!parsed.ok()) {
-      spdlog::warn("{}:{}: not a report, dropped: {}", path, line_number,
+      log::Warn("{}:{}: not a report, dropped: {}", path, line_number,
                    parsed.message().as_string());
       continue;
     }
@@ -75,7 +75,7 @@ std::vector<v1::ReportOutcomeRequest> SendReports(std::vector<v1::ReportOutcomeR
     const absl::Status sent = report(reports[i], timeout);
     if (sent.ok()) continue;
     if (IsRetryable(sent.code())) still_unsent.push_back(reports[i]);
-    spdlog::warn("{}: report {} not accepted: {}", std::string(log_prefix),
+    log::Warn("{}: report {} not accepted: {}", std::string(log_prefix),
                  v1::Outcome_Name(reports[i].outcome()), sent.ToString());
     if (RetryPushback(sent).has_value()) {
       still_unsent.insert(still_unsent.end(),

@@ -10,12 +10,12 @@
 #include "agent/command_options.h"
 #include "agent/decision_record.h"
 #include "agent/live_device.h"
+#include "agent/log.h"
 #include "agent/pending_reports.h"
 #include "agent/run_loop.h"
 #include "agent/run_shell.h"
 #include "agent/trust_client.h"
 #include "agent/weightpath_client.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 namespace {
@@ -24,7 +24,7 @@ std::optional<DecisionRecord> ReadCurrentDecision(const std::string& decision_fi
   absl::StatusOr<DecisionRecord> record = ReadDecisionFile(decision_file);
   if (record.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
   if (!record.ok()) {
-    spdlog::warn("run: ignoring {}: {}", decision_file, record.status().ToString());
+    log::Warn("run: ignoring {}: {}", decision_file, record.status().ToString());
     return std::nullopt;
   }
   return *std::move(record);
@@ -65,17 +65,16 @@ int RunRunCommand(int argc, char** argv) {
   const std::optional<std::string> config_path = options->Value("--config");
   if (!config_path.has_value()) return UsageError("run", "--config FILE is required", RunUsage());
   const std::string root = options->ValueOr("--root", "/");
-  LogToStderr();
 
   absl::StatusOr<AgentConfig> config = LoadAgentConfig(*config_path, root);
   if (!config.ok()) {
-    spdlog::error("run: config: {}", config.status().ToString());
+    log::Error("run: config: {}", config.status().ToString());
     return kExitNothingUsable;
   }
   absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
       WeightPathClient::Create(config->server, config->tls);
   if (!client.ok()) {
-    spdlog::error("run: {}", client.status().ToString());
+    log::Error("run: {}", client.status().ToString());
     return kExitNothingUsable;
   }
 
@@ -99,7 +98,7 @@ int RunRunCommand(int argc, char** argv) {
   // first pass; from here on the loop holds it.
   loop.QueueReports(LoadPendingReports(config->state_dir));
   if (absl::Status cleared = SavePendingReports({}, config->state_dir); !cleared.ok()) {
-    spdlog::warn("run: {}", cleared.ToString());
+    log::Warn("run: {}", cleared.ToString());
   }
   if (options->Has("--once")) {
     const PassResult result = loop.RunOnce();

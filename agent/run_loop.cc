@@ -9,6 +9,7 @@
 #include "agent/engine_input.h"
 #include "agent/handover.h"
 #include "agent/last_good_store.h"
+#include "agent/log.h"
 #include "agent/outcome_report.h"
 #include "agent/pending_reports.h"
 #include "agent/resolve_request.h"
@@ -16,7 +17,6 @@
 #include "agent/trust_client.h"
 #include "common/retry_pushback.h"
 #include "google/protobuf/util/json_util.h"
-#include "spdlog/spdlog.h"
 
 namespace weightpath::agent {
 
@@ -85,7 +85,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
           *dependencies_.trust, response.artifact(), profile,
           current_.has_value() ? &current_->response.artifact() : nullptr);
       if (!verdict.ok()) {
-        spdlog::error("run: trust: new artifact for {} refused, keeping the current decision: {}",
+        log::Error("run: trust: new artifact for {} refused, keeping the current decision: {}",
                       response.weight_path().name(), verdict.ToString());
         // Tried again on the next pass (the metadata may be current by
         // then), reported once per build.
@@ -100,7 +100,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     ArtifactFetcher fetcher(config_.cache_dir, dependencies_.clock, kDefaultReverifyAfter);
     absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
     if (!fetched.ok()) {
-      spdlog::warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
+      log::Warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
                    fetched.status().ToString());
       // Bytes that are not the artifact are a verdict on the build; a
       // network hiccup is not, and the next pass simply tries again.
@@ -117,16 +117,16 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
 
   const absl::Status started = StartEngine(next);
   if (started.ok()) {
-    spdlog::info("run: engine runs path={} rollout={}", response.weight_path().name(),
+    log::Info("run: engine runs path={} rollout={}", response.weight_path().name(),
                  response.rollout().rollout_id().empty() ? "none" : response.rollout().rollout_id());
     const absl::Status saved = SaveLastGood(next, config_.state_dir);
-    if (!saved.ok()) spdlog::warn("run: last good decision not saved: {}", saved.ToString());
+    if (!saved.ok()) log::Warn("run: last good decision not saved: {}", saved.ToString());
     current_ = std::move(next);
     Report(v1::OUTCOME_ENGINE_STARTED, response, "");
     return PassResult::kApplied;
   }
 
-  spdlog::error("run: new build failed, going back: {}", started.ToString());
+  log::Error("run: new build failed, going back: {}", started.ToString());
   rejected_build_ = BuildKey(response);
   Report(v1::OUTCOME_ENGINE_START_FAILED, response, std::string(started.message()));
   std::string rollback_detail = "back on the previous decision";
@@ -134,7 +134,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     const absl::Status restored = StartEngine(*current_);
     if (!restored.ok()) {
       rollback_detail = absl::StrCat("previous decision restored but: ", restored.message());
-      spdlog::error("run: previous build did not come back cleanly: {}", restored.ToString());
+      log::Error("run: previous build did not come back cleanly: {}", restored.ToString());
     }
   } else {
     rollback_detail = "no previous decision to go back to";
@@ -148,7 +148,7 @@ PassResult RunLoop::RunOnce() {
   next_wait_ = JitteredInterval(config_.resolve_interval, *dependencies_.random);
   absl::StatusOr<v1::HardwareProfile> profile = dependencies_.probe();
   if (!profile.ok()) {
-    spdlog::warn("run: probe failed: {}", profile.status().ToString());
+    log::Warn("run: probe failed: {}", profile.status().ToString());
     return PassResult::kResolveFailed;
   }
   // Only a server decision has an etag the server can recognise.
@@ -159,7 +159,7 @@ PassResult RunLoop::RunOnce() {
       dependencies_.resolve(ResolveRequest(config_, *profile, dependencies_.agent_version, held),
                             config_.call_timeout);
   if (!answer.ok()) {
-    spdlog::warn("run: resolve failed, keeping the current decision: {}",
+    log::Warn("run: resolve failed, keeping the current decision: {}",
                  answer.status().ToString());
     // A server shedding load said when to come back; never sooner.
     if (const std::optional<absl::Duration> pushback = RetryPushback(answer.status());
@@ -178,7 +178,7 @@ PassResult RunLoop::RunOnce() {
   if (answer->unchanged()) {
     absl::StatusOr<v1::ResolveWeightPathResponse> kept = DecisionFromAnswer(*answer, held);
     if (!kept.ok()) {
-      spdlog::warn("run: keeping the current decision: {}", kept.status().ToString());
+      log::Warn("run: keeping the current decision: {}", kept.status().ToString());
       return PassResult::kResolveFailed;
     }
     rejected_build_.clear();
@@ -189,7 +189,7 @@ PassResult RunLoop::RunOnce() {
   // attribution of the running build rewrites the hand-over files.
   if (absl::Status usable = ValidateForEngine(DecisionRecord{*response, "", DecisionSource::kServer});
       !usable.ok()) {
-    spdlog::error("run: server decision refused, keeping the current one: {}", usable.ToString());
+    log::Error("run: server decision refused, keeping the current one: {}", usable.ToString());
     return PassResult::kRefusedDecision;
   }
 
@@ -202,7 +202,7 @@ PassResult RunLoop::RunOnce() {
       // for the new rollout instead of staying silent until the timeout.
       current_->response = *response;
       const absl::Status written = WriteHandover(*current_, config_.decision_file, config_.env_file);
-      if (!written.ok()) spdlog::warn("run: decision file not updated: {}", written.ToString());
+      if (!written.ok()) log::Warn("run: decision file not updated: {}", written.ToString());
       if (!response->rollout().rollout_id().empty()) {
         Report(v1::OUTCOME_ENGINE_STARTED, *response, "build already running");
       }

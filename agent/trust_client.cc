@@ -9,12 +9,12 @@
 #include "agent/artifact_fetcher.h"
 #include "agent/atomic_file.h"
 #include "agent/local_file.h"
+#include "agent/log.h"
 #include "agent/verified_stamp.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "policy/absl_view.h"
 #include "policy/hardware_class.h"
-#include "spdlog/spdlog.h"
 #include "trust/crypto.h"
 
 namespace weightpath::agent {
@@ -134,32 +134,32 @@ absl::Status TrustClient::Update(absl::Duration time_limit) {
       LoadTrustedState(config_, state_dir_, start, /*use_stamp=*/true);
   if (!loaded.ok()) {
     last_update_ = loaded.status();
-    spdlog::warn("trust: no trusted root: {}; no new artifact is installed",
+    log::Warn("trust: no trusted root: {}; no new artifact is installed",
                  last_update_.ToString());
     return last_update_;
   }
-  if (loaded->note) spdlog::warn("trust: {}", *loaded->note);
+  if (loaded->note) log::Warn("trust: {}", *loaded->note);
   set_.emplace(std::move(loaded->set));
   const int64_t root_before = set_->root().signed_part.version;
 
   absl::StatusOr<trust::RefreshReport> report = trust::RefreshMetadata(*set_, fetch_);
-  for (const std::string& note : set_->notes()) spdlog::info("trust: {}", note);
+  for (const std::string& note : set_->notes()) log::Info("trust: {}", note);
   if (set_->root().signed_part.version != root_before) {
-    spdlog::info("trust: followed the root from v{} to v{}", root_before,
+    log::Info("trust: followed the root from v{} to v{}", root_before,
                  set_->root().signed_part.version);
   }
   const bool persisted = Persist(loaded->state_bytes);
   if (report.ok() && persisted) StampState();
   if (!report.ok()) {
     last_update_ = report.status();
-    spdlog::warn(
+    log::Warn(
         "trust: metadata from {} not current: {}; no new artifact is installed until an update "
         "succeeds (the artifact already installed still boots)",
         config_.metadata_url, last_update_.ToString());
     return last_update_;
   }
   last_update_ = absl::OkStatus();
-  spdlog::info("trust: metadata current: {} ({}{})", Versions(*set_),
+  log::Info("trust: metadata current: {} ({}{})", Versions(*set_),
                report->timestamp_unchanged
                    ? "timestamp unchanged"
                    : absl::StrCat("fetched ", absl::StrJoin(report->downloaded, ", ")),
@@ -178,7 +178,7 @@ bool TrustClient::Persist(const std::string& previous_state) {
       !written.ok()) {
     // The next update starts from the older state: it re-fetches, and its
     // rollback reference is older, no worse than that.
-    spdlog::warn("trust: could not save the trusted state: {}", written.ToString());
+    log::Warn("trust: could not save the trusted state: {}", written.ToString());
     return false;
   }
   return true;
@@ -201,7 +201,7 @@ void TrustClient::StampState() {
   if (ChangedTooRecentlyToStamp(*identity, absl::Now())) return;
   if (absl::Status written = WriteStamp(stamp_path, {sha256, *identity, clock_->Now()});
       !written.ok()) {
-    spdlog::warn("trust: could not stamp the verified state: {}", written.ToString());
+    log::Warn("trust: could not stamp the verified state: {}", written.ToString());
   }
 }
 
@@ -224,7 +224,7 @@ absl::Status TrustClient::CheckArtifact(const v1::Artifact& artifact,
   }
   if (!last_update_.ok() || !set_) {
     if (installed != nullptr && SameArtifact(artifact, *installed)) {
-      spdlog::info(
+      log::Info(
           "trust: metadata not current, but {} is the artifact already installed (verified when it "
           "was installed): kept",
           artifact.target_path());
@@ -247,7 +247,7 @@ absl::Status TrustClient::CheckArtifact(const v1::Artifact& artifact,
   RETURN_IF_ERROR(target.status());
   RETURN_IF_ERROR(trust::CheckArtifactAgainstTarget(
       *target, static_cast<int64_t>(artifact.size_bytes()), artifact.sha256(), hardware_class));
-  spdlog::info("trust: target {} verified: {} bytes, sha256 {}, for {}, signed by {} v{}",
+  log::Info("trust: target {} verified: {} bytes, sha256 {}, for {}, signed by {} v{}",
                target->path, target->file.length, target->sha256, std::string(hardware_class),
                target->role, set_->targets(target->role)->signed_part.version);
   return absl::OkStatus();

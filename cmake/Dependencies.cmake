@@ -3,6 +3,7 @@ find_package(Threads REQUIRED)
 find_package(gRPC CONFIG REQUIRED)       # also brings protobuf via FindProtobuf
 find_package(absl CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)        # libfmt-dev, spdlog's own formatter
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(GTest CONFIG REQUIRED)
