@@ -576,8 +576,14 @@ TEST_F(AgentTrustEndToEnd, AnExpiredTimestampBlocksANewBuildButNotTheInstalledOn
                               HasSubstr("decision from the server")));
   // ...a new one does not.
   ServeDecision(next);
+  const size_t outcomes_before = Outcomes().size();
   ExpectRefusedKeepingTheLastGood(Boot(), next, "expired at");
-  EXPECT_THAT(Outcomes().back(), HasSubstr("(freeze attack)"));
+  // The refusal is reported, and so is the boot of the build kept (last in
+  // order, as OUTCOME_BOOT_OK from the last good decision).
+  const std::vector<std::string> outcomes = Outcomes();
+  ASSERT_GT(outcomes.size(), outcomes_before);
+  EXPECT_THAT(std::vector<std::string>(outcomes.begin() + outcomes_before, outcomes.end()),
+              Contains(HasSubstr("(freeze attack)")));
   const trust::Json status = TrustStatus();
   EXPECT_TRUE(status.Find("roles")->Find("timestamp")->Find("expired")->bool_value());
   EXPECT_THAT(trust::CanonicalJson(*status.Find("notes")),
