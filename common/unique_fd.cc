@@ -20,6 +20,8 @@ absl::Status ErrnoStatus(int error, absl::string_view context) {
       return absl::PermissionDeniedError(message);
     case EEXIST:
       return absl::AlreadyExistsError(message);
+    case EINVAL:
+      return absl::InvalidArgumentError(message);
     default:
       return absl::UnavailableError(message);
   }

@@ -56,9 +56,10 @@ class UniqueFd {
 
 // "`context`: <strerror(error)>", with the code a caller can act on:
 // NOT_FOUND for a missing file or directory (ENOENT, ENOTDIR),
-// PERMISSION_DENIED (EACCES, EPERM), ALREADY_EXISTS (EEXIST), and
-// UNAVAILABLE for the rest (an I/O error, a full disk, a descriptor limit),
-// which may pass when tried again.
+// PERMISSION_DENIED (EACCES, EPERM), ALREADY_EXISTS (EEXIST),
+// INVALID_ARGUMENT (EINVAL: the call does not apply, e.g. readlink of a
+// file that is not a link), and UNAVAILABLE for the rest (an I/O error, a
+// full disk, a descriptor limit), which may pass when tried again.
 absl::Status ErrnoStatus(int error, absl::string_view context);
 
 }  // namespace weightpath

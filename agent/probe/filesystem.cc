@@ -6,30 +6,20 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 
 namespace weightpath::probe {
 namespace {
 
-absl::Status ErrnoStatus(int error_number, absl::string_view what, absl::string_view path) {
-  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(error_number));
-  switch (error_number) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case EINVAL:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::UnavailableError(message);
-  }
+// "WHAT PATH: reason": readlink of a file that is not a link is
+// INVALID_ARGUMENT (EINVAL), a missing one NOT_FOUND.
+absl::Status PathError(int error_number, absl::string_view what, absl::string_view path) {
+  return ErrnoStatus(error_number, absl::StrCat(what, " ", path));
 }
 
 class RootedFilesystem final : public Filesystem {
@@ -45,7 +35,7 @@ class RootedFilesystem final : public Filesystem {
     // /proc and /sys files report size 0, so read until EOF rather than by
     // stat size.
     std::ifstream in(host_path, std::ios::binary);
-    if (!in) return ErrnoStatus(errno, "cannot read", path);
+    if (!in) return PathError(errno, "cannot read", path);
     std::ostringstream text;
     text << in.rdbuf();
     if (in.bad()) return absl::UnavailableError(absl::StrCat("error while reading ", path));
@@ -55,7 +45,7 @@ class RootedFilesystem final : public Filesystem {
   absl::StatusOr<std::vector<std::string>> ListDirectory(absl::string_view path) const override {
     const std::string host_path = HostPath(path);
     DIR* directory = opendir(host_path.c_str());
-    if (directory == nullptr) return ErrnoStatus(errno, "cannot list", path);
+    if (directory == nullptr) return PathError(errno, "cannot list", path);
     std::vector<std::string> names;
     while (const dirent* entry = readdir(directory)) {
       absl::string_view name = entry->d_name;
@@ -71,7 +61,7 @@ class RootedFilesystem final : public Filesystem {
     const std::string host_path = HostPath(path);
     std::string target(4096, '\0');
     const ssize_t length = readlink(host_path.c_str(), target.data(), target.size());
-    if (length < 0) return ErrnoStatus(errno, "cannot read link", path);
+    if (length < 0) return PathError(errno, "cannot read link", path);
     target.resize(static_cast<size_t>(length));
     return target;
   }

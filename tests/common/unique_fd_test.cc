@@ -110,6 +110,7 @@ TEST(ErrnoStatusTest, NamesTheCallAndMapsTheCode) {
                                                  HasSubstr("Permission denied")));
   EXPECT_THAT(ErrnoStatus(EPERM, "a"), StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(ErrnoStatus(EEXIST, "a"), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(ErrnoStatus(EINVAL, "a"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ErrnoStatus(EIO, "b: read"),
               StatusIs(absl::StatusCode::kUnavailable, Eq("b: read: Input/output error")));
   EXPECT_THAT(ErrnoStatus(ENOSPC, "a"), StatusIs(absl::StatusCode::kUnavailable));
