@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "ctl/command_error.h"
 #include "ctl/repo_files.h"
+#include "ctl/view_output.h"
 #include "trust/client.h"
 #include "trust/crypto.h"
 #include "trust/json.h"
@@ -133,7 +134,7 @@ std::vector<FlagSpec> FlagsFor(Action action) {
               {"root", '\0', true, "the trusted root a device holds (default METADATA/1.root.json)"},
               {"target", '\0', true, "also look up this target path and print it"},
               {"at", '\0', true, "verify at this time (2030-01-01T00:00:00Z) instead of now"},
-              {"output", 'o', true, "text (default) or json"},
+              {"output", 'o', true, "table (default), json or yaml"},
               HelpFlag()};
   }
   return {};
@@ -1043,13 +1044,7 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
     ASSIGN_OR_RETURN(std::string repo, RequiredFlag(args, "repo"));
     directory = LayoutOf(repo).metadata;
   }
-  bool json = false;
-  if (std::optional<std::string> output = args.Value("output")) {
-    if (*output != "json" && *output != "text") {
-      return absl::InvalidArgumentError(absl::StrCat("-o: '", *output, "'; text or json"));
-    }
-    json = *output == "json";
-  }
+  ASSIGN_OR_RETURN(const ViewOutput output, ParseViewOutput(args.Value("output")));
   absl::Time at = now;
   if (std::optional<std::string> text = args.Value("at")) {
     absl::StatusOr<absl::Time> parsed = trust::ParseExpires(*text);
@@ -1069,7 +1064,7 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
   }
 
   const Root& root = set.root().signed_part;
-  if (json) {
+  if (output != ViewOutput::kTable) {
     Json out = Json::MakeObject();
     out.Set("metadata_dir", Json::String(directory));
     out.Set("reference_time", Json::String(trust::FormatExpires(at)));
@@ -1086,8 +1081,7 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
     for (const trust::TargetInfo& info : targets) listed.array().push_back(TargetJson(info));
     out.Set("target_files", std::move(listed));
     if (target) out.Set("target", TargetJson(*target));
-    io.out << trust::PrettyJson(out);
-    return absl::OkStatus();
+    return WriteJsonDocument(trust::PrettyJson(out), output, io.out);
   }
   io.out << directory << ": verified from " << root_path << " (root v"
          << report.root_version_before << ") at " << trust::FormatExpires(at) << "\n";

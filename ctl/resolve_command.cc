@@ -33,7 +33,7 @@ const std::vector<FlagSpec>& ResolveFlags() {
       {"priority", '\0', true, "speed (default) or fidelity"},
       {"policy", '\0', true, "policy YAML to use instead of the bundled default"},
       {"labels", '\0', true, "device labels, k=v,k2=v2"},
-      {"output", 'o', true, "text (default) or json"},
+      {"output", 'o', true, "table (default), json or yaml"},
       {"help", 'h', false, "show this help"},
     };
     // --server ADDR and its TLS flags, shared with the other remote commands.
@@ -62,7 +62,7 @@ void WriteHelp(std::ostream& out) {
 struct ResolveInputs {
   v1::ResolveWeightPathRequest request;
   std::shared_ptr<const policy::Policy> policy;
-  OutputFormat format = OutputFormat::kText;
+  ViewOutput format = ViewOutput::kTable;
 };
 
 absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
@@ -88,11 +88,9 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
     if (!parsed.ok()) return parsed.status();
     *inputs.request.mutable_labels() = *std::move(parsed);
   }
-  if (std::optional<std::string> format = arguments.Value("output")) {
-    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*format);
-    if (!parsed.ok()) return parsed.status();
-    inputs.format = *parsed;
-  }
+  absl::StatusOr<ViewOutput> format = ParseViewOutput(arguments.Value("output"));
+  if (!format.ok()) return format.status();
+  inputs.format = *format;
   if (std::optional<std::string> model = arguments.Value("model")) {
     inputs.request.set_model(*model);
   }

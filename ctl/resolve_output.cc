@@ -35,30 +35,9 @@ void Line(std::ostream& out, std::string_view label, const std::string& value) {
 
 }  // namespace
 
-absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
-  if (text == "text") return OutputFormat::kText;
-  if (text == "json") return OutputFormat::kJson;
-  return absl::InvalidArgumentError(
-      absl::StrCat("output format '", std::string(text), "' is not one of: json, text"));
-}
-
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
-                                  OutputFormat format, std::ostream& out) {
-  if (format == OutputFormat::kJson) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    std::string json;
-    auto status = google::protobuf::util::MessageToJsonString(response, &json, options);
-    if (!status.ok()) {
-      return absl::InternalError(
-          absl::StrCat("cannot print the response as JSON: ", std::string(status.message())));
-    }
-    out << json;
-    if (json.empty() || json.back() != '\n') out << "\n";
-    return absl::OkStatus();
-  }
+                                  ViewOutput format, std::ostream& out) {
+  if (format != ViewOutput::kTable) return WriteMessage(response, format, out);
 
   const v1::WeightPathSpec& path = response.weight_path();
   std::string build = path.quantization().empty() ? "model dtype" : path.quantization();

@@ -6,17 +6,13 @@
 #include <ostream>
 #include <string_view>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
+#include "ctl/view_output.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::ctl {
 
-enum class OutputFormat { kText, kJson };
-
-// "text" or "json"; INVALID_ARGUMENT naming the value otherwise.
-absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text);
-
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
-                                  OutputFormat format, std::ostream& out);
+                                  ViewOutput format, std::ostream& out);
 
 }  // namespace weightpath::ctl

@@ -5,13 +5,14 @@
 
 #include <csignal>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "ctl/admin_query.h"
 #include "ctl/command_error.h"
-#include "ctl/resolve_output.h"
 #include "ctl/rollout_client.h"
 #include "ctl/rollout_view.h"
 #include "ctl/rollout_yaml.h"
@@ -54,7 +55,7 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
                      "aborted (exit 1); Ctrl-C exits 130"});
     flags.push_back({"interval", '\0', true, "with --watch: time between reads (default 2s)"});
   }
-  flags.push_back({"output", 'o', true, "text (default) or json"});
+  flags.push_back({"output", 'o', true, "table (default), json or yaml"});
   flags.push_back({"help", 'h', false, "show this help"});
   return flags;
 }
@@ -82,19 +83,14 @@ void WriteHelp(std::ostream& out) {
       << "  --reason TEXT   (pause, resume, advance, abort) why, kept as the state reason\n";
 }
 
-absl::Status PrintRollout(const v1::Rollout& rollout, OutputFormat format, std::ostream& out) {
-  if (format == OutputFormat::kJson) {
-    absl::StatusOr<std::string> json = RolloutJson(rollout);
-    if (!json.ok()) return json.status();
-    out << *json;
-    return absl::OkStatus();
-  }
+absl::Status PrintRollout(const v1::Rollout& rollout, ViewOutput format, std::ostream& out) {
+  if (format != ViewOutput::kTable) return WriteMessage(rollout, format, out);
   out << FormatRolloutProgress(rollout);
   return absl::OkStatus();
 }
 
 // The rollout is read first, so the line can say what was deleted.
-absl::Status DeleteRollout(const std::string& id, OutputFormat format,
+absl::Status DeleteRollout(const std::string& id, ViewOutput format,
                            FleetAdminConnection& connection, std::ostream& out) {
   v1::GetRolloutRequest get;
   get.set_id(id);
@@ -106,7 +102,7 @@ absl::Status DeleteRollout(const std::string& id, OutputFormat format,
   absl::StatusOr<v1::DeleteRolloutResponse> deleted =
       CallFleetAdmin(connection, &v1::FleetAdmin::Stub::DeleteRollout, request, "DeleteRollout");
   if (!deleted.ok()) return deleted.status();
-  if (format == OutputFormat::kJson) return PrintRollout(*rollout, format, out);
+  if (format != ViewOutput::kTable) return PrintRollout(*rollout, format, out);
   out << "rollout/" << id << " deleted (it was " << RolloutStateName(rollout->state())
       << "); its outcomes stay in the store, and the id can be used again\n";
   if (rollout->state() == v1::ROLLOUT_STATE_COMPLETED) {
@@ -117,12 +113,9 @@ absl::Status DeleteRollout(const std::string& id, OutputFormat format,
 
 absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArguments& arguments,
                  std::ostream& out) {
-  OutputFormat format = OutputFormat::kText;
-  if (std::optional<std::string> text = arguments.Value("output")) {
-    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*text);
-    if (!parsed.ok()) return parsed.status();
-    format = *parsed;
-  }
+  absl::StatusOr<ViewOutput> parsed_format = ParseViewOutput(arguments.Value("output"));
+  if (!parsed_format.ok()) return parsed_format.status();
+  const ViewOutput format = *parsed_format;
   // The file is read and checked before any connection, so a typo in it
   // never depends on the server being up.
   v1::CreateRolloutRequest create;
@@ -160,10 +153,8 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
       v1::ListRolloutsResponse response;
       status = connection->stub().ListRollouts(context.get(), v1::ListRolloutsRequest(), &response);
       if (!status.ok()) return FromGrpcStatus("ListRollouts", status, *context);
-      if (format == OutputFormat::kJson) {
-        absl::StatusOr<std::string> json = RolloutJson(response);
-        if (!json.ok()) return json.status();
-        out << *json;
+      if (format != ViewOutput::kTable) {
+        RETURN_IF_ERROR(WriteMessage(response, format, out));
       } else {
         out << FormatRolloutList({response.rollouts().begin(), response.rollouts().end()});
       }
@@ -229,17 +220,14 @@ int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io)
                          io.err);
     }
   }
-  OutputFormat format = OutputFormat::kText;
-  if (std::optional<std::string> text = arguments.Value("output")) {
-    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*text);
-    if (!parsed.ok()) return ReportError(kCommand, parsed.status(), io.err);
-    format = *parsed;
-  }
+  absl::StatusOr<ViewOutput> parsed_format = ParseViewOutput(arguments.Value("output"));
+  if (!parsed_format.ok()) return ReportError(kCommand, parsed_format.status(), io.err);
+  const ViewOutput format = *parsed_format;
   absl::StatusOr<FleetAdminConnection> connection = FleetAdminConnection::Open(arguments);
   if (!connection.ok()) return ReportError(kCommand, connection.status(), io.err);
   // In place only on a terminal: a pipe or a log gets each change once.
   const bool in_place = &io.out == &std::cout && isatty(STDOUT_FILENO) == 1 &&
-                        format == OutputFormat::kText;
+                        format == ViewOutput::kTable;
   interrupted = 0;
   struct sigaction action = {};
   action.sa_handler = OnInterrupt;
@@ -263,13 +251,13 @@ int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io)
       break;
     }
     std::string block;
-    if (format == OutputFormat::kJson) {
-      absl::StatusOr<std::string> json = RolloutJson(rollout);
-      if (!json.ok()) {
-        exit_code = ReportError(kCommand, json.status(), io.err);
+    if (format != ViewOutput::kTable) {
+      std::ostringstream document;
+      if (absl::Status written = WriteMessage(rollout, format, document); !written.ok()) {
+        exit_code = ReportError(kCommand, written, io.err);
         break;
       }
-      block = *std::move(json);
+      block = document.str();
     } else {
       block = FormatRolloutProgress(rollout);
     }

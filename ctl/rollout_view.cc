@@ -207,15 +207,4 @@ std::string FormatGateTable(const v1::Rollout& rollout) {
   return out.str();
 }
 
-absl::StatusOr<std::string> RolloutJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  const auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!printed.ok()) return absl::InternalError(absl::StrCat("JSON output: ", std::string(printed.message())));
-  if (json.empty() || json.back() != '\n') json.push_back('\n');
-  return json;
-}
-
 }  // namespace weightpath::ctl

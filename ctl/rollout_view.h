@@ -25,7 +25,4 @@ std::string FormatRolloutList(const std::vector<v1::Rollout>& rollouts);
 // first evaluation.
 std::string FormatGateTable(const v1::Rollout& rollout);
 
-// Protobuf JSON with the proto field names, indented, one trailing newline.
-absl::StatusOr<std::string> RolloutJson(const google::protobuf::Message& message);
-
 }  // namespace weightpath::ctl

@@ -93,6 +93,12 @@ absl::Status WriteJsonText(const std::string& json, ViewOutput output, std::ostr
 
 }  // namespace
 
+absl::Status WriteJsonDocument(const std::string& json, ViewOutput output, std::ostream& out) {
+  std::string trimmed = json;
+  while (!trimmed.empty() && trimmed.back() == '\n') trimmed.pop_back();
+  return WriteJsonText(trimmed, output, out);
+}
+
 absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
                           std::ostream& out) {
   absl::StatusOr<std::string> json = ProtoJson(message);

@@ -36,6 +36,10 @@ absl::StatusOr<ViewOutput> ParseViewOutput(const std::optional<std::string>& tex
 absl::Status WriteMessage(const google::protobuf::Message& message, ViewOutput output,
                           std::ostream& out);
 
+// A JSON document that is not a protobuf message (e.g. TUF metadata), as
+// JSON or in YAML block style (never kTable).
+absl::Status WriteJsonDocument(const std::string& json, ViewOutput output, std::ostream& out);
+
 // One JSON or YAML document of several messages, each under its name, in
 // the order given: {"device": {...}, "verification": {...}}.
 using NamedMessage = std::pair<std::string, const google::protobuf::Message*>;

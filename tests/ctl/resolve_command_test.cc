@@ -238,8 +238,16 @@ TEST(CtlResolveErrorTest, WithoutOfflineTheConfiguredServerIsAskedAndABadConfigI
 
 TEST(CtlResolveErrorTest, UnknownOutputFormat) {
   ExpectUsageError(Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"), "-o",
-                        "yaml"}),
-                   "output format 'yaml' is not one of: json, text");
+                        "xml"}),
+                   "-o/--output 'xml' is not one of: json, table, yaml");
+}
+
+TEST(CtlResolveTest, YamlIsTheJsonDocumentInYaml) {
+  const ProcessResult yaml =
+      Ctl({"resolve", "--offline", "--profile", ExampleProfile("amd-zen4"), "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, HasSubstr("hardware_class: \"x86_cpu\""));
+  EXPECT_THAT(yaml.out, HasSubstr("weight_path:"));
 }
 
 TEST(CtlResolveErrorTest, InvalidPolicyFileNamesTheLine) {

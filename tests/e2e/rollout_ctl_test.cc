@@ -8,6 +8,7 @@
 #include "ctl/command.h"
 #include "ctl/command_table.h"
 #include "ctl/rollout_view.h"
+#include "ctl/view_output.h"
 #include "ctl/rollout_yaml.h"
 #include "deploy/rollout_validation.h"
 #include "gmock/gmock.h"
@@ -168,10 +169,13 @@ TEST(CtlRolloutViewTest, ListHasOneLinePerRolloutAndJsonUsesProtoNames) {
   EXPECT_THAT(list, HasSubstr("PAUSED"));
   EXPECT_THAT(list, HasSubstr("2 of 4   10%      40 "));
   EXPECT_EQ(FormatRolloutList({}), "no rollouts\n");
-  absl::StatusOr<std::string> json = RolloutJson(InProgress());
-  ASSERT_THAT(json.status(), IsOk());
-  EXPECT_THAT(*json, HasSubstr("\"current_stage\": 1"));
-  EXPECT_THAT(*json, HasSubstr("\"state\": \"ROLLOUT_STATE_PAUSED\""));
+  std::ostringstream json;
+  ASSERT_THAT(WriteMessage(InProgress(), ViewOutput::kJson, json), IsOk());
+  EXPECT_THAT(json.str(), HasSubstr("\"current_stage\": 1"));
+  EXPECT_THAT(json.str(), HasSubstr("\"state\": \"ROLLOUT_STATE_PAUSED\""));
+  std::ostringstream yaml;
+  ASSERT_THAT(WriteMessage(InProgress(), ViewOutput::kYaml, yaml), IsOk());
+  EXPECT_THAT(yaml.str(), HasSubstr("state: \"ROLLOUT_STATE_PAUSED\""));
 }
 
 int RunCtl(const std::vector<std::string>& args, std::string* out, std::string* err) {
