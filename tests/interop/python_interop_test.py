@@ -749,6 +749,42 @@ class EngineHarnessTest(unittest.TestCase):
         self.assertEqual(refused.exception.code(), grpc.StatusCode.NOT_FOUND)
         self.assertIn("device_id", refused.exception.details())
 
+    def test_boots_are_counted_by_boot_source(self):
+        device_id = "interop-python-boots"
+        client = weightpath_client.WeightPathClient(channel, retry_budget_s=0)
+        decision = client.resolve(resolve_request("raspberry-pi-5.json", "fidelity", device_id))
+
+        def boots(source, outcome="boot_ok"):
+            with urllib.request.urlopen(f"http://{server.metrics_address}/metrics",
+                                        timeout=CALL_TIMEOUT_S) as answer:
+                text = answer.read().decode()
+            series = f'weightpath_agent_boots_total{{outcome="{outcome}",source="{source}"}} '
+            lines = [line for line in text.splitlines() if line.startswith(series)]
+            self.assertEqual(len(lines), 1, f"{series} in /metrics")
+            return float(lines[0][len(series):])
+
+        before = boots("last_good")
+        failed_before = boots("offline", "boot_failed")
+        booted = weightpath_client.outcome_request(device_id, decision, "OUTCOME_BOOT_OK")
+        booted.boot_source = wp.BOOT_SOURCE_LAST_GOOD
+        self.assertFalse(client.report_outcome(booted).duplicate)
+        self.assertTrue(client.report_outcome(booted).duplicate)
+        failed = weightpath_client.outcome_request(device_id, decision, "OUTCOME_BOOT_FAILED")
+        failed.boot_source = wp.BOOT_SOURCE_OFFLINE
+        self.assertFalse(client.report_outcome(failed).duplicate)
+        self.assertEqual(boots("last_good"), before + 1, "a retried key counts once")
+        self.assertEqual(boots("offline", "boot_failed"), failed_before + 1)
+
+        for source, outcome in ((99, "OUTCOME_BOOT_OK"),
+                                (wp.BOOT_SOURCE_SERVER, "OUTCOME_ENGINE_STARTED")):
+            with self.subTest(source=source, outcome=outcome):
+                refused = weightpath_client.outcome_request(device_id, decision, outcome)
+                refused.boot_source = source
+                with self.assertRaises(grpc.RpcError) as error:
+                    client.report_outcome(refused)
+                self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("boot_source", error.exception.details())
+
 
 class SignedCatalogTest(unittest.TestCase):
     """A second server whose catalog is a TUF repository made by the real
@@ -826,39 +862,3 @@ class SignedCatalogTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
-    def test_boots_are_counted_by_boot_source(self):
-        device_id = "interop-python-boots"
-        client = weightpath_client.WeightPathClient(channel, retry_budget_s=0)
-        decision = client.resolve(resolve_request("raspberry-pi-5.json", "fidelity", device_id))
-
-        def boots(source, outcome="boot_ok"):
-            with urllib.request.urlopen(f"http://{server.metrics_address}/metrics",
-                                        timeout=CALL_TIMEOUT_S) as answer:
-                text = answer.read().decode()
-            series = f'weightpath_agent_boots_total{{outcome="{outcome}",source="{source}"}} '
-            lines = [line for line in text.splitlines() if line.startswith(series)]
-            self.assertEqual(len(lines), 1, f"{series} in /metrics")
-            return float(lines[0][len(series):])
-
-        before = boots("last_good")
-        failed_before = boots("offline", "boot_failed")
-        booted = weightpath_client.outcome_request(device_id, decision, "OUTCOME_BOOT_OK")
-        booted.boot_source = wp.BOOT_SOURCE_LAST_GOOD
-        self.assertFalse(client.report_outcome(booted).duplicate)
-        self.assertTrue(client.report_outcome(booted).duplicate)
-        failed = weightpath_client.outcome_request(device_id, decision, "OUTCOME_BOOT_FAILED")
-        failed.boot_source = wp.BOOT_SOURCE_OFFLINE
-        self.assertFalse(client.report_outcome(failed).duplicate)
-        self.assertEqual(boots("last_good"), before + 1, "a retried key counts once")
-        self.assertEqual(boots("offline", "boot_failed"), failed_before + 1)
-
-        for source, outcome in ((99, "OUTCOME_BOOT_OK"),
-                                (wp.BOOT_SOURCE_SERVER, "OUTCOME_ENGINE_STARTED")):
-            with self.subTest(source=source, outcome=outcome):
-                refused = weightpath_client.outcome_request(device_id, decision, outcome)
-                refused.boot_source = source
-                with self.assertRaises(grpc.RpcError) as error:
-                    client.report_outcome(refused)
-                self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
-                self.assertIn("boot_source", error.exception.details())
-
