@@ -95,11 +95,8 @@ int RunRunCommand(int argc, char** argv) {
 
   RunLoop loop(*config, dependencies, ReadCurrentDecision(config->decision_file));
   // The boot's report, when boot could not send it, goes out with the
-  // first pass; from here on the loop holds it.
+  // first pass; the file keeps it until the server has taken it.
   loop.QueueReports(LoadPendingReports(config->state_dir));
-  if (absl::Status cleared = SavePendingReports({}, config->state_dir); !cleared.ok()) {
-    log::Warn("run: {}", cleared.ToString());
-  }
   if (options->Has("--once")) {
     const PassResult result = loop.RunOnce();
     const bool failed = result == PassResult::kRolledBack || result == PassResult::kFetchFailed ||

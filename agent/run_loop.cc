@@ -50,10 +50,17 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
 void RunLoop::FlushReports() {
   // The server's pushback, when it sends one, is minutes short of the next
   // pass: what it holds back waits for that.
+  if (unsent_.empty() && !unsent_saved_) return;
   unsent_ = SendReports(std::move(unsent_), dependencies_.report, config_.call_timeout, "run");
+  if (absl::Status saved = SavePendingReports(unsent_, config_.state_dir); !saved.ok()) {
+    log::Warn("run: {}", saved.ToString());
+    return;
+  }
+  unsent_saved_ = !unsent_.empty();
 }
 
 void RunLoop::QueueReports(std::vector<v1::ReportOutcomeRequest> reports) {
+  unsent_saved_ = unsent_saved_ || !reports.empty();
   unsent_.insert(unsent_.end(), std::make_move_iterator(reports.begin()),
                  std::make_move_iterator(reports.end()));
 }

@@ -74,9 +74,11 @@ class RunLoop {
 
   absl::Duration next_wait() const { return next_wait_; }
   const std::optional<DecisionRecord>& current() const { return current_; }
-  // Reports not yet accepted by the server; retried on every pass.
+  // Reports not yet accepted by the server; retried on every pass, and kept
+  // in state_dir (pending_reports.h) until the server takes them, so a loop
+  // that is stopped or dies loses none of them.
   const std::vector<v1::ReportOutcomeRequest>& unsent_reports() const { return unsent_; }
-  // Adds reports made before the loop (a boot's, pending_reports.h) to
+  // Adds reports made before the loop (a boot's, already in state_dir) to
   // those sent on the next pass.
   void QueueReports(std::vector<v1::ReportOutcomeRequest> reports);
 
@@ -95,6 +97,9 @@ class RunLoop {
   std::string trust_reported_build_;  // the last build the trust check refused
   absl::Duration next_wait_;
   std::vector<v1::ReportOutcomeRequest> unsent_;
+  // state_dir's pending reports file may hold reports: it is rewritten after
+  // every send until it is empty.
+  bool unsent_saved_ = false;
 };
 
 }  // namespace weightpath::agent

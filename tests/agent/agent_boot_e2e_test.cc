@@ -409,6 +409,16 @@ TEST_F(AgentBootEndToEnd, AnOfflineBootIsReportedByTheRunLoopOnceTheServerAnswer
   WriteAgentConfig(absl::StrCat("127.0.0.1:", UnusedPort()), "", kFallbackTiming);
   ASSERT_EQ(Boot().exit_code, 4);
   ASSERT_TRUE(fs::exists(device("state/pending_reports.jsonl")));
+  const std::string pending = ReadTextFile(device("state/pending_reports.jsonl"));
+
+  // A pass that cannot reach the server either keeps the report on disk: a
+  // loop stopped or killed before the server answers loses nothing.
+  const ProcessResult unreachable =
+      RunProcess({WEIGHTPATH_AGENT_BINARY, "run", "--once", "--config", device("agent.yaml")},
+                 {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  EXPECT_NE(unreachable.exit_code, 0) << unreachable.err;
+  ASSERT_TRUE(fs::exists(device("state/pending_reports.jsonl")));
+  EXPECT_EQ(ReadTextFile(device("state/pending_reports.jsonl")), pending);
 
   WriteAgentConfig(StartServer(catalog_path()));
   const ProcessResult run =
