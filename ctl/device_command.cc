@@ -2,9 +2,12 @@
 
 #include <optional>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/control_characters.h"
 #include "common/proto_time.h"
 #include "ctl/admin_output.h"
 #include "ctl/admin_query.h"
@@ -22,10 +25,11 @@ constexpr char kUsage[] =
     "summary, agent version, first and last seen; its last decision (path, model,\n"
     "priority, artifact, policy version, rollout); its regressions; and the\n"
     "verification cell of its path on its class and CPU model\n"
-    "(GetVerificationMatrix): how many devices reported it and their median figures.\n\n"
-    "Not shown, because the API does not return them: the device's own measurement\n"
-    "reports one by one and its outcome reports (boot, engine start, tasks); a\n"
-    "rollout's counts of outcomes are in 'weightpathctl rollout status ID'.";
+    "(GetVerificationMatrix): how many devices reported it and their median figures;\n"
+    "and the device's own last measurements and last outcomes (boot, engine start,\n"
+    "tasks), newest received first, at most 10 of each. Text the device sent is\n"
+    "shown with control characters as \\xNN. A rollout's counts of outcomes over\n"
+    "all its devices are in 'weightpathctl rollout status ID'.";
 
 const std::vector<FlagSpec>& DeviceFlags() {
   static const std::vector<FlagSpec> flags = ViewFlags({});
@@ -45,10 +49,66 @@ std::string PriorityWord(v1::Priority priority) {
   }
 }
 
+// Values carry what devices sent (labels, CPU model, paths, details): a
+// control character in them must not start a line of its own or drive the
+// operator's terminal.
 void Line(std::ostream& out, std::string_view label, const std::string& value) {
   std::string padded(label);
   padded.resize(std::max<size_t>(padded.size() + 2, 18), ' ');
-  out << "  " << padded << value << "\n";
+  out << "  " << padded << ControlEscaped(value) << "\n";
+}
+
+std::string OutcomeWord(v1::Outcome outcome) {
+  std::string name = v1::Outcome_Name(outcome);
+  if (name.empty()) return absl::StrCat("outcome ", static_cast<int>(outcome));
+  if (absl::StartsWith(name, "OUTCOME_")) name.erase(0, 8);
+  return absl::AsciiStrToLower(name);
+}
+
+std::string MeasurementSummary(const v1::DeviceMeasurement& m) {
+  std::string text = absl::StrCat(
+      OrDash(m.path()), ": decode ", FormatFigure(m.decode_tok_s(), 1), " tok/s, prefill ",
+      FormatFigure(m.prefill_tok_s(), 1), " tok/s, gemm ", FormatFigure(m.gemm_ms_per_step(), 1),
+      " ms/step, step ", FormatFigure(m.step_ms(), 1), " ms, ",
+      Counted(m.threads(), "thread", "threads"));
+  if (m.fidelity_prompts() > 0) {
+    absl::StrAppend(&text, ", fidelity ", m.fidelity_exact_matches(), " of ",
+                    m.fidelity_prompts(), " exact");
+  }
+  if (!m.engine_version().empty()) absl::StrAppend(&text, ", engine ", m.engine_version());
+  if (m.regression()) {
+    absl::StrAppend(&text, "; regression: ", OrDash(m.regression_reason()));
+  } else if (!m.regression_reason().empty()) {
+    absl::StrAppend(&text, "; ", m.regression_reason());
+  }
+  return text;
+}
+
+std::string OutcomeSummary(const v1::DeviceOutcome& o) {
+  std::string text = OutcomeWord(o.outcome());
+  if (o.outcome() == v1::OUTCOME_TASKS) {
+    absl::StrAppend(&text, " (", o.tasks_completed(), " completed, ", o.tasks_undone(),
+                    " undone, ", o.tasks_failed(), " failed)");
+  }
+  absl::StrAppend(&text, ": path ", OrDash(o.path()), ", rollout ",
+                  o.rollout_id().empty() ? "none" : o.rollout_id(), ", policy ",
+                  OrDash(o.policy_version()));
+  if (!o.artifact_sha256().empty()) absl::StrAppend(&text, ", sha256 ", o.artifact_sha256());
+  if (!o.detail().empty()) absl::StrAppend(&text, ", detail \"", o.detail(), "\"");
+  return text;
+}
+
+void WriteReports(const v1::Device& device, std::ostream& out) {
+  out << "last measurements (newest received first)\n";
+  if (device.recent_measurements().empty()) Line(out, "none", "the device has reported none");
+  for (const v1::DeviceMeasurement& m : device.recent_measurements()) {
+    Line(out, FormatTimestamp(m.measured_at()), MeasurementSummary(m));
+  }
+  out << "last outcomes (newest received first)\n";
+  if (device.recent_outcomes().empty()) Line(out, "none", "the device has reported none");
+  for (const v1::DeviceOutcome& o : device.recent_outcomes()) {
+    Line(out, FormatTimestamp(o.observed_at()), OutcomeSummary(o));
+  }
 }
 
 std::string SeenAt(const google::protobuf::Timestamp& at, absl::Time now) {
@@ -82,7 +142,7 @@ v1::GetVerificationMatrixResponse CellsFor(const v1::Device& device,
 void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixResponse* cells,
                 std::ostream& out) {
   const absl::Time now = absl::Now();
-  out << "device " << device.device_id() << "\n";
+  out << "device " << ControlEscaped(device.device_id()) << "\n";
   Line(out, "labels", FormatLabels(device.labels()));
   Line(out, "hardware class", OrDash(device.hardware_class()));
   const v1::ProfileSummary& profile = device.profile();
@@ -104,6 +164,8 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
   if (!artifact.sha256().empty()) Line(out, "sha256", artifact.sha256());
   Line(out, "policy version", OrDash(device.policy_version()));
   Line(out, "rollout", device.rollout_id().empty() ? "no rollout" : device.rollout_id());
+
+  WriteReports(device, out);
 
   out << "measurements\n";
   Line(out, "regressions", device.regression_count() == 0

@@ -121,6 +121,76 @@ class SqlFleetStore : public FleetStore {
     return DeviceFromRow(rows[0]);
   }
 
+  absl::StatusOr<DeviceReports> RecentDeviceReports(std::string_view device_id,
+                                                    uint32_t limit) override {
+    if (limit == 0 || limit > kMaxRecentDeviceReports) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "limit = ", limit, " is outside 1..", kMaxRecentDeviceReports));
+    }
+    const std::string id(device_id);
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    // Both reads find the device's rows through the leading device_id column
+    // of the per-device idempotency key's unique index (schema 5), then sort
+    // only that device's rows: no index of its own, and no migration.
+    RETURN_IF_ERROR(session->Begin(/*for_write=*/false));
+    ASSIGN_OR_RETURN(SqlRows measurement_rows,
+                     session->Query(absl::StrCat("SELECT ", kMeasurementColumns,
+                                                 " FROM measurements WHERE device_id = $1 "
+                                                 "ORDER BY received_at_us DESC, id DESC LIMIT $2"),
+                                    {id, int64_t{limit}}));
+    ASSIGN_OR_RETURN(
+        SqlRows outcome_rows,
+        session->Query("SELECT outcome, path, artifact_sha256, policy_version, rollout_id, "
+                       "tasks_completed, tasks_undone, tasks_failed, detail, observed_at_us, "
+                       "received_at_us FROM outcomes WHERE device_id = $1 "
+                       "ORDER BY received_at_us DESC, id DESC LIMIT $2",
+                       {id, int64_t{limit}}));
+    RETURN_IF_ERROR(session->Commit());
+    DeviceReports reports;
+    for (const SqlRow& row : measurement_rows) {
+      ASSIGN_OR_RETURN(StoredMeasurement m, MeasurementFromRow(row));
+      v1::DeviceMeasurement& out = reports.measurements.emplace_back();
+      out.set_measurement_id(m.measurement_id);
+      out.set_model(m.model);
+      out.set_path(m.path);
+      out.set_engine_version(m.engine_version);
+      out.set_decode_tok_s(m.decode_tok_s);
+      out.set_prefill_tok_s(m.prefill_tok_s);
+      out.set_gemm_ms_per_step(m.gemm_ms_per_step);
+      out.set_step_ms(m.step_ms);
+      out.set_threads(m.threads);
+      out.set_fidelity_exact_matches(m.fidelity_exact_matches);
+      out.set_fidelity_prompts(m.fidelity_prompts);
+      out.set_regression(m.regression);
+      out.set_regression_reason(m.regression_reason);
+      *out.mutable_measured_at() = ToTimestamp(m.measured_at);
+      *out.mutable_received_at() = ToTimestamp(m.received_at);
+    }
+    for (const SqlRow& row : outcome_rows) {
+      v1::DeviceOutcome& out = reports.outcomes.emplace_back();
+      ASSIGN_OR_RETURN(int64_t outcome, CellInt(row[0], "outcomes.outcome"));
+      ASSIGN_OR_RETURN(int64_t completed, CellInt(row[5], "outcomes.tasks_completed"));
+      ASSIGN_OR_RETURN(int64_t undone, CellInt(row[6], "outcomes.tasks_undone"));
+      ASSIGN_OR_RETURN(int64_t failed, CellInt(row[7], "outcomes.tasks_failed"));
+      ASSIGN_OR_RETURN(int64_t observed_us, CellInt(row[9], "outcomes.observed_at_us"));
+      ASSIGN_OR_RETURN(int64_t received_us, CellInt(row[10], "outcomes.received_at_us"));
+      out.set_outcome(v1::Outcome_IsValid(static_cast<int>(outcome))
+                          ? static_cast<v1::Outcome>(outcome)
+                          : v1::OUTCOME_UNSPECIFIED);
+      out.set_path(CellText(row[1]));
+      out.set_artifact_sha256(CellText(row[2]));
+      out.set_policy_version(CellText(row[3]));
+      out.set_rollout_id(CellText(row[4]));
+      out.set_tasks_completed(static_cast<uint32_t>(completed));
+      out.set_tasks_undone(static_cast<uint32_t>(undone));
+      out.set_tasks_failed(static_cast<uint32_t>(failed));
+      out.set_detail(CellText(row[8]));
+      *out.mutable_observed_at() = ToTimestamp(FromMicros(observed_us));
+      *out.mutable_received_at() = ToTimestamp(FromMicros(received_us));
+    }
+    return reports;
+  }
+
   absl::StatusOr<DevicePage> ListDevices(const DeviceQuery& query) override {
     if (query.page_size > kMaxPageSize) {
       return absl::InvalidArgumentError(

@@ -101,6 +101,15 @@ struct DeviceOutcomes {
   absl::Time last_report_at = absl::InfinitePast();
 };
 
+// What GetDevice returns of a device's own reports (Device.recent_*).
+inline constexpr uint32_t kRecentDeviceReports = 10;
+inline constexpr uint32_t kMaxRecentDeviceReports = 1000;
+
+struct DeviceReports {
+  std::vector<v1::DeviceMeasurement> measurements;  // newest received first
+  std::vector<v1::DeviceOutcome> outcomes;          // newest received first
+};
+
 class FleetStore {
  public:
   virtual ~FleetStore() = default;
@@ -121,6 +130,12 @@ class FleetStore {
   virtual absl::Status UpsertEncodedDevices(const std::vector<EncodedDevice>& batch) = 0;
   virtual absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) = 0;
   virtual absl::StatusOr<DevicePage> ListDevices(const DeviceQuery& query) = 0;
+  // The device's newest `limit` measurements and newest `limit` outcomes,
+  // newest received first (the server's clock: a device's own measured_at
+  // or observed_at cannot bury its later reports). No rows for an unknown
+  // device; limit 0 or above kMaxRecentDeviceReports is INVALID_ARGUMENT.
+  virtual absl::StatusOr<DeviceReports> RecentDeviceReports(std::string_view device_id,
+                                                            uint32_t limit) = 0;
   // Devices with last_seen >= seen_since, counted by class x path.
   virtual absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(absl::Time seen_since) = 0;
   // The same counts keyed (hardware_class, path), for the devices-seen gauge.

@@ -59,7 +59,15 @@ absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
 
 absl::StatusOr<v1::Device> FleetQueries::GetDevice(const v1::GetDeviceRequest& request) {
   if (request.device_id().empty()) return InvalidArgumentForField("device_id", "device_id is required");
-  return fleet_->store().GetDevice(request.device_id());
+  ASSIGN_OR_RETURN(v1::Device device, fleet_->store().GetDevice(request.device_id()));
+  ASSIGN_OR_RETURN(store::DeviceReports reports,
+                   fleet_->store().RecentDeviceReports(request.device_id(),
+                                                       store::kRecentDeviceReports));
+  for (v1::DeviceMeasurement& m : reports.measurements) {
+    *device.add_recent_measurements() = std::move(m);
+  }
+  for (v1::DeviceOutcome& o : reports.outcomes) *device.add_recent_outcomes() = std::move(o);
+  return device;
 }
 
 absl::StatusOr<v1::FleetSummaryResponse> FleetQueries::FleetSummary(

@@ -215,7 +215,11 @@ TEST_F(CtlOperatorTest, DeviceShowHasTheRecordTheLastDecisionAndTheFleetEvidence
                     HasSubstr("weight path       " + path_), HasSubstr("priority          speed"),
                     HasSubstr("policy version    sha256:"), HasSubstr("rollout           no rollout"),
                     HasSubstr("regressions       none"), HasSubstr("no reports yet for " + path_),
-                    HasSubstr(" ago)")));
+                    HasSubstr(" ago)"),
+                    HasSubstr("last measurements (newest received first)\n"
+                              "  none              the device has reported none\n"
+                              "last outcomes (newest received first)\n"
+                              "  none              the device has reported none\n")));
 
   auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
   v1::ReportMeasurementResponse reported;
@@ -227,14 +231,42 @@ TEST_F(CtlOperatorTest, DeviceShowHasTheRecordTheLastDecisionAndTheFleetEvidence
   })) << after.out << after.err;
   EXPECT_THAT(after.out, AllOf(HasSubstr("median 31.2 tok/s (min 31.2, max 31.2, 1 sample)"),
                                HasSubstr("3 of 12 prompts exact")));
+  // The device's own reports, its text shown with control characters
+  // escaped: a newline in a detail cannot forge a line of the view.
+  v1::ReportOutcomeRequest outcome;
+  outcome.set_idempotency_key("started-arm-1");
+  outcome.set_device_id("arm-1");
+  outcome.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+  outcome.set_path(path_);
+  outcome.set_detail("engine up\nrollout           forged\x1b[2J");
+  v1::ReportOutcomeResponse outcome_reported;
+  {
+    auto context = ContextWithDeadline();
+    ASSERT_TRUE(stub->ReportOutcome(context.get(), outcome, &outcome_reported).ok());
+  }
+  ProcessResult reports = Ctl({"device", "show", "arm-1"});
+  ASSERT_EQ(reports.exit_code, 0) << reports.err;
+  EXPECT_THAT(reports.out,
+              AllOf(HasSubstr("last measurements (newest received first)\n  20"),
+                    HasSubstr(path_ + ": decode 31.2 tok/s, prefill 0.0 tok/s, gemm 0.0 ms/step, "
+                                      "step 0.0 ms, 16 threads, fidelity 3 of 12 exact, engine 0.9.1"),
+                    HasSubstr("last outcomes (newest received first)\n  20"),
+                    HasSubstr("engine_started: path " + path_ + ", rollout none, policy -, "
+                              "detail \"engine up\\x0arollout           forged\\x1b[2J\"\n"),
+                    Not(HasSubstr("\nrollout           forged")), Not(HasSubstr("\x1b"))));
 
   ProcessResult yaml = Ctl({"device", "show", "arm-1", "-o", "yaml"});
   ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
   EXPECT_THAT(yaml.out, AllOf(HasSubstr("device:\n  device_id: \"arm-1\""),
-                              HasSubstr("verification:\n  cells:\n")));
+                              HasSubstr("verification:\n  cells:\n"),
+                              HasSubstr("recent_measurements:"), HasSubstr("recent_outcomes:")));
   ProcessResult json = Ctl({"device", "show", "arm-1", "-o", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_THAT(json.out, HasSubstr("\"device\": {"));
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"device\": {"), HasSubstr("\"recent_measurements\": ["),
+                              HasSubstr("\"decode_tok_s\": 31.2"),
+                              HasSubstr("\"recent_outcomes\": ["),
+                              HasSubstr("\"outcome\": \"OUTCOME_ENGINE_STARTED\""),
+                              HasSubstr("\"detail\": \"engine up\\nrollout")));
 }
 
 TEST_F(CtlOperatorTest, DeviceShowRefusalsAndUsageErrors) {
@@ -248,7 +280,8 @@ TEST_F(CtlOperatorTest, DeviceShowRefusalsAndUsageErrors) {
   EXPECT_EQ(Ctl({"device", "list"}).exit_code, 2);
   ProcessResult help = RunProcess({WEIGHTPATHCTL_PATH, "device", "show", "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_THAT(help.out, HasSubstr("Not shown, because the API does not return them"));
+  EXPECT_THAT(help.out, AllOf(HasSubstr("last measurements and last outcomes"),
+                              Not(HasSubstr("Not shown"))));
 }
 
 TEST_F(CtlOperatorTest, RolloutWatchPrintsEachChangeAndExitsZeroWhenTheRolloutCompletes) {

@@ -738,6 +738,22 @@ class EngineHarnessTest(unittest.TestCase):
         self.assertTrue(again.duplicate)
         self.assertFalse(client.report_outcome(outcome).duplicate)
         self.assertTrue(client.report_outcome(outcome).duplicate)
+        # GetDevice carries the device's own reports (fields 16 and 17), each
+        # once; ListDevices leaves them out.
+        device = unary("/weightpath.v1.FleetAdmin/GetDevice", fleet_pb2.Device,
+                       fleet_pb2.GetDeviceRequest(device_id=device_id),
+                       metadata=admin_metadata())
+        self.assertEqual([m.decode_tok_s for m in device.recent_measurements], [11.0])
+        self.assertEqual(device.recent_measurements[0].threads, 4)
+        self.assertEqual(device.recent_measurements[0].path, decision.weight_path.name)
+        self.assertEqual([o.outcome for o in device.recent_outcomes], [outcome.outcome])
+        self.assertGreater(device.recent_outcomes[0].received_at.seconds, 0)
+        listed = unary("/weightpath.v1.FleetAdmin/ListDevices", fleet_pb2.ListDevicesResponse,
+                       fleet_pb2.ListDevicesRequest(page_size=1000), metadata=admin_metadata())
+        mine = [d for d in listed.devices if d.device_id == device_id]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(len(mine[0].recent_measurements), 0)
+        self.assertEqual(len(mine[0].recent_outcomes), 0)
 
     def test_a_report_before_any_resolve_is_not_found(self):
         client = weightpath_client.WeightPathClient(channel, retry_budget_s=0)

@@ -753,6 +753,111 @@ TEST_P(StoreConformance, AnotherDevicesOutcomeKeyIsNoDuplicate) {
   EXPECT_EQ((*outcomes)[1].latest_outcome, v1::OUTCOME_ENGINE_STARTED);
 }
 
+// GetDevice's view of one device's own reports: newest received first (the
+// server's clock, whatever time the device claims), at most the limit of
+// each, every stored field carried, no other device's rows.
+TEST_P(StoreConformance, RecentDeviceReportsAreTheDevicesOwnNewestReceivedFirst) {
+  Register("dev-a");
+  Register("dev-b");
+  for (int i = 0; i < 4; ++i) {
+    // measured_at runs backwards: a device's clock does not order its reports.
+    ASSERT_THAT(store_->RecordMeasurement(
+                    Measurement(absl::StrCat("m", i), "dev-a", "w4a8-amx", 80.0 + i,
+                                kT0 - absl::Hours(i)),
+                    kT0 + absl::Seconds(i),
+                    [i](const StoredMeasurement&) {
+                      RegressionVerdict verdict;
+                      if (i == 3) {
+                        verdict.regression = true;
+                        verdict.reason = "decode below 0.8 of expected";
+                      }
+                      return verdict;
+                    }),
+                IsOk());
+    v1::ReportOutcomeRequest outcome =
+        Outcome(absl::StrCat("o", i), "dev-a", i == 3 ? v1::OUTCOME_TASKS : v1::OUTCOME_BOOT_OK,
+                kT0 - absl::Hours(i));
+    outcome.set_artifact_sha256(std::string(64, 'a' + i));
+    outcome.set_policy_version(absl::StrCat("sha256:p", i));
+    outcome.set_detail(absl::StrCat("boot ", i));
+    if (i == 3) {
+      outcome.set_tasks_completed(5);
+      outcome.set_tasks_undone(1);
+      outcome.set_tasks_failed(2);
+    }
+    ASSERT_THAT(store_->RecordOutcome(outcome, kT0 + absl::Seconds(i)), IsOk());
+  }
+  ASSERT_THAT(store_->RecordMeasurement(Measurement("m0", "dev-b", "w4a8-amx", 1.0, kT0),
+                                        kT0 + absl::Minutes(1)),
+              IsOk());
+  ASSERT_THAT(store_->RecordOutcome(Outcome("o0", "dev-b", v1::OUTCOME_BOOT_FAILED, kT0),
+                                    kT0 + absl::Minutes(1)),
+              IsOk());
+
+  auto reports = store_->RecentDeviceReports("dev-a", 3);
+  ASSERT_THAT(reports, IsOk());
+  ASSERT_THAT(reports->measurements, SizeIs(3));
+  ASSERT_THAT(reports->outcomes, SizeIs(3));
+  const v1::DeviceMeasurement& newest = reports->measurements[0];
+  EXPECT_EQ(newest.decode_tok_s(), 83.0);
+  EXPECT_EQ(reports->measurements[1].decode_tok_s(), 82.0);
+  EXPECT_EQ(reports->measurements[2].decode_tok_s(), 81.0);
+  EXPECT_FALSE(newest.measurement_id().empty());
+  EXPECT_EQ(newest.model(), "Spark-X2.5-1.7B");
+  EXPECT_EQ(newest.path(), "w4a8-amx");
+  EXPECT_EQ(newest.engine_version(), "vllm 0.28");
+  EXPECT_EQ(newest.prefill_tok_s(), 900);
+  EXPECT_EQ(newest.gemm_ms_per_step(), 5.91);
+  EXPECT_EQ(newest.step_ms(), 11.55);
+  EXPECT_EQ(newest.threads(), 24u);
+  EXPECT_EQ(newest.fidelity_exact_matches(), 1u);
+  EXPECT_EQ(newest.fidelity_prompts(), 12u);
+  EXPECT_TRUE(newest.regression());
+  EXPECT_EQ(newest.regression_reason(), "decode below 0.8 of expected");
+  EXPECT_FALSE(reports->measurements[1].regression());
+  EXPECT_EQ(FromProtoTime(newest.measured_at()), kT0 - absl::Hours(3));
+  EXPECT_EQ(FromProtoTime(newest.received_at()), kT0 + absl::Seconds(3));
+
+  const v1::DeviceOutcome& latest = reports->outcomes[0];
+  EXPECT_EQ(latest.outcome(), v1::OUTCOME_TASKS);
+  EXPECT_EQ(latest.path(), "w4a16-tinygemm");
+  EXPECT_EQ(latest.artifact_sha256(), std::string(64, 'd'));
+  EXPECT_EQ(latest.policy_version(), "sha256:p3");
+  EXPECT_EQ(latest.rollout_id(), "r");
+  EXPECT_EQ(latest.tasks_completed(), 5u);
+  EXPECT_EQ(latest.tasks_undone(), 1u);
+  EXPECT_EQ(latest.tasks_failed(), 2u);
+  EXPECT_EQ(latest.detail(), "boot 3");
+  EXPECT_EQ(FromProtoTime(latest.observed_at()), kT0 - absl::Hours(3));
+  EXPECT_EQ(FromProtoTime(latest.received_at()), kT0 + absl::Seconds(3));
+  EXPECT_EQ(reports->outcomes[1].outcome(), v1::OUTCOME_BOOT_OK);
+  EXPECT_EQ(reports->outcomes[1].detail(), "boot 2");
+  EXPECT_EQ(reports->outcomes[2].detail(), "boot 1");
+
+  auto all = store_->RecentDeviceReports("dev-a", kRecentDeviceReports);
+  ASSERT_THAT(all, IsOk());
+  EXPECT_THAT(all->measurements, SizeIs(4));
+  EXPECT_THAT(all->outcomes, SizeIs(4));
+  auto other = store_->RecentDeviceReports("dev-b", kRecentDeviceReports);
+  ASSERT_THAT(other, IsOk());
+  ASSERT_THAT(other->measurements, SizeIs(1));
+  EXPECT_EQ(other->measurements[0].decode_tok_s(), 1.0);
+  ASSERT_THAT(other->outcomes, SizeIs(1));
+  EXPECT_EQ(other->outcomes[0].outcome(), v1::OUTCOME_BOOT_FAILED);
+  auto unknown = store_->RecentDeviceReports("nobody", kRecentDeviceReports);
+  ASSERT_THAT(unknown, IsOk());
+  EXPECT_THAT(unknown->measurements, SizeIs(0));
+  EXPECT_THAT(unknown->outcomes, SizeIs(0));
+  EXPECT_THAT(store_->RecentDeviceReports("dev-a", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("limit")));
+  EXPECT_THAT(store_->RecentDeviceReports("dev-a", kMaxRecentDeviceReports + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("limit")));
+  // The registry record itself carries none: only the GetDevice RPC fills them.
+  auto device = store_->GetDevice("dev-a");
+  ASSERT_THAT(device, IsOk());
+  EXPECT_THAT(device->recent_measurements(), SizeIs(0));
+}
+
 TEST_P(StoreConformance, ReportsStoredBySchemaVersion4KeepTheirKeysPerDevice) {
   absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
   ASSERT_THAT(url, IsOk());
