@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -34,6 +35,12 @@ class CtlClientConfigTest : public ::testing::Test {
     ASSERT_EQ(::mkdir((dir_ + "/.config").c_str(), 0700), 0);
     ASSERT_EQ(::mkdir((dir_ + "/.config/weightpath").c_str(), 0700), 0);
     environment_["HOME"] = dir_;
+  }
+
+  // The directory holds token files: none is left behind in the temp dir.
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
 
   std::string Write(const std::string& name, const std::string& text, mode_t mode = 0600) {
