@@ -15,16 +15,17 @@ namespace {
 
 // [A-Za-z0-9._:/@+=-], one entry per byte value: a device id is checked on
 // every resolve.
-constexpr std::array<bool, 256> kDeviceIdChars = [] {
-  std::array<bool, 256> table{};
-  for (int c = 'a'; c <= 'z'; ++c) table[c] = true;
-  for (int c = 'A'; c <= 'Z'; ++c) table[c] = true;
-  for (int c = '0'; c <= '9'; ++c) table[c] = true;
-  for (const char c : {'.', '_', ':', '/', '@', '+', '=', '-'}) table[static_cast<uint8_t>(c)] = true;
+// 1 or 0 rather than bool, so AllDeviceIdChars can AND them as integers.
+constexpr std::array<uint8_t, 256> kDeviceIdChars = [] {
+  std::array<uint8_t, 256> table{};
+  for (int c = 'a'; c <= 'z'; ++c) table[c] = 1;
+  for (int c = 'A'; c <= 'Z'; ++c) table[c] = 1;
+  for (int c = '0'; c <= '9'; ++c) table[c] = 1;
+  for (const char c : {'.', '_', ':', '/', '@', '+', '=', '-'}) table[static_cast<uint8_t>(c)] = 1;
   return table;
 }();
 
-bool IsDeviceIdChar(char c) { return kDeviceIdChars[static_cast<uint8_t>(c)]; }
+bool IsDeviceIdChar(char c) { return kDeviceIdChars[static_cast<uint8_t>(c)] != 0; }
 
 // Every byte one of kDeviceIdChars, as a yes or no for the memo's path (it
 // runs on every answer). One table load and one AND a byte, four bytes a
@@ -33,14 +34,14 @@ bool IsDeviceIdChar(char c) { return kDeviceIdChars[static_cast<uint8_t>(c)]; }
 bool AllDeviceIdChars(absl::string_view device_id) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(device_id.data());
   const size_t size = device_id.size();
-  bool all = true;
+  unsigned all = 1;
   size_t i = 0;
   for (; i + 4 <= size; i += 4) {
     all &= kDeviceIdChars[bytes[i]] & kDeviceIdChars[bytes[i + 1]] & kDeviceIdChars[bytes[i + 2]] &
            kDeviceIdChars[bytes[i + 3]];
   }
   for (; i < size; ++i) all &= kDeviceIdChars[bytes[i]];
-  return all;
+  return all != 0;
 }
 
 constexpr std::array<bool, 256> kLowerHexDigits = [] {
