@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "deploy/rollout_evaluation.h"
+#include "policy/hardware_class.h"
 
 namespace weightpath::server {
 namespace {
@@ -12,6 +13,17 @@ namespace {
 constexpr const char* kGates[] = {"boot", "artifact", "engine", "silent", "task"};
 constexpr const char* kCohorts[] = {"member", "control"};
 constexpr const char* kSequentialVerdicts[] = {"pass", "fail", "inconclusive"};
+// What a sequential gate counted in one hardware class and cohort.
+constexpr const char* kSequentialCounts[] = {"failures", "trials"};
+
+// The hardware class names policy/ classifies into: the only values the
+// per-class series take, whatever a stored rollout holds.
+bool IsKnownHardwareClass(absl::string_view name) {
+  for (const policy::HardwareClass known : policy::kAllHardwareClasses) {
+    if (policy::HardwareClassName(known) == std::string_view(name.data(), name.size())) return true;
+  }
+  return false;
+}
 
 std::string WithoutPrefix(std::string name, absl::string_view prefix) {
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
@@ -86,6 +98,13 @@ RolloutMetrics::RolloutMetrics(std::shared_ptr<prometheus::Registry> registry)
                               .Help("Sequential gates: 1 for each gate's verdict at the last "
                                     "evaluation (pass, fail or inconclusive), 0 for the others")
                               .Register(*registry_)),
+      sequential_class_reports_(
+          prometheus::BuildGauge()
+              .Name("weightpath_rollout_sequential_gate_class_reports")
+              .Help("Sequential gates: the failures and trials each gate judged in each "
+                    "hardware class (members are compared with control devices of their own "
+                    "class) and cohort at the last evaluation")
+              .Register(*registry_)),
       outcomes_(prometheus::BuildCounter()
                     .Name("weightpath_rollout_outcomes_total")
                     .Help("Outcome reports by rollout and cohort (member or control)")
@@ -133,6 +152,22 @@ void RolloutMetrics::SetRollout(const v1::Rollout& rollout) {
       sequential_verdict_
           .Add({{"rollout", rollout.id()}, {"gate", gate.gate()}, {"verdict", verdict}})
           .Set(gate.verdict() == verdict ? 1 : 0);
+    }
+    for (const v1::SequentialGateClass& counts : gate.classes()) {
+      if (!IsKnownHardwareClass(counts.hardware_class())) continue;
+      const auto set = [&](const char* cohort, const char* count, uint64_t value) {
+        sequential_class_reports_
+            .Add({{"rollout", rollout.id()},
+                  {"gate", gate.gate()},
+                  {"hardware_class", counts.hardware_class()},
+                  {"cohort", cohort},
+                  {"count", count}})
+            .Set(static_cast<double>(value));
+      };
+      set("member", "failures", counts.member_failures());
+      set("member", "trials", counts.member_trials());
+      set("control", "failures", counts.control_failures());
+      set("control", "trials", counts.control_trials());
     }
   }
   for (int value = v1::ROLLOUT_STATE_PROGRESSING; value <= v1::ROLLOUT_STATE_ROLLED_BACK; ++value) {
@@ -194,6 +229,17 @@ void RolloutMetrics::RemoveRollout(absl::string_view rollout_id) {
     }
     for (const char* verdict : kSequentialVerdicts) {
       remove(sequential_verdict_, {{"rollout", id}, {"gate", gate}, {"verdict", verdict}});
+    }
+    for (const policy::HardwareClass hardware_class : policy::kAllHardwareClasses) {
+      for (const char* cohort : kCohorts) {
+        for (const char* count : kSequentialCounts) {
+          remove(sequential_class_reports_, {{"rollout", id},
+                                             {"gate", gate},
+                                             {"hardware_class", std::string(policy::HardwareClassName(hardware_class))},
+                                             {"cohort", cohort},
+                                             {"count", count}});
+        }
+      }
     }
     remove(breaches_, {{"rollout", id}, {"gate", gate}});
   }

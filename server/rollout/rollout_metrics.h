@@ -59,6 +59,7 @@ class RolloutMetrics {
   prometheus::Family<prometheus::Gauge>& sequential_e_value_;
   prometheus::Family<prometheus::Gauge>& sequential_threshold_;
   prometheus::Family<prometheus::Gauge>& sequential_verdict_;
+  prometheus::Family<prometheus::Gauge>& sequential_class_reports_;
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Family<prometheus::Counter>& breaches_;
 };

@@ -290,6 +290,18 @@ TEST_P(RolloutServerTest, SequentialGatesShowTheirEvidenceThresholdAndVerdictAsM
                                               labels, "}")));
   EXPECT_THAT(metrics, HasSubstr(absl::StrCat("weightpath_rollout_sequential_gate_e_value{evidence=\"pass\",",
                                               labels, "}")));
+  // Per hardware class and cohort, the counts the gate judged.
+  ASSERT_GT(gate.classes_size(), 0);
+  for (const v1::SequentialGateClass& counts : gate.classes()) {
+    const std::string class_labels = absl::StrCat("gate=\"", gate.gate(), "\",hardware_class=\"",
+                                                  counts.hardware_class(), "\",rollout=\"fidelity-agentic\"");
+    EXPECT_THAT(metrics, HasSubstr(absl::StrCat(
+                             "weightpath_rollout_sequential_gate_class_reports{cohort=\"member\",count=\"trials\",",
+                             class_labels, "} ", counts.member_trials())));
+    EXPECT_THAT(metrics, HasSubstr(absl::StrCat(
+                             "weightpath_rollout_sequential_gate_class_reports{cohort=\"control\",count=\"failures\",",
+                             class_labels, "} ", counts.control_failures())));
+  }
 }
 
 TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreach) {
