@@ -394,8 +394,14 @@ TEST_F(DeviceReportsTest, InflightLimitShedsTheCallsBeyondIt) {
     reporter.join();
   }
   EXPECT_EQ(held_report.error_code(), grpc::StatusCode::UNAVAILABLE) << held_report.error_message();
-  // Its place is free again once it was answered.
-  EXPECT_TRUE(Resolve("arm-1").ok());
+  // Its place is free again once the server has finished the call, which
+  // can be a moment after the client saw its answer (slow builds: ASan).
+  bool resolved = false;
+  for (int attempt = 0; attempt < 50 && !resolved; ++attempt) {
+    resolved = Resolve("arm-1").ok();
+    if (!resolved) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(resolved);
   EXPECT_GE(*SampleValue(Metrics(), "weightpath_device_calls_shed_total{limit=\"inflight\",method=\"ResolveWeightPath\"}"), 1);
 }
 
