@@ -9,6 +9,7 @@
 #include "ctl/command_error.h"
 #include "ctl/rollout_view.h"
 #include "ctl/text_file.h"
+#include "ctl/resolve_output.h"
 #include "ctl/view_output.h"
 #include "policy/profile_json.h"
 
@@ -159,17 +160,6 @@ absl::StatusOr<v1::ExplainDecisionRequest> ExplainProfileRequest(const std::stri
   // ExplainDecision records nothing; the id only has to be well-formed.
   subject->set_device_id("weightpathctl-explain");
   return request;
-}
-
-std::string PriorityWord(v1::Priority priority) {
-  switch (priority) {
-    case v1::PRIORITY_SPEED:
-      return "speed";
-    case v1::PRIORITY_FIDELITY:
-      return "fidelity";
-    default:
-      return "unspecified";
-  }
 }
 
 std::string VerificationSourceWord(v1::Verification::Source source) {

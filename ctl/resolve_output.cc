@@ -10,17 +10,6 @@
 namespace weightpath::ctl {
 namespace {
 
-std::string PriorityWord(v1::Priority priority) {
-  switch (priority) {
-    case v1::PRIORITY_SPEED:
-      return "speed";
-    case v1::PRIORITY_FIDELITY:
-      return "fidelity";
-    default:
-      return "unspecified";
-  }
-}
-
 std::string KwargsText(const google::protobuf::Struct& kwargs) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
@@ -34,6 +23,17 @@ void Line(std::ostream& out, std::string_view label, const std::string& value) {
 }
 
 }  // namespace
+
+std::string PriorityWord(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_SPEED:
+      return "speed";
+    case v1::PRIORITY_FIDELITY:
+      return "fidelity";
+    default:
+      return "unspecified";
+  }
+}
 
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
                                   ViewOutput format, std::ostream& out) {

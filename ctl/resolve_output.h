@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -11,6 +12,9 @@
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::ctl {
+
+// "speed", "fidelity" or "unspecified".
+std::string PriorityWord(v1::Priority priority);
 
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
                                   ViewOutput format, std::ostream& out);
