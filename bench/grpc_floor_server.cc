@@ -98,9 +98,8 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   // The server's limits and encodings (server/server.cc), so the headers
   // are the same bytes (grpc-accept-encoding) and the filters the same work.
-  // Not the server's interceptor (the weightpath_rpc_requests_total call
-  // counter): that is work the server chose to do on every call, so it is
-  // part of what is measured against the floor, not part of the floor.
+  // The server registers no interceptor (with one, gRPC does per-call work
+  // for it on every method), and neither does the floor.
   builder.SetMaxReceiveMessageSize(weightpath::server::kMaxReceiveMessageBytes);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);

@@ -217,7 +217,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
                                                   *server->rollout_metrics_});
   }
   server->fleet_admin_ = std::make_unique<FleetAdminService>(
-      server->operator_auth_.get(), admin_fleet, std::move(explain), server->store_executor_.get());
+      server->operator_auth_.get(), admin_fleet, std::move(explain), server->store_executor_.get(),
+      server->metrics_.get());
   DeviceCallLimitOptions limits;
   limits.rate_per_second = config.device_rate_limit;
   limits.burst = config.device_rate_burst;
@@ -232,9 +233,6 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   builder.AddListeningPort(config.listen, credentials, &grpc_port);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->fleet_admin_.get());
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(server->metrics_->MakeCallCounter());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
   builder.SetOption(ReflectionV1ServerOption());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);

@@ -12,61 +12,71 @@ namespace weightpath::server {
 grpc::ServerUnaryReactor* FleetAdminService::CreateRollout(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleCreateRollout);
+  return Serve("FleetAdmin/CreateRollout", context, request, response,
+               &FleetAdminService::HandleCreateRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::GetRollout(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleGetRollout);
+  return Serve("FleetAdmin/GetRollout", context, request, response,
+               &FleetAdminService::HandleGetRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::ListRollouts(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleListRollouts);
+  return Serve("FleetAdmin/ListRollouts", context, request, response,
+               &FleetAdminService::HandleListRollouts);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::PauseRollout(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandlePauseRollout);
+  return Serve("FleetAdmin/PauseRollout", context, request, response,
+               &FleetAdminService::HandlePauseRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::ResumeRollout(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleResumeRollout);
+  return Serve("FleetAdmin/ResumeRollout", context, request, response,
+               &FleetAdminService::HandleResumeRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::AdvanceRollout(grpc::CallbackServerContext* context,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleAdvanceRollout);
+  return Serve("FleetAdmin/AdvanceRollout", context, request, response,
+               &FleetAdminService::HandleAdvanceRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::AbortRollout(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleAbortRollout);
+  return Serve("FleetAdmin/AbortRollout", context, request, response,
+               &FleetAdminService::HandleAbortRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::UpdateRollout(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleUpdateRollout);
+  return Serve("FleetAdmin/UpdateRollout", context, request, response,
+               &FleetAdminService::HandleUpdateRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::DeleteRollout(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleDeleteRollout);
+  return Serve("FleetAdmin/DeleteRollout", context, request, response,
+               &FleetAdminService::HandleDeleteRollout);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleExplainDecision);
+  return Serve("FleetAdmin/ExplainDecision", context, request, response,
+               &FleetAdminService::HandleExplainDecision);
 }
 
 absl::StatusOr<v1::Rollout> FleetAdminService::HandleCreateRollout(

@@ -112,7 +112,8 @@ void FleetAdminService::RunAudited(const google::protobuf::Message& request,
 grpc::ServerUnaryReactor* FleetAdminService::ListAuditEvents(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleListAuditEvents);
+  return Serve("FleetAdmin/ListAuditEvents", context, request, response,
+               &FleetAdminService::HandleListAuditEvents);
 }
 
 absl::StatusOr<v1::ListAuditEventsResponse> FleetAdminService::HandleListAuditEvents(
@@ -124,25 +125,29 @@ absl::StatusOr<v1::ListAuditEventsResponse> FleetAdminService::HandleListAuditEv
 grpc::ServerUnaryReactor* FleetAdminService::ListDevices(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleListDevices);
+  return Serve("FleetAdmin/ListDevices", context, request, response,
+               &FleetAdminService::HandleListDevices);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::GetDevice(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleGetDevice);
+  return Serve("FleetAdmin/GetDevice", context, request, response,
+               &FleetAdminService::HandleGetDevice);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::FleetSummary(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleFleetSummary);
+  return Serve("FleetAdmin/FleetSummary", context, request, response,
+               &FleetAdminService::HandleFleetSummary);
 }
 
 grpc::ServerUnaryReactor* FleetAdminService::GetVerificationMatrix(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Serve(context, request, response, &FleetAdminService::HandleGetVerificationMatrix);
+  return Serve("FleetAdmin/GetVerificationMatrix", context, request, response,
+               &FleetAdminService::HandleGetVerificationMatrix);
 }
 
 absl::StatusOr<v1::ListDevicesResponse> FleetAdminService::HandleListDevices(

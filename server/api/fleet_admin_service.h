@@ -83,13 +83,14 @@ class FleetAdminService final
   using ExplainFunction = std::function<absl::StatusOr<v1::ExplainDecisionResponse>(
       const v1::ExplainDecisionRequest&)>;
 
-  // `store_executor` runs every call and must outlive them.
+  // `store_executor` runs every call and, like `metrics`, must outlive them.
   FleetAdminService(const OperatorAuth* auth, std::optional<Fleet> fleet, ExplainFunction explain,
-                    StoreExecutor* store_executor)
+                    StoreExecutor* store_executor, ServerMetrics* metrics)
       : auth_(auth),
         fleet_(fleet),
         explain_(std::move(explain)),
         store_executor_(store_executor),
+        metrics_(metrics),
         replica_(ThisReplicaName()) {}
 
   // Wire bytes in and out; clients see the ordinary typed methods.
@@ -143,9 +144,10 @@ class FleetAdminService final
   template <typename Request, typename Response>
   using Handler = absl::StatusOr<Response> (FleetAdminService::*)(const grpc::ServerContextBase&,
                                                                   const Request&);
-  // Parses, then runs `handler` on the store executor (ServeStoreCall).
+  // Parses, then runs `handler` on the store executor (ServeStoreCall);
+  // `method` labels its answers in weightpath_rpc_requests_total.
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
+  grpc::ServerUnaryReactor* Serve(const char* method, grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request_bytes,
                                   grpc::ByteBuffer* response_bytes,
                                   Handler<Request, Response> handler);
@@ -215,17 +217,19 @@ class FleetAdminService final
   const std::optional<Fleet> fleet_;
   const ExplainFunction explain_;
   StoreExecutor* const store_executor_;
+  ServerMetrics* const metrics_;
   // AuditEvent.replica: this host's name (a pod's name on Kubernetes).
   const std::string replica_;
 };
 
 template <typename Request, typename Response>
-grpc::ServerUnaryReactor* FleetAdminService::Serve(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* FleetAdminService::Serve(const char* method,
+                                                   grpc::CallbackServerContext* context,
                                                    const grpc::ByteBuffer* request_bytes,
                                                    grpc::ByteBuffer* response_bytes,
                                                    Handler<Request, Response> handler) {
   return ServeStoreCall<Request>(
-      context, request_bytes, response_bytes, store_executor_,
+      CountedAs{metrics_, method}, context, request_bytes, response_bytes, store_executor_,
       [this, context, handler](const Request& request) {
         absl::StatusOr<Response> result;
         RunAudited(request, [&] {

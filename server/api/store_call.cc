@@ -55,4 +55,10 @@ absl::Status ExpiredInQueue() {
       "call's deadline; retry later");
 }
 
+void FinishCounted(const CountedAs& counted, grpc::CallbackServerContext* context,
+                   grpc::ServerUnaryReactor* reactor, const absl::Status& status) {
+  counted.metrics->RecordRpc(counted.method, static_cast<int>(status.code()));
+  FinishCall(context, reactor, status);
+}
+
 }  // namespace weightpath::server::store_call_internal

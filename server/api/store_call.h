@@ -8,7 +8,8 @@
 //         -> queue on the StoreExecutor; on a worker, with the store's waits
 //            bounded by the call's deadline: the typed handler
 //         -> serialize its response, or its absl::Status through ToGrpcStatus
-//         -> finish the reactor (from the worker).
+//         -> finish the reactor (from the worker), counting the answer's
+//            code in weightpath_rpc_requests_total.
 //
 // A call the pool cannot take (queue full), or that is still queued when its
 // deadline is near, is answered UNAVAILABLE naming the store: retryable, and
@@ -31,6 +32,14 @@
 #include "store/call_deadline.h"
 
 namespace weightpath::server {
+
+// How a call's answers are counted: weightpath_rpc_requests_total's method
+// label, "FleetAdmin/ListDevices" (ServerMetrics::RecordRpc).
+struct CountedAs {
+  ServerMetrics* metrics;
+  const char* method;
+};
+
 namespace store_call_internal {
 
 // INVALID_ARGUMENT naming the request type when `bytes` is not one.
@@ -42,6 +51,10 @@ absl::Time StoreDeadline(const grpc::CallbackServerContext& context);
 absl::Status QueueFull(const StoreExecutor& executor);
 absl::Status ExpiredInQueue();
 
+// Counts `status`, then answers the call with it (FinishCall).
+void FinishCounted(const CountedAs& counted, grpc::CallbackServerContext* context,
+                   grpc::ServerUnaryReactor* reactor, const absl::Status& status);
+
 }  // namespace store_call_internal
 
 // Serves one call as described above. `handler`: absl::StatusOr<Response>
@@ -52,10 +65,12 @@ absl::Status ExpiredInQueue();
 // grpc-retry-pushback-ms trailer), and what it holds lives until the call
 // is answered (an in-flight place, server/device_call_limits.h).
 template <typename Request, typename Handler, typename Admit>
-grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* ServeStoreCall(const CountedAs& counted,
+                                         grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request_bytes,
                                          grpc::ByteBuffer* response_bytes,
                                          StoreExecutor* executor, Handler handler, Admit admit) {
+  using store_call_internal::FinishCounted;
   using Result = std::invoke_result_t<Handler&, const Request&>;
   static_assert(std::is_base_of_v<google::protobuf::Message, typename Result::value_type>,
                 "the handler returns absl::StatusOr<a response message>");
@@ -63,45 +78,48 @@ grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
   if (!request_bytes->Valid()) {
     // The call ended before its message arrived (the client reset the
     // stream); answered as gRPC answers a typed method there.
-    reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "No payload"));
+    FinishCounted(counted, context, reactor, absl::InternalError("No payload"));
     return reactor;
   }
   auto request = std::make_unique<Request>();
   if (absl::Status parsed = store_call_internal::ParseRequest(*request_bytes, request.get());
       !parsed.ok()) {
-    FinishCall(context, reactor, parsed);
+    FinishCounted(counted, context, reactor, parsed);
     return reactor;
   }
   auto admitted = admit(static_cast<const Request&>(*request));
   if (!admitted.ok()) {
-    FinishCall(context, reactor, admitted.status());
+    FinishCounted(counted, context, reactor, admitted.status());
     return reactor;
   }
   const absl::Time deadline = store_call_internal::StoreDeadline(*context);
   const bool queued = executor->Submit(
       deadline,
-      [context, reactor, response_bytes, deadline, request = std::move(request),
+      [counted, context, reactor, response_bytes, deadline, request = std::move(request),
        handler = std::move(handler), held = *std::move(admitted)]() mutable {
         Result result = [&] {
           const store::ScopedCallDeadline bounded(deadline);
           return handler(static_cast<const Request&>(*request));
         }();
         if (result.ok()) store_call_internal::SerializeResponse(*result, response_bytes);
-        FinishCall(context, reactor, result.status());
+        FinishCounted(counted, context, reactor, result.status());
       },
-      [reactor] { reactor->Finish(ToGrpcStatus(store_call_internal::ExpiredInQueue())); });
+      [counted, context, reactor] {
+        FinishCounted(counted, context, reactor, store_call_internal::ExpiredInQueue());
+      });
   // Not queued: both closures, and what admission holds, are gone already.
-  if (!queued) reactor->Finish(ToGrpcStatus(store_call_internal::QueueFull(*executor)));
+  if (!queued) FinishCounted(counted, context, reactor, store_call_internal::QueueFull(*executor));
   return reactor;
 }
 
 // The same without an admission step (the operator calls).
 template <typename Request, typename Handler>
-grpc::ServerUnaryReactor* ServeStoreCall(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* ServeStoreCall(const CountedAs& counted,
+                                         grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request_bytes,
                                          grpc::ByteBuffer* response_bytes,
                                          StoreExecutor* executor, Handler handler) {
-  return ServeStoreCall<Request>(context, request_bytes, response_bytes, executor,
+  return ServeStoreCall<Request>(counted, context, request_bytes, response_bytes, executor,
                                  std::move(handler),
                                  [](const Request&) { return absl::StatusOr<bool>(true); });
 }

@@ -301,7 +301,7 @@ grpc::ServerUnaryReactor* WeightPathService::ReportMeasurement(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes) {
   return ServeStoreCall<v1::ReportMeasurementRequest>(
-      context, request_bytes, response_bytes, store_executor_,
+      CountedAs{metrics_, "WeightPath/ReportMeasurement"}, context, request_bytes, response_bytes, store_executor_,
       [this, context](const v1::ReportMeasurementRequest& request) {
         return LoggedIfRefused("ReportMeasurement", request.device_id(),
                                RecordMeasurement(*context, request));

@@ -41,7 +41,7 @@ grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request_bytes,
                                                            grpc::ByteBuffer* response_bytes) {
   return ServeStoreCall<v1::ReportOutcomeRequest>(
-      context, request_bytes, response_bytes, store_executor_,
+      CountedAs{metrics_, "WeightPath/ReportOutcome"}, context, request_bytes, response_bytes, store_executor_,
       [this, context](const v1::ReportOutcomeRequest& request) {
         return LoggedIfRefused("ReportOutcome", request.device_id(), RecordOutcome(*context, request));
       },

@@ -202,6 +202,33 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     outcomes_outside_rollouts_[outcome] = &outside_rollouts.Add(
         {{"outcome", EnumLabel(v1::Outcome_Name(static_cast<v1::Outcome>(outcome)), "OUTCOME_")}});
   }
+  prometheus::Family<prometheus::Counter>& rpc_requests =
+      prometheus::BuildCounter()
+          .Name("weightpath_rpc_requests_total")
+          .Help("FleetAdmin calls and ReportMeasurement / ReportOutcome calls by method "
+                "(Service/Method) and gRPC status code; ResolveWeightPath is "
+                "weightpath_resolve_requests_total")
+          .Register(*registry_);
+  std::vector<std::pair<const google::protobuf::ServiceDescriptor*, std::string>> rpc_methods;
+  const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
+  const google::protobuf::ServiceDescriptor* admin =
+      pool->FindServiceByName(v1::FleetAdmin::service_full_name());
+  for (int i = 0; i < admin->method_count(); ++i) {
+    rpc_methods.emplace_back(admin, admin->method(i)->name());
+  }
+  const google::protobuf::ServiceDescriptor* device =
+      pool->FindServiceByName(v1::WeightPath::service_full_name());
+  rpc_methods.emplace_back(device, "ReportMeasurement");
+  rpc_methods.emplace_back(device, "ReportOutcome");
+  for (const auto& [service, method] : rpc_methods) {
+    const std::string label = absl::StrCat(service->name(), "/", method);
+    std::array<prometheus::Counter*, kStatusCodes>& by_code = rpc_requests_[label];
+    for (int code = 0; code < kStatusCodes; ++code) {
+      by_code[code] = &rpc_requests.Add(
+          {{"method", label},
+           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+    }
+  }
   prometheus::BuildGauge()
       .Name("weightpath_build_info")
       .Help("Always 1; labelled with the server's version")
@@ -409,77 +436,11 @@ void ServerMetrics::SetDevicesByVersion(const std::map<std::string, uint64_t>& b
 
 void ServerMetrics::RecordAuditWriteFailed() { audit_write_failures_.Increment(); }
 
-namespace {
-
-// gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
-constexpr int kStatusCodes = 17;
-using CountersByCode = std::array<prometheus::Counter*, kStatusCodes>;
-
-class CallCounter final : public grpc::experimental::Interceptor {
- public:
-  explicit CallCounter(const CountersByCode& counters) : counters_(counters) {}
-
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      const int code = methods->GetSendStatus().error_code();
-      if (code >= 0 && code < kStatusCodes) counters_[code]->Increment();
-    }
-    methods->Proceed();
+void ServerMetrics::RecordRpc(absl::string_view method, int code) {
+  const auto found = rpc_requests_.find(method);
+  if (found != rpc_requests_.end() && code >= 0 && code < kStatusCodes) {
+    found->second[code]->Increment();
   }
-
- private:
-  const CountersByCode& counters_;
-};
-
-// Keyed by the full method path gRPC reports ("/weightpath.v1.FleetAdmin/
-// ListDevices"); a path outside the map (another service, a method nobody
-// serves) is not counted, so clients cannot add series.
-class CallCounterFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  explicit CallCounterFactory(absl::flat_hash_map<std::string, CountersByCode> counters)
-      : counters_(std::move(counters)) {}
-
-  grpc::experimental::Interceptor* CreateServerInterceptor(
-      grpc::experimental::ServerRpcInfo* info) override {
-    const auto found = counters_.find(info->method());
-    return found == counters_.end() ? nullptr : new CallCounter(found->second);
-  }
-
- private:
-  const absl::flat_hash_map<std::string, CountersByCode> counters_;
-};
-
-}  // namespace
-
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-ServerMetrics::MakeCallCounter() {
-  prometheus::Family<prometheus::Counter>& family =
-      prometheus::BuildCounter()
-          .Name("weightpath_rpc_requests_total")
-          .Help("FleetAdmin calls and ReportMeasurement / ReportOutcome calls by method "
-                "(Service/Method) and gRPC status code; ResolveWeightPath is "
-                "weightpath_resolve_requests_total")
-          .Register(*registry_);
-  std::vector<std::pair<const google::protobuf::ServiceDescriptor*, std::string>> methods;
-  const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
-  const google::protobuf::ServiceDescriptor* admin =
-      pool->FindServiceByName(v1::FleetAdmin::service_full_name());
-  for (int i = 0; i < admin->method_count(); ++i) methods.emplace_back(admin, admin->method(i)->name());
-  const google::protobuf::ServiceDescriptor* device =
-      pool->FindServiceByName(v1::WeightPath::service_full_name());
-  methods.emplace_back(device, "ReportMeasurement");
-  methods.emplace_back(device, "ReportOutcome");
-  absl::flat_hash_map<std::string, CountersByCode> counters;
-  for (const auto& [service, method] : methods) {
-    CountersByCode& by_code = counters[absl::StrCat("/", service->full_name(), "/", method)];
-    for (int code = 0; code < kStatusCodes; ++code) {
-      by_code[code] = &family.Add(
-          {{"method", absl::StrCat(service->name(), "/", method)},
-           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
-    }
-  }
-  return std::make_unique<CallCounterFactory>(std::move(counters));
 }
 
 void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {

@@ -16,7 +16,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "grpcpp/support/server_interceptor.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -107,10 +106,15 @@ class ServerMetrics {
   // (weightpath_audit_write_failures_total).
   void RecordAuditWriteFailed();
 
-  // Counts every FleetAdmin call and ReportMeasurement / ReportOutcome by
-  // method and status code (weightpath_rpc_requests_total), each pair at 0
-  // from the start; for grpc::ServerBuilder's interceptor creators.
-  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeCallCounter();
+  // A FleetAdmin call or a ReportMeasurement / ReportOutcome call answered
+  // with `code` (weightpath_rpc_requests_total; every pair at 0 from the
+  // start). `method` is the label value, "FleetAdmin/ListDevices"; one no
+  // service has is not counted, so nothing from outside adds a series.
+  // Counted where those calls finish (api/store_call.h), not by a gRPC
+  // interceptor: with any interceptor registered, gRPC builds its
+  // interception state for every call, ResolveWeightPath and health
+  // included (about 450 instructions a resolve).
+  void RecordRpc(absl::string_view method, int code);
 
   // A device call refused by an overload guard (server/device_call_limits.h).
   void RecordShed(DeviceCallMethod method, ShedReason reason);
@@ -155,6 +159,10 @@ class ServerMetrics {
   // [boot source][0: boot_ok, 1: boot_failed]
   std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
   std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
+  // gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
+  static constexpr int kStatusCodes = 17;
+  // By label value ("FleetAdmin/ListDevices"); filled once, then only read.
+  absl::flat_hash_map<std::string, std::array<prometheus::Counter*, kStatusCodes>> rpc_requests_;
 
   absl::Mutex fleet_mutex_;
   store::WriteBehindCounters last_write_behind_ ABSL_GUARDED_BY(fleet_mutex_);

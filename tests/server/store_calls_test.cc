@@ -1,7 +1,8 @@
 // The calls that reach the fleet store (ReportMeasurement, ReportOutcome and
 // every FleetAdmin method), against the real binary:
 //  * bytes that are not a message of the request type get INVALID_ARGUMENT
-//    naming the type, whichever method they are sent to;
+//    naming the type, whichever method they are sent to, and each answer is
+//    counted under its own method in weightpath_rpc_requests_total;
 //  * with SQLite's write lock held by another connection (this test's own,
 //    as behind a stuck disk or a long migration), resolves keep their
 //    latency while reports wait and then answer UNAVAILABLE, naming the
@@ -53,8 +54,22 @@ constexpr Method kStoreMethods[] = {
     {"/weightpath.v1.FleetAdmin/ResumeRollout", "weightpath.v1.RolloutControlRequest"},
     {"/weightpath.v1.FleetAdmin/AdvanceRollout", "weightpath.v1.RolloutControlRequest"},
     {"/weightpath.v1.FleetAdmin/AbortRollout", "weightpath.v1.RolloutControlRequest"},
+    {"/weightpath.v1.FleetAdmin/UpdateRollout", "weightpath.v1.UpdateRolloutRequest"},
+    {"/weightpath.v1.FleetAdmin/DeleteRollout", "weightpath.v1.DeleteRolloutRequest"},
     {"/weightpath.v1.FleetAdmin/ExplainDecision", "weightpath.v1.ExplainDecisionRequest"},
+    {"/weightpath.v1.FleetAdmin/ListAuditEvents", "weightpath.v1.ListAuditEventsRequest"},
 };
+
+// The value of `series` (a whole name{labels} as the server writes it) in
+// the exposition `text`; -1 when it is not there.
+double SeriesValue(const std::string& text, const std::string& series) {
+  const std::string line_start = series + " ";
+  for (size_t at = text.find(line_start); at != std::string::npos;
+       at = text.find(line_start, at + 1)) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + line_start.size()));
+  }
+  return -1;
+}
 
 class StoreCallsTest : public ::testing::Test {
  protected:
@@ -117,6 +132,23 @@ TEST_F(StoreCallsTest, MalformedRequestsGetInvalidArgumentNamingTheRequestType) 
       << empty_report.error_message();
   const grpc::Status empty_list = CallRaw("/weightpath.v1.FleetAdmin/ListRollouts", std::string());
   EXPECT_TRUE(empty_list.ok()) << empty_list.error_message();
+
+  // Every answer above is counted under the method it was sent to.
+  const absl::StatusOr<std::string> metrics = HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  for (const Method& method : kStoreMethods) {
+    const std::string label = std::string(method.path).substr(std::string("/weightpath.v1.").size());
+    const double expected = label == "WeightPath/ReportMeasurement" ? 2 : 1;
+    EXPECT_EQ(SeriesValue(*metrics, absl::StrCat(R"(weightpath_rpc_requests_total{code="INVALID_ARGUMENT",method=")",
+                                                 label, R"("})")),
+              expected)
+        << label;
+  }
+  EXPECT_EQ(SeriesValue(*metrics,
+                        R"(weightpath_rpc_requests_total{code="OK",method="FleetAdmin/ListRollouts"})"),
+            1);
+  // The resolve counts on its own metric, not on this one.
+  EXPECT_EQ(metrics->find(R"(method="WeightPath/ResolveWeightPath")"), std::string::npos);
 }
 
 // One sqlite3 connection of the test's own to the server's registry file.
