@@ -211,10 +211,15 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
           .Register(*registry_);
   std::vector<std::pair<const google::protobuf::ServiceDescriptor*, std::string>> rpc_methods;
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
-  const google::protobuf::ServiceDescriptor* admin =
-      pool->FindServiceByName(v1::FleetAdmin::service_full_name());
-  for (int i = 0; i < admin->method_count(); ++i) {
-    rpc_methods.emplace_back(admin, admin->method(i)->name());
+  // fleet_admin.proto holds only the service, so its descriptor is in the
+  // pool only where something keeps its object in the link: in the server,
+  // the reflection service does (api/reflection_v1.cc). A test binary
+  // without it has no FleetAdmin series, and serves no FleetAdmin call.
+  if (const google::protobuf::ServiceDescriptor* admin =
+          pool->FindServiceByName(v1::FleetAdmin::service_full_name())) {
+    for (int i = 0; i < admin->method_count(); ++i) {
+      rpc_methods.emplace_back(admin, admin->method(i)->name());
+    }
   }
   const google::protobuf::ServiceDescriptor* device =
       pool->FindServiceByName(v1::WeightPath::service_full_name());
