@@ -12,6 +12,7 @@
 #include "ctl/admin_output.h"
 #include "ctl/admin_query.h"
 #include "ctl/command_error.h"
+#include "ctl/resolve_output.h"
 #include "ctl/view_output.h"
 
 namespace weightpath::ctl {
@@ -37,17 +38,6 @@ const std::vector<FlagSpec>& DeviceFlags() {
 }
 
 std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
-
-std::string PriorityWord(v1::Priority priority) {
-  switch (priority) {
-    case v1::PRIORITY_SPEED:
-      return "speed";
-    case v1::PRIORITY_FIDELITY:
-      return "fidelity";
-    default:
-      return "-";
-  }
-}
 
 // Values carry what devices sent (labels, CPU model, paths, details): a
 // control character in them must not start a line of its own or drive the
@@ -157,7 +147,10 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
   out << "last decision\n";
   Line(out, "weight path", OrDash(device.path()));
   Line(out, "model", OrDash(device.model()));
-  Line(out, "priority", PriorityWord(device.effective_priority()));
+  // A device that never resolved has no priority yet: "-", as every unset field.
+  Line(out, "priority", device.effective_priority() == v1::PRIORITY_UNSPECIFIED
+                            ? std::string("-")
+                            : PriorityWord(device.effective_priority()));
   const v1::Artifact& artifact = device.artifact();
   Line(out, "artifact", OrDash(artifact.uri()));
   if (!artifact.version().empty()) Line(out, "version", artifact.version());

@@ -16,14 +16,6 @@ constexpr const char* kSequentialVerdicts[] = {"pass", "fail", "inconclusive"};
 // What a sequential gate counted in one hardware class and cohort.
 constexpr const char* kSequentialCounts[] = {"failures", "trials"};
 
-// The hardware class names policy/ classifies into: the only values the
-// per-class series take, whatever a stored rollout holds.
-bool IsKnownHardwareClass(absl::string_view name) {
-  for (const policy::HardwareClass known : policy::kAllHardwareClasses) {
-    if (policy::HardwareClassName(known) == std::string_view(name.data(), name.size())) return true;
-  }
-  return false;
-}
 
 std::string WithoutPrefix(std::string name, absl::string_view prefix) {
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
@@ -154,7 +146,9 @@ void RolloutMetrics::SetRollout(const v1::Rollout& rollout) {
           .Set(gate.verdict() == verdict ? 1 : 0);
     }
     for (const v1::SequentialGateClass& counts : gate.classes()) {
-      if (!IsKnownHardwareClass(counts.hardware_class())) continue;
+      // Only the names policy/ classifies into become label values,
+      // whatever a stored rollout holds.
+      if (!policy::ParseHardwareClass(counts.hardware_class()).ok()) continue;
       const auto set = [&](const char* cohort, const char* count, uint64_t value) {
         sequential_class_reports_
             .Add({{"rollout", rollout.id()},
@@ -233,9 +227,10 @@ void RolloutMetrics::RemoveRollout(absl::string_view rollout_id) {
     for (const policy::HardwareClass hardware_class : policy::kAllHardwareClasses) {
       for (const char* cohort : kCohorts) {
         for (const char* count : kSequentialCounts) {
+          const std::string class_name(policy::HardwareClassName(hardware_class));
           remove(sequential_class_reports_, {{"rollout", id},
                                              {"gate", gate},
-                                             {"hardware_class", std::string(policy::HardwareClassName(hardware_class))},
+                                             {"hardware_class", class_name},
                                              {"cohort", cohort},
                                              {"count", count}});
         }
