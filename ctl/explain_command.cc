@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "common/control_characters.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ctl/admin_output.h"
@@ -66,7 +67,7 @@ absl::StatusOr<v1::ExplainDecisionRequest> BuildRequest(const std::optional<std:
 void Line(std::ostream& out, std::string_view label, const std::string& value) {
   std::string padded(label);
   padded.resize(std::max<size_t>(padded.size() + 2, 18), ' ');
-  out << "  " << padded << value << "\n";
+  out << "  " << padded << ControlEscaped(value) << "\n";
 }
 
 void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view subject,

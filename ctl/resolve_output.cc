@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/control_characters.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -19,7 +20,7 @@ std::string KwargsText(const google::protobuf::Struct& kwargs) {
 }
 
 void Line(std::ostream& out, std::string_view label, const std::string& value) {
-  out << std::left << std::setw(16) << label << value << "\n";
+  out << std::left << std::setw(16) << label << ControlEscaped(value) << "\n";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/control_characters.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,10 +74,15 @@ std::string RolloutStateName(v1::RolloutState state) { return StateName(state); 
 
 std::string FormatRolloutProgress(const v1::Rollout& rollout) {
   std::string out;
-  absl::StrAppend(&out, "rollout ", rollout.id(), ": ", StateName(rollout.state()));
-  if (!rollout.state_reason().empty()) absl::StrAppend(&out, " (", rollout.state_reason(), ")");
+  // The id, reason and description are other operators' words.
+  absl::StrAppend(&out, "rollout ", ControlEscaped(rollout.id()), ": ", StateName(rollout.state()));
+  if (!rollout.state_reason().empty()) {
+    absl::StrAppend(&out, " (", ControlEscaped(rollout.state_reason()), ")");
+  }
   absl::StrAppend(&out, "\n");
-  if (!rollout.description().empty()) absl::StrAppend(&out, "  ", rollout.description(), "\n");
+  if (!rollout.description().empty()) {
+    absl::StrAppend(&out, "  ", ControlEscaped(rollout.description()), "\n");
+  }
   absl::StrAppend(&out, "  selector:  ", DescribeSelector(rollout.selector()), "\n");
   absl::StrAppend(&out, "  action:    ", DescribeAction(rollout.action()),
                   "  (precedence ", rollout.precedence(), ")\n");

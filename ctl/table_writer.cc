@@ -2,9 +2,18 @@
 
 #include <algorithm>
 
+#include "common/control_characters.h"
+
 namespace weightpath::ctl {
 
 void TableWriter::AddRow(std::vector<std::string> cells) {
+  // Cells carry what devices and other operators sent (a target, an agent
+  // version, an outcome's detail): escaped here, for every table, so none can
+  // break a row, drive the terminal (C0/C1 controls) or reorder what is shown
+  // (bidi overrides).
+  for (std::string& cell : cells) {
+    if (HasControlCharacters(cell)) cell = ControlEscaped(cell);
+  }
   cells.resize(std::max(cells.size(), rows_.front().size()));
   rows_.push_back(std::move(cells));
 }

@@ -12,6 +12,7 @@ class TableWriter {
  public:
   explicit TableWriter(std::vector<std::string> header) : rows_{std::move(header)} {}
   // A row with fewer cells than the header is padded with empty cells.
+  // Cells are written through ControlEscaped (common/control_characters.h).
   void AddRow(std::vector<std::string> cells);
   void Write(std::ostream& out) const;
 
