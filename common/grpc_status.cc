@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/field_violation.h"
 #include "common/retry_pushback.h"
+#include "common/text_bounds.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -17,15 +18,26 @@ namespace {
 
 constexpr char kReceivedFromPayloadUrl[] = "type.weightpath/received-from";
 
+// A status travels in the call's trailers (or its initial metadata when the
+// call fails at once), which a client refuses past its metadata limit (gRPC's
+// default: 8 KiB). A message quoting what the caller sent (a 5,000-byte
+// rollout id) would otherwise reach the client as "received initial metadata
+// size exceeds limit" instead of the refusal: the message is cut to
+// kMaxStatusMessageBytes, and the details below, sent base64-encoded beside
+// it, carry a shorter cut, all three well under that limit.
+constexpr size_t kMaxStatusMessageBytes = 2048;
+constexpr size_t kMaxStatusDetailsTextBytes = 512;
+
 // The serialized google.rpc.Status for a refusal naming `field`.
 std::string StatusDetails(const absl::Status& status, const std::string& field) {
+  const std::string text = CutToBytes(status.message(), kMaxStatusDetailsTextBytes);
   google::rpc::BadRequest bad_request;
   google::rpc::BadRequest::FieldViolation* violation = bad_request.add_field_violations();
-  violation->set_field(field);
-  violation->set_description(std::string(status.message()));
+  violation->set_field(CutToBytes(field, kMaxStatusDetailsTextBytes));
+  violation->set_description(text);
   google::rpc::Status details;
   details.set_code(static_cast<int>(status.code()));
-  details.set_message(std::string(status.message()));
+  details.set_message(text);
   details.add_details()->PackFrom(bad_request);
   return details.SerializeAsString();
 }
@@ -49,7 +61,7 @@ std::optional<std::string> FirstViolatedField(const std::string& serialized) {
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   const auto code = static_cast<grpc::StatusCode>(status.code());
-  std::string message(status.message());
+  std::string message = CutToBytes(status.message(), kMaxStatusMessageBytes);
   if (const std::optional<std::string> field = ViolatedField(status)) {
     return grpc::Status(code, std::move(message), StatusDetails(status, *field));
   }

@@ -6,9 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/control_characters.h"
 #include "common/field_violation.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "common/text_bounds.h"
 #include "deploy/label_selector.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -28,14 +30,16 @@ bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '
 absl::Status ValidateRolloutId(absl::string_view id) {
   if (id.empty()) return Invalid("rollout.id", "must not be empty");
   if (id.size() > kMaxRolloutIdLength) {
-    return Invalid("rollout.id", absl::StrCat("'", id, "' is longer than 63 characters"));
+    return Invalid("rollout.id", absl::StrCat("'", ControlEscaped(CutToBytes(id, kMaxRolloutIdLength)), "' is ",
+                                              id.size(), " bytes long; at most ",
+                                              kMaxRolloutIdLength, " characters"));
   }
   bool charset_ok = std::all_of(id.begin(), id.end(), [](char c) {
     return IsLowerAlnum(c) || c == '-' || c == '_' || c == '.';
   });
   if (!charset_ok || !IsLowerAlnum(id.front()) || !IsLowerAlnum(id.back())) {
     return Invalid("rollout.id",
-                   absl::StrCat("'", id,
+                   absl::StrCat("'", ControlEscaped(id),
                                 "' must be lowercase letters and digits, with '-', '_' or '.' "
                                 "inside, starting and ending with a letter or digit"));
   }

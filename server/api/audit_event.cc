@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/control_characters.h"
+#include "common/text_bounds.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 
@@ -22,15 +23,7 @@ const FieldDescriptor* StringField(const google::protobuf::Message& message, con
 }  // namespace
 
 std::string AuditText(absl::string_view text, size_t max_bytes) {
-  std::string escaped = ControlEscaped(text);
-  if (escaped.size() <= max_bytes) return escaped;
-  size_t cut = max_bytes;
-  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
-  while (cut > 0 && (static_cast<unsigned char>(escaped[cut]) & 0xc0) == 0x80) --cut;
-  const size_t left_out = escaped.size() - cut;
-  escaped.resize(cut);
-  absl::StrAppend(&escaped, " ...(+", left_out, " bytes)");
-  return escaped;
+  return CutToBytes(ControlEscaped(text), max_bytes);
 }
 
 std::string AuditTarget(const google::protobuf::Message& request) {

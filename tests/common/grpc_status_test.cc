@@ -71,6 +71,30 @@ TEST(GrpcStatus, TheNamedFieldIsABadRequestDetail) {
   EXPECT_EQ(ViolatedField(received), "profile.arch");
 }
 
+// A refusal quoting what the caller sent (a 5,000-byte rollout id) travels
+// in metadata, which clients refuse past 8 KiB: message and details are cut,
+// saying how much was left out, and the field is still named.
+TEST(GrpcStatus, ALongMessageIsCutToFitTheClientsMetadataLimit) {
+  const std::string id(5000, 'a');
+  const absl::Status refused =
+      InvalidArgumentForField("rollout.id", "rollout.id: '" + id + "' is not allowed");
+  const grpc::Status sent = ToGrpcStatus(refused);
+  EXPECT_EQ(sent.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(sent.error_message().size(), 2048u + 32u);
+  EXPECT_EQ(sent.error_message().rfind("rollout.id: 'aaa", 0), 0u);
+  EXPECT_NE(sent.error_message().find(" bytes)"), std::string::npos);
+  // Message, details and their base64 (4/3) together stay under 8 KiB.
+  EXPECT_LT(sent.error_message().size() + sent.error_details().size() * 4 / 3, 8192u - 1024u);
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(sent.error_details()));
+  EXPECT_LE(details.message().size(), 512u + 32u);
+  grpc::ClientContext context;
+  EXPECT_EQ(ViolatedField(FromGrpcStatus("CreateRollout", sent, context)), "rollout.id");
+  // A message within the bound is sent whole.
+  EXPECT_EQ(ToGrpcStatus(absl::InvalidArgumentError(std::string(2048, 'b'))).error_message(),
+            std::string(2048, 'b'));
+}
+
 TEST(GrpcStatus, AFieldOnAnotherCodeIsCarriedToo) {
   const absl::Status refused =
       WithViolatedField(absl::FailedPreconditionError("rollout r1 is aborted"), "id");

@@ -34,7 +34,11 @@ std::vector<Fault> Faults() {
       {"SlashInId", [](v1::Rollout* r) { r->set_id("a/b"); }, "rollout.id: 'a/b'"},
       {"IdEndsWithDash", [](v1::Rollout* r) { r->set_id("fidelity-"); }, "rollout.id"},
       {"LongId", [](v1::Rollout* r) { r->set_id(std::string(64, 'a')); },
-       "rollout.id: '" + std::string(64, 'a') + "' is longer than 63"},
+       "rollout.id: '" + std::string(63, 'a') + " ...(+1 bytes)' is 64 bytes long; at most 63"},
+      // The message quotes a bounded part of the id, so a refusal of a
+      // 5,000-byte id stays small enough for any client's metadata limit.
+      {"HugeId", [](v1::Rollout* r) { r->set_id(std::string(5000, 'a')); },
+       "rollout.id: '" + std::string(63, 'a') + " ...(+4937 bytes)' is 5000 bytes long"},
       {"EmptySelectorWithoutAll", [](v1::Rollout* r) { r->clear_selector(); },
        "rollout.selector: is empty; set `all: true`"},
       {"BadSelectorKey",
