@@ -55,6 +55,11 @@ class SqlDatabase {
   virtual SqlDialect dialect() const = 0;
   // Blocks while every pooled connection is busy.
   virtual absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() = 0;
+  // A session for statements that only read. SQLite gives it a read-only
+  // connection of its own: in WAL mode a reader neither waits for the writer
+  // nor holds it up, so an operator's long listing cannot delay a device's
+  // report behind the one write connection. PostgreSQL takes it from the pool.
+  virtual absl::StatusOr<std::unique_ptr<SqlSession>> AcquireForRead() { return Acquire(); }
   // What a transaction runs first so concurrent openers apply migrations one
   // at a time ("" when Begin(true) already serializes them).
   virtual std::string MigrationLockSql() const = 0;

@@ -1,6 +1,7 @@
 // FleetStore written once over SqlDatabase; the SQL below is accepted by
 // both SQLite (3.35+: RETURNING, upsert) and PostgreSQL 15.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -110,7 +111,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query(absl::StrCat("SELECT ", kDeviceColumns, " FROM ", kDeviceTables,
                                                  " WHERE s.device_id = $1"),
@@ -230,7 +231,7 @@ class SqlFleetStore : public FleetStore {
       params[0] = after;
       // A session per chunk: a long filtered scan must not hold SQLite's only
       // connection while measurements wait to commit.
-      ASSIGN_OR_RETURN(auto session, database_->Acquire());
+      ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
       ASSIGN_OR_RETURN(SqlRows rows, session->Query(sql, params));
       for (const SqlRow& row : rows) {
         after = CellText(row[0]);
@@ -249,7 +250,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<v1::FleetSummaryResponse> FleetSummary(absl::Time seen_since) override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query("SELECT hardware_class, path, COUNT(*) FROM device_sightings "
                                     "WHERE last_seen_us >= $1 GROUP BY hardware_class, path "
@@ -270,7 +271,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<DeviceVersionCounts> CountDevicesByVersion(absl::Time seen_since) override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     // One scan for both counts: grouped by the pair, folded here.
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query("SELECT policy_version, agent_version, COUNT(*) FROM "
@@ -366,7 +367,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<std::vector<StoredMeasurement>> ListMeasurements(absl::Time since) override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query(absl::StrCat("SELECT ", kMeasurementColumns,
                                                  " FROM measurements WHERE measured_at_us >= $1 "
@@ -431,7 +432,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<StoredRollout> GetRollout(std::string_view rollout_id) override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows,
                      session->Query("SELECT id, revision, body FROM rollouts WHERE id = $1",
                                     {std::string(rollout_id)}));
@@ -442,7 +443,7 @@ class SqlFleetStore : public FleetStore {
   }
 
   absl::StatusOr<std::vector<StoredRollout>> ListRollouts() override {
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows, session->Query("SELECT id, revision, body FROM rollouts "
                                                   "ORDER BY created_at_us, id"));
     std::vector<StoredRollout> out;
@@ -484,7 +485,7 @@ class SqlFleetStore : public FleetStore {
       params.push_back(std::string(rollout_id));
     }
     sql += " ORDER BY rollout_id, device_id, observed_at_us, id";
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     // The rollouts first: a rollout created after this read has no outcome
     // received before its creation to leave out. Filtered here rather than
     // joined, since the two id columns have different collations on
@@ -545,37 +546,91 @@ class SqlFleetStore : public FleetStore {
         .status();
   }
 
-  absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) override {
+  absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit,
+                                                 const AuditPageRequest& page) override {
     if (limit > kMaxAuditLimit) {
       return absl::InvalidArgumentError(
           absl::StrCat("limit = ", limit, " is above the maximum ", kMaxAuditLimit));
     }
     if (limit == 0) limit = kDefaultAuditLimit;
-    ASSIGN_OR_RETURN(auto session, database_->Acquire());
-    // Newest first, one beyond the limit to tell whether more matched.
-    ASSIGN_OR_RETURN(SqlRows rows,
-                     session->Query("SELECT time_us, identity, role, rpc, target, request_summary, "
-                                    "result, message, replica FROM audit_events "
-                                    "WHERE time_us >= $1 ORDER BY time_us DESC, id DESC LIMIT $2",
-                                    {ToMicros(since), int64_t{limit} + 1}));
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
+    // Newest first, one beyond the limit to tell whether more matched; a
+    // later page starts below the cursor (time, then id: the index's order).
+    const AuditCursor before =
+        page.before.value_or(AuditCursor{std::numeric_limits<int64_t>::max(), 0});
+    ASSIGN_OR_RETURN(
+        SqlRows rows,
+        session->Query("SELECT time_us, identity, role, rpc, target, request_summary, "
+                       "result, message, replica, id FROM audit_events "
+                       "WHERE time_us >= $1 AND (time_us < $3 OR (time_us = $3 AND id < $4)) "
+                       "ORDER BY time_us DESC, id DESC LIMIT $2",
+                       {ToMicros(since), int64_t{limit} + 1, before.time_us,
+                        page.before.has_value() ? before.id : std::numeric_limits<int64_t>::max()}));
     AuditEventList list;
-    list.truncated = rows.size() > limit;
-    if (list.truncated) rows.resize(limit);
-    list.events.reserve(rows.size());
-    for (auto row = rows.rbegin(); row != rows.rend(); ++row) {
-      v1::AuditEvent& event = list.events.emplace_back();
-      ASSIGN_OR_RETURN(int64_t time_us, CellInt((*row)[0], "audit_events.time_us"));
+    std::vector<v1::AuditEvent> newest_first;
+    newest_first.reserve(std::min<size_t>(rows.size(), limit));
+    size_t bytes = 0;
+    for (const SqlRow& row : rows) {
+      if (newest_first.size() == limit) {
+        list.truncated = true;
+        break;
+      }
+      v1::AuditEvent event;
+      ASSIGN_OR_RETURN(int64_t time_us, CellInt(row[0], "audit_events.time_us"));
+      ASSIGN_OR_RETURN(int64_t id, CellInt(row[9], "audit_events.id"));
       *event.mutable_time() = ToTimestamp(FromMicros(time_us));
-      event.set_identity(CellText((*row)[1]));
-      event.set_role(CellText((*row)[2]));
-      event.set_rpc(CellText((*row)[3]));
-      event.set_target(CellText((*row)[4]));
-      event.set_request_summary(CellText((*row)[5]));
-      event.set_result(CellText((*row)[6]));
-      event.set_message(CellText((*row)[7]));
-      event.set_replica(CellText((*row)[8]));
+      event.set_identity(CellText(row[1]));
+      event.set_role(CellText(row[2]));
+      event.set_rpc(CellText(row[3]));
+      event.set_target(CellText(row[4]));
+      event.set_request_summary(CellText(row[5]));
+      event.set_result(CellText(row[6]));
+      event.set_message(CellText(row[7]));
+      event.set_replica(CellText(row[8]));
+      // As a repeated field: the event's bytes, its tag and its length.
+      const size_t encoded = event.ByteSizeLong() + 8;
+      if (page.max_bytes > 0 && !newest_first.empty() && bytes + encoded > page.max_bytes) {
+        list.truncated = true;
+        break;
+      }
+      bytes += encoded;
+      list.oldest = AuditCursor{time_us, id};
+      newest_first.push_back(std::move(event));
     }
+    if (!list.truncated) list.oldest.reset();
+    list.events.assign(std::make_move_iterator(newest_first.rbegin()),
+                       std::make_move_iterator(newest_first.rend()));
     return list;
+  }
+
+  absl::StatusOr<uint64_t> PruneAuditEvents(const AuditRetention& retention) override {
+    ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    uint64_t deleted = 0;
+    int64_t budget = retention.max_deleted;
+    // Oldest first by the index, a bounded batch each: the subquery finds
+    // the ids, the delete takes them by primary key.
+    if (retention.older_than > absl::InfinitePast() && budget > 0) {
+      ASSIGN_OR_RETURN(SqlRows gone,
+                       session->Query("DELETE FROM audit_events WHERE id IN (SELECT id FROM "
+                                      "audit_events WHERE time_us < $1 ORDER BY time_us, id "
+                                      "LIMIT $2) RETURNING id",
+                                      {ToMicros(retention.older_than), budget}));
+      deleted += gone.size();
+      budget -= static_cast<int64_t>(gone.size());
+    }
+    if (retention.keep_newest > 0 && budget > 0) {
+      ASSIGN_OR_RETURN(SqlRows count, session->Query("SELECT COUNT(*) FROM audit_events"));
+      ASSIGN_OR_RETURN(int64_t events, CellInt(count[0][0], "count"));
+      const int64_t excess = events - static_cast<int64_t>(retention.keep_newest);
+      if (excess > 0) {
+        ASSIGN_OR_RETURN(SqlRows gone,
+                         session->Query("DELETE FROM audit_events WHERE id IN (SELECT id FROM "
+                                        "audit_events ORDER BY time_us, id LIMIT $1) RETURNING id",
+                                        {std::min(excess, budget)}));
+        deleted += gone.size();
+      }
+    }
+    return deleted;
   }
 
  private:

@@ -1,6 +1,9 @@
-// SQLite behind SqlDatabase: one connection per store, guarded by a mutex.
-// SQLite admits one writer at a time anyway, so a pool would only add
-// SQLITE_BUSY retries without adding throughput.
+// SQLite behind SqlDatabase: one read-write connection per store, guarded by
+// a mutex (SQLite admits one writer at a time anyway, so a pool would only
+// add SQLITE_BUSY retries without adding throughput), and one read-only
+// connection, with its own mutex, for the reads: in WAL mode a reader sees the
+// last commit without waiting for the writer, so operators' listings and
+// devices' reports do not queue behind each other.
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -206,50 +209,84 @@ class SqliteSession : public SqlSession {
   bool in_transaction_ = false;
 };
 
-class SqliteDatabase : public SqlDatabase {
- public:
-  SqliteDatabase(std::string file, std::unique_ptr<Connection> connection)
-      : file_(std::move(file)), connection_(std::move(connection)) {}
-  SqlDialect dialect() const override { return SqlDialect::kSqlite; }
-  std::string MigrationLockSql() const override { return ""; }
-  absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
-    const absl::Time deadline = CallDeadline();
-    std::unique_lock lock(mutex_, std::defer_lock);
-    if (deadline == absl::InfiniteFuture()) {
-      lock.lock();
-    } else if (!lock.try_lock_until(absl::ToChronoTime(deadline))) {
-      return absl::UnavailableError(absl::StrCat(
-          "sqlite store ", file_,
-          ": its connection stayed busy with other work (another write waiting for the lock?) "
-          "until the call's deadline"));
-    }
-    // The connection is this session's now; so is its busy timeout.
-    const absl::Duration wait = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kBusyTimeout);
-    sqlite3_busy_timeout(connection_->db, static_cast<int>(absl::ToInt64Milliseconds(wait)));
-    return std::make_unique<SqliteSession>(connection_.get(), std::move(lock));
-  }
-
- private:
-  const std::string file_;
-  std::timed_mutex mutex_;
-  std::unique_ptr<Connection> connection_;
-};
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::string& file) {
+absl::StatusOr<std::unique_ptr<Connection>> OpenConnection(const std::string& file, int flags) {
   auto connection = std::make_unique<Connection>();
-  int rc = sqlite3_open_v2(file.c_str(), &connection->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  const int rc = sqlite3_open_v2(file.c_str(), &connection->db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    return absl::UnavailableError(absl::StrCat("store URL sqlite:", file, ": cannot open: ",
-                                               sqlite3_errstr(rc)));
+    return absl::UnavailableError(absl::StrCat("store URL sqlite:", file, ": cannot open",
+                                               (flags & SQLITE_OPEN_READONLY) ? " for reading" : "",
+                                               ": ", sqlite3_errstr(rc)));
   }
   // Another process (a restarted server, a CLI) may hold the write lock for a
   // moment; wait for it rather than failing the request. Each Acquire sets
   // it again, bounded by the call's deadline.
   sqlite3_busy_timeout(connection->db, static_cast<int>(absl::ToInt64Milliseconds(kBusyTimeout)));
+  return connection;
+}
+
+class SqliteDatabase : public SqlDatabase {
+ public:
+  SqliteDatabase(std::string file, std::unique_ptr<Connection> connection)
+      : file_(std::move(file)), writer_(std::move(connection)) {}
+  SqlDialect dialect() const override { return SqlDialect::kSqlite; }
+  std::string MigrationLockSql() const override { return ""; }
+  absl::StatusOr<std::unique_ptr<SqlSession>> Acquire() override {
+    return Take(writer_mutex_, writer_.get(), "its connection stayed busy with other work "
+                                              "(another write waiting for the lock?)");
+  }
+  absl::StatusOr<std::unique_ptr<SqlSession>> AcquireForRead() override {
+    {
+      // Opened on first use, after the migrations the write connection ran:
+      // a read-only connection could not create the WAL files of a new store.
+      std::lock_guard lock(reader_open_mutex_);
+      if (reader_ == nullptr) {
+        absl::StatusOr<std::unique_ptr<Connection>> reader = OpenConnection(file_, SQLITE_OPEN_READONLY);
+        if (!reader.ok()) return reader.status();
+        char* error = nullptr;
+        if (sqlite3_exec((*reader)->db, "PRAGMA cache_size=-65536;", nullptr, nullptr, &error) !=
+            SQLITE_OK) {
+          sqlite3_free(error);  // only the cache's size: the reads work without it
+        }
+        reader_ = *std::move(reader);
+      }
+    }
+    return Take(reader_mutex_, reader_.get(),
+                "its read connection stayed busy with other reads");
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<SqlSession>> Take(std::timed_mutex& mutex, Connection* connection,
+                                                   absl::string_view busy_with) {
+    const absl::Time deadline = CallDeadline();
+    std::unique_lock lock(mutex, std::defer_lock);
+    if (deadline == absl::InfiniteFuture()) {
+      lock.lock();
+    } else if (!lock.try_lock_until(absl::ToChronoTime(deadline))) {
+      return absl::UnavailableError(
+          absl::StrCat("sqlite store ", file_, ": ", busy_with, " until the call's deadline"));
+    }
+    // The connection is this session's now; so is its busy timeout.
+    const absl::Duration wait = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kBusyTimeout);
+    sqlite3_busy_timeout(connection->db, static_cast<int>(absl::ToInt64Milliseconds(wait)));
+    return std::make_unique<SqliteSession>(connection, std::move(lock));
+  }
+
+  const std::string file_;
+  std::timed_mutex writer_mutex_;
+  std::unique_ptr<Connection> writer_;
+  std::mutex reader_open_mutex_;
+  std::timed_mutex reader_mutex_;
+  std::unique_ptr<Connection> reader_;  // set once, by the first AcquireForRead
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::string& file) {
+  absl::StatusOr<std::unique_ptr<Connection>> opened =
+      OpenConnection(file, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<Connection> connection = *std::move(opened);
+  int rc = SQLITE_OK;
   // WAL lets readers proceed during writes. synchronous=FULL fsyncs the WAL at
   // every commit: an acknowledged measurement must survive a power cut, not
   // only a process crash (NORMAL guarantees only the latter in WAL mode).

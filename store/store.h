@@ -74,9 +74,34 @@ struct DeviceVersionCounts {
 inline constexpr uint32_t kDefaultAuditLimit = 1000;
 inline constexpr uint32_t kMaxAuditLimit = 10000;
 
+// Where a page of audit events ends: events order by time, then by the
+// store's id for events of one microsecond.
+struct AuditCursor {
+  int64_t time_us = 0;
+  int64_t id = 0;
+};
+
+// Which page of ListAuditEvents: the events before `before` (none: the
+// newest), at most `max_bytes` of them as encoded (0: no byte bound; at least
+// one event is always returned).
+struct AuditPageRequest {
+  std::optional<AuditCursor> before;
+  size_t max_bytes = 0;
+};
+
 struct AuditEventList {
   std::vector<v1::AuditEvent> events;  // oldest first
-  bool truncated = false;              // more events matched than the limit
+  bool truncated = false;              // more events matched than the limit or the bytes
+  std::optional<AuditCursor> oldest;   // the first event's cursor, when truncated
+};
+
+// Audit retention: events older than `older_than` go, and beyond the newest
+// `keep_newest` the oldest go; at most `max_deleted` a call, so one pass
+// never holds the store's write lock for long.
+struct AuditRetention {
+  absl::Time older_than = absl::InfinitePast();
+  uint64_t keep_newest = 0;  // 0: no bound on the count
+  uint32_t max_deleted = 10000;
 };
 
 struct StoredRollout {
@@ -201,7 +226,13 @@ class FleetStore {
   // Events with time >= since, oldest first; at most `limit` (0:
   // kDefaultAuditLimit; above kMaxAuditLimit INVALID_ARGUMENT naming limit),
   // the newest ones when more matched.
-  virtual absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) = 0;
+  virtual absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit,
+                                                         const AuditPageRequest& page) = 0;
+  absl::StatusOr<AuditEventList> ListAuditEvents(absl::Time since, uint32_t limit) {
+    return ListAuditEvents(since, limit, AuditPageRequest{});
+  }
+  // Deletes what `retention` lets go; returns how many events were deleted.
+  virtual absl::StatusOr<uint64_t> PruneAuditEvents(const AuditRetention& retention) = 0;
 };
 
 // "sqlite:FILE" or "postgres://USER@HOST:PORT/DB" (any libpq URI). Applies

@@ -1087,6 +1087,71 @@ TEST_P(StoreConformance, AuditEventsAreListedOldestFirstSinceATimeAndTheNewestKe
   EXPECT_THAT(again->events, SizeIs(6));
 }
 
+// Pages walk back in time without gaps or repeats, also across events of one
+// microsecond, and a page stops at its byte bound (always one event at least).
+TEST_P(StoreConformance, AuditEventPagesGoBackInTimeAndStopAtTheirByteBound) {
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_THAT(store_->RecordAuditEvent(
+                    AuditEventAt(kT0 + absl::Seconds(i / 2), absl::StrCat("r", i))),
+                IsOk());
+  }
+  std::vector<std::string> targets;
+  AuditPageRequest page;
+  int pages = 0;
+  while (true) {
+    auto list = store_->ListAuditEvents(absl::InfinitePast(), 3, page);
+    ASSERT_THAT(list, IsOk());
+    ++pages;
+    std::vector<std::string> these;
+    for (const v1::AuditEvent& event : list->events) these.push_back(event.target());
+    targets.insert(targets.begin(), these.begin(), these.end());
+    if (!list->truncated) {
+      EXPECT_FALSE(list->oldest.has_value());
+      break;
+    }
+    ASSERT_TRUE(list->oldest.has_value());
+    page.before = list->oldest;
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(targets, ElementsAre("r0", "r1", "r2", "r3", "r4", "r5", "r6"));
+
+  AuditPageRequest small;
+  small.max_bytes = AuditEventAt(kT0, "r0").ByteSizeLong() + 8;  // about one event
+  auto one = store_->ListAuditEvents(absl::InfinitePast(), 0, small);
+  ASSERT_THAT(one, IsOk());
+  EXPECT_TRUE(one->truncated);
+  ASSERT_THAT(one->events, SizeIs(1));
+  EXPECT_EQ(one->events[0].target(), "r6");
+  small.max_bytes = 1;  // less than any event: still one
+  auto still_one = store_->ListAuditEvents(absl::InfinitePast(), 0, small);
+  ASSERT_THAT(still_one, IsOk());
+  EXPECT_THAT(still_one->events, SizeIs(1));
+}
+
+// Retention deletes by age and beyond a count, the oldest first, at most
+// max_deleted a call.
+TEST_P(StoreConformance, AuditRetentionDeletesTheOldestByAgeAndCount) {
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(store_->RecordAuditEvent(AuditEventAt(kT0 + absl::Seconds(i), absl::StrCat("r", i))),
+                IsOk());
+  }
+  AuditRetention by_age;
+  by_age.older_than = kT0 + absl::Seconds(3);  // r0, r1, r2
+  by_age.max_deleted = 2;
+  EXPECT_THAT(store_->PruneAuditEvents(by_age), IsOkAndHolds(2u));
+  EXPECT_THAT(store_->PruneAuditEvents(by_age), IsOkAndHolds(1u));
+  EXPECT_THAT(store_->PruneAuditEvents(by_age), IsOkAndHolds(0u));
+  AuditRetention by_count;
+  by_count.keep_newest = 4;
+  EXPECT_THAT(store_->PruneAuditEvents(by_count), IsOkAndHolds(3u));
+  auto left = store_->ListAuditEvents(absl::InfinitePast(), 0);
+  ASSERT_THAT(left, IsOk());
+  std::vector<std::string> targets;
+  for (const v1::AuditEvent& event : left->events) targets.push_back(event.target());
+  EXPECT_THAT(targets, ElementsAre("r6", "r7", "r8", "r9"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres),
                          [](const auto& info) { return BackendName(info.param); });
