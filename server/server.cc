@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     const ServerConfig& config) {
   RETURN_IF_ERROR(ValidateServerConfig(config));
   RETURN_IF_ERROR(CheckTransportPolicy(config));
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                   BuildServerCredentials(config));
+  ASSIGN_OR_RETURN(ServerTransport transport, BuildServerCredentials(config));
+  const std::shared_ptr<grpc::ServerCredentials> credentials = transport.credentials;
 
   std::unique_ptr<WeightPathServer> server(new WeightPathServer(config));
   server->registry_ = std::make_shared<prometheus::Registry>();
@@ -145,9 +145,11 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->exposer_->RegisterCollectable(server->registry_);
   server->exposer_->RegisterCollectable(server->metrics_->resolve_stats());
   server->exposer_->RegisterCollectable(server->metrics_->process_stats());
+  server->tls_ = std::move(transport.tls);
   server->certificate_expiry_ = std::make_shared<CertificateExpiry>(
-      std::vector<std::pair<std::string, std::string>>{{"server", config.tls_cert_path},
-                                                       {"client_ca", config.client_ca_path}});
+      std::vector<std::pair<std::string, std::string>>{
+          {"server", server->tls_ != nullptr ? server->tls_->served_certificate_path() : ""},
+          {"client_ca", server->tls_ != nullptr ? server->tls_->served_client_ca_path() : ""}});
   server->exposer_->RegisterCollectable(server->certificate_expiry_);
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_address_ =
@@ -265,6 +267,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     health->SetServingStatus(kFleetAdminServiceName, false);
   }
   server->watcher_->Start();
+  if (server->tls_ != nullptr) {
+    ServerMetrics* metrics = server->metrics_.get();
+    server->tls_->Start([metrics](bool taken) { metrics->RecordTlsReload(taken); });
+  }
   if (server->timestamp_signer_ != nullptr) server->timestamp_signer_->Start();
   if (config.tls_cert_path.empty() && !IsLoopbackAddress(config.listen)) {
     spdlog::warn("--insecure: serving plaintext gRPC on non-loopback address {}",
@@ -278,7 +284,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   return server;
 }
 
-void WeightPathServer::RequestReload() { watcher_->RequestReload(); }
+void WeightPathServer::RequestReload() {
+  watcher_->RequestReload();
+  if (tls_ != nullptr) tls_->RequestCheck();
+}
 
 void WeightPathServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
@@ -304,6 +313,7 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   // flush below writes the last of them.
   if (rollout_reconciler_ != nullptr) rollout_reconciler_->Stop();
   if (fleet_ != nullptr) fleet_->Shutdown();
+  if (tls_ != nullptr) tls_->Stop();
   exposer_.reset();
 }
 

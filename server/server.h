@@ -16,6 +16,7 @@
 #include "server/fleet/fleet_queries.h"
 #include "server/fleet/fleet_state.h"
 #include "server/security/operator_auth.h"
+#include "server/security/tls_reloader.h"
 #include "server/observability/certificate_expiry.h"
 #include "server/observability/metrics.h"
 #include "server/config/policy_snapshot.h"
@@ -60,6 +61,9 @@ class WeightPathServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::shared_ptr<CertificateExpiry> certificate_expiry_;
+  // With TLS; declared before grpc_server_ so that it, and the private
+  // copies gRPC reads, go away only after the gRPC server.
+  std::unique_ptr<TlsReloader> tls_;
   SnapshotHolder snapshots_;
   std::unique_ptr<ConfigWatcher> watcher_;
   std::unique_ptr<TimestampSigner> timestamp_signer_;  // with --timestamp_key only

@@ -1,7 +1,7 @@
 // weightpath_tls_certificate_expiry_timestamp_seconds: when the TLS files
-// the server serves with run out, read from the files at scrape time, so a
-// renewed certificate (cert-manager rewriting a Secret's files, which the
-// server picks up without a restart) shows at the next scrape.
+// the server serves with run out, read at scrape time from the private
+// copies gRPC serves (server/security/tls_reloader.h), so a renewal shows
+// once it is served, and a refused one never does.
 #pragma once
 
 #include <string>

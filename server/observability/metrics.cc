@@ -162,6 +162,15 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
           .Register(*registry_);
   timestamps_signed_ = &timestamps.Add({{"result", "success"}});
   timestamps_failed_ = &timestamps.Add({{"result", "error"}});
+  prometheus::Family<prometheus::Counter>& tls_reloads =
+      prometheus::BuildCounter()
+          .Name("weightpath_tls_reloads_total")
+          .Help("Changes to the TLS files by result: success, a renewed set served; error, a "
+                "set refused (empty, not a regular file, not PEM, key not matching), the last "
+                "good set serving on")
+          .Register(*registry_);
+  tls_reloads_taken_ = &tls_reloads.Add({{"result", "success"}});
+  tls_reloads_refused_ = &tls_reloads.Add({{"result", "error"}});
   prometheus::Family<prometheus::Counter>& shed =
       prometheus::BuildCounter()
           .Name("weightpath_device_calls_shed_total")
@@ -284,6 +293,10 @@ void ServerMetrics::SetCatalogTrust(const CatalogTrust& trust) {
 
 void ServerMetrics::RecordTimestampSigned(bool succeeded) {
   (succeeded ? timestamps_signed_ : timestamps_failed_)->Increment();
+}
+
+void ServerMetrics::RecordTlsReload(bool taken) {
+  (taken ? tls_reloads_taken_ : tls_reloads_refused_)->Increment();
 }
 
 void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,

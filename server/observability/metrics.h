@@ -81,6 +81,9 @@ class ServerMetrics {
   // A timestamp.json the server signed with --timestamp_key, or a round
   // that failed (server/timestamp_signer.h).
   void RecordTimestampSigned(bool succeeded);
+  // A renewal of the TLS files served (true), or a change to them that was
+  // refused, the set in use serving on (server/security/tls_reloader.h).
+  void RecordTlsReload(bool taken);
 
   // Fleet registry and verification evidence (see server/fleet_state.h).
   using ClassAndPath = std::pair<std::string, std::string>;
@@ -140,6 +143,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>& catalog_uncovered_routes_;
   prometheus::Counter* timestamps_signed_ = nullptr;
   prometheus::Counter* timestamps_failed_ = nullptr;
+  prometheus::Counter* tls_reloads_taken_ = nullptr;
+  prometheus::Counter* tls_reloads_refused_ = nullptr;
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;

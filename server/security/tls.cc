@@ -2,19 +2,16 @@
 
 #include <grpc/grpc_security_constants.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/status_macros.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
-#include "server/config/file_fingerprint.h"
 
 namespace weightpath::server {
 namespace {
@@ -28,18 +25,6 @@ absl::string_view HostOf(absl::string_view host_port) {
   // More than one colon without brackets is a bare IPv6 address.
   if (colon == absl::string_view::npos || host_port.find(':') != colon) return host_port;
   return host_port.substr(0, colon);
-}
-
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path, 1024 * 1024);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("--", flag, ": ", text.status().message()));
-  }
-  if (!absl::StrContains(*text, "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is not PEM"));
-  }
-  return text;
 }
 
 }  // namespace
@@ -66,37 +51,24 @@ absl::Status CheckTransportPolicy(const ServerConfig& config) {
       "to accept plaintext gRPC there"));
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
-    const ServerConfig& config) {
-  if (config.tls_cert_path.empty()) return grpc::InsecureServerCredentials();
-  // Read once here so a missing or non-PEM file stops the start with a
-  // message naming its flag; gRPC's watcher would only log and serve nothing.
-  RETURN_IF_ERROR(ReadPem(config.tls_cert_path, "tls_cert").status());
-  RETURN_IF_ERROR(ReadPem(config.tls_key_path, "tls_key").status());
-  if (!config.client_ca_path.empty()) {
-    RETURN_IF_ERROR(ReadPem(config.client_ca_path, "client_ca").status());
-  }
-  // The files are watched like the policy: renewed certificates and a new
-  // client CA bundle (cert-manager rewrites a Secret's files in place) are
-  // served from the next check on, without a restart. A key that does not
-  // match its certificate is not taken; the pair in use stays.
-  const int64_t refresh_seconds =
-      config.reload_interval > absl::ZeroDuration()
-          ? std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(config.reload_interval,
-                                                                 absl::Seconds(1))))
-          : 60;
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      config.tls_key_path, config.tls_cert_path, config.client_ca_path,
-      static_cast<unsigned int>(refresh_seconds));
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
+absl::StatusOr<ServerTransport> BuildServerCredentials(const ServerConfig& config) {
+  if (config.tls_cert_path.empty()) return ServerTransport{grpc::InsecureServerCredentials(), nullptr};
+  // Renewed certificates and a new client CA bundle (cert-manager rewrites a
+  // Secret's files in place) are served from the next check on, without a
+  // restart; files that do not pass the checks leave the set in use serving.
+  absl::StatusOr<std::unique_ptr<TlsReloader>> reloader = TlsReloader::Create(
+      TlsPaths{config.tls_cert_path, config.tls_key_path, config.client_ca_path},
+      config.reload_interval);
+  if (!reloader.ok()) return reloader.status();
+  grpc::experimental::TlsServerCredentialsOptions options((*reloader)->provider());
   options.watch_identity_key_cert_pairs();
-  if (!config.client_ca_path.empty()) {
+  if ((*reloader)->has_client_ca()) {
     options.watch_root_certs();
     options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   } else {
     options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
-  return grpc::experimental::TlsServerCredentials(options);
+  return ServerTransport{grpc::experimental::TlsServerCredentials(options), *std::move(reloader)};
 }
 
 absl::Status CheckDeviceIdentity(const grpc::AuthContext& auth_context,

@@ -11,6 +11,7 @@
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/security/server_credentials.h"
 #include "server/config/server_config.h"
+#include "server/security/tls_reloader.h"
 
 namespace weightpath::server {
 
@@ -23,10 +24,17 @@ bool IsLoopbackAddress(absl::string_view host_port);
 // naming --listen when refused.
 absl::Status CheckTransportPolicy(const ServerConfig& config);
 
+struct ServerTransport {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // With TLS, what keeps the served files current (Start() it once the
+  // server is up); null for plaintext.
+  std::unique_ptr<TlsReloader> tls;
+};
+
 // TLS from --tls_cert/--tls_key; with --client_ca, client certificates are
-// required and verified against it. Insecure credentials without TLS.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
-    const ServerConfig& config);
+// required and verified against it. Insecure credentials without TLS. A
+// missing or unusable file (see LoadTlsMaterial) is an error naming its flag.
+absl::StatusOr<ServerTransport> BuildServerCredentials(const ServerConfig& config);
 
 // Under mutual TLS a device may only resolve as itself: `device_id` must
 // equal the certificate's common name or one of its subject alternative

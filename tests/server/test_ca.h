@@ -24,6 +24,10 @@ class TestCa {
   absl::Status IssueClient(const std::string& name, const std::string& subject,
                            const std::string& extensions = "");
 
+  // NAME.pem/NAME.key: another server certificate for localhost /
+  // 127.0.0.1 from the same CA (a renewal), with a serial of its own.
+  absl::Status IssueServer(const std::string& name);
+
   std::string File(const std::string& name) const { return dir_.File(name); }
 
   // A channel to `address` that trusts this CA and, unless `client` is
