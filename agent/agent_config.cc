@@ -1,5 +1,6 @@
 #include "agent/agent_config.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -19,8 +20,9 @@ constexpr size_t kMaxConfigNodes = 10000;
 
 // The keys of an agent config, as an unknown one's refusal lists them.
 constexpr absl::string_view kConfigKeys[] = {
-    "apply_command", "budget", "cache_dir", "call_timeout", "decision_file", "device_id",
-    "engine_check_command", "env_file", "labels", "model", "priority", "resolve_interval",
+    "apply_command", "budget", "cache_dir", "cache_reserve_bytes", "call_timeout",
+    "decision_file", "device_id", "engine_check_command", "env_file", "labels",
+    "max_resolve_interval", "min_resolve_interval", "model", "priority", "resolve_interval",
     "retry_base_delay", "retry_max_delay", "server", "state_dir", "tls", "trust"};
 
 absl::StatusOr<v1::Priority> ParsePriority(const yaml::Reader& reader, const yaml::Entry& entry) {
@@ -133,15 +135,40 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
         {"call_timeout", &config.call_timeout},
         {"retry_base_delay", &config.retry_base_delay},
         {"retry_max_delay", &config.retry_max_delay},
-        {"resolve_interval", &config.resolve_interval}}) {
+        {"resolve_interval", &config.resolve_interval},
+        {"min_resolve_interval", &config.min_resolve_interval},
+        {"max_resolve_interval", &config.max_resolve_interval}}) {
     if (const yaml::Entry* entry = map.Find(key)) {
       ASSIGN_OR_RETURN(*value, yaml::ReadPositiveDuration(reader, *entry));
     }
+  }
+  if (const yaml::Entry* reserve = map.Find("cache_reserve_bytes")) {
+    ASSIGN_OR_RETURN(const int64_t bytes, yaml::ReadInt64(reader, *reserve, 0, int64_t{1} << 50));
+    config.cache_reserve_bytes = static_cast<uint64_t>(bytes);
   }
   if (config.retry_base_delay > config.retry_max_delay) {
     const yaml::Entry* given = map.Find("retry_base_delay");
     if (given == nullptr) given = map.Find("retry_max_delay");
     return yaml::Fault(reader, *given, "retry_base_delay must not exceed retry_max_delay");
+  }
+  if (config.min_resolve_interval > config.max_resolve_interval) {
+    const yaml::Entry* given = map.Find("min_resolve_interval");
+    if (given == nullptr) given = map.Find("max_resolve_interval");
+    return yaml::Fault(reader, *given, "min_resolve_interval must not exceed max_resolve_interval");
+  }
+  if (const yaml::Entry* given = map.Find("resolve_interval")) {
+    if (config.resolve_interval < config.min_resolve_interval ||
+        config.resolve_interval > config.max_resolve_interval) {
+      return yaml::Fault(reader, *given,
+                         absl::StrCat("must lie between min_resolve_interval (",
+                                      absl::FormatDuration(config.min_resolve_interval),
+                                      ") and max_resolve_interval (",
+                                      absl::FormatDuration(config.max_resolve_interval), ")"));
+    }
+  } else {
+    // The default follows bounds set without it.
+    config.resolve_interval = std::clamp(config.resolve_interval, config.min_resolve_interval,
+                                         config.max_resolve_interval);
   }
   if (config.device_id.empty()) { ASSIGN_OR_RETURN(config.device_id, ReadMachineId(root)); }
   return config;

@@ -1,6 +1,7 @@
 // The agent's boot configuration, read from one YAML file.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -32,6 +33,9 @@ struct AgentConfig {
   std::string cache_dir = "/var/cache/weightpath";
   std::string decision_file = "/run/weightpath/decision.json";
   std::string env_file = "/run/weightpath/engine.env";
+  // Bytes a download must leave free on cache_dir's volume, for the state
+  // files written after it (ArtifactFetcher::set_free_space_reserve).
+  uint64_t cache_reserve_bytes = uint64_t{32} << 20;
   // Bounds the whole boot: resolve with its retries, then the download.
   absl::Duration budget = absl::Seconds(30);
   // Deadline of a single ResolveWeightPath call (clipped to what is left of
@@ -48,6 +52,12 @@ struct AgentConfig {
   std::string engine_check_command;
   // Used between resolves when the server suggests no interval.
   absl::Duration resolve_interval = absl::Minutes(5);
+  // The bounds of the interval the server suggests (resolve_interval_seconds,
+  // any uint32) and of its pushback: a hostile or broken server must not put
+  // the agent to sleep for 119 years (no re-resolve, trust update or report
+  // until a restart), nor make a fleet poll every second.
+  absl::Duration min_resolve_interval = absl::Seconds(30);
+  absl::Duration max_resolve_interval = absl::Hours(24);
   // Signed artifacts (TUF, trust_client.h); absent: the server's sha256 is
   // the only check, as before.
   std::optional<TrustConfig> trust;

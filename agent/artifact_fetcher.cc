@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "absl/status/status.h"
@@ -46,6 +48,7 @@ struct TransferSink {
   uint64_t expected_size = 0;
   uint64_t received = 0;
   bool oversized = false;
+  int write_errno = 0;        // why the partial file took fewer bytes than sent
 };
 
 size_t WriteToSink(char* data, size_t size, size_t count, void* user) {
@@ -56,9 +59,35 @@ size_t WriteToSink(char* data, size_t size, size_t count, void* user) {
     return 0;  // makes libcurl abort with CURLE_WRITE_ERROR
   }
   const size_t written = std::fwrite(data, 1, bytes, sink->file);
+  // libcurl only says "Failure writing output to destination": the reason
+  // (a full volume) is kept for the error.
+  if (written < bytes) sink->write_errno = errno;
   sink->offset += written;
   sink->received += written;
   return written;
+}
+
+// Bytes an unprivileged process may still write on the volume of `path`;
+// nullopt when it cannot be asked.
+std::optional<uint64_t> FreeBytes(const std::string& path) {
+  struct statvfs volume;
+  if (::statvfs(path.c_str(), &volume) != 0) return std::nullopt;
+  return static_cast<uint64_t>(volume.f_bavail) * static_cast<uint64_t>(volume.f_frsize);
+}
+
+bool IsOutOfSpace(int error) { return error == ENOSPC || error == EDQUOT || error == EFBIG; }
+
+absl::string_view ErrnoName(int error) {
+  switch (error) {
+    case ENOSPC:
+      return "ENOSPC";
+    case EDQUOT:
+      return "EDQUOT";
+    case EFBIG:
+      return "EFBIG";
+    default:
+      return "errno";
+  }
 }
 
 uint64_t FileSizeOrZero(const std::string& path) {
@@ -84,7 +113,31 @@ struct TransferOutcome {
   std::string error_text;
   bool oversized = false;
   uint64_t received = 0;
+  int write_errno = 0;  // the partial file could not take the bytes
 };
+
+// A partial file that could not be written, as the error the caller acts
+// on. Out of space (ENOSPC, a quota, the file size limit), the partial file
+// is removed: kept for a resume, it would hold the volume full on every
+// boot, and the state files (pending reports, the last good decision) could
+// not be written either. Any other write error keeps it.
+absl::Status PartialWriteError(int error, const std::string& partial_path,
+                               const std::string& cache_dir) {
+  const std::optional<uint64_t> free_bytes = FreeBytes(cache_dir);
+  const std::string free_text =
+      free_bytes.has_value() ? absl::StrCat(*free_bytes, " bytes free") : "free space unknown";
+  if (!IsOutOfSpace(error)) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", partial_path, ": ",
+                                               std::strerror(error), " (", free_text, " in ",
+                                               cache_dir, "; kept for resume)"));
+  }
+  const uint64_t had = FileSizeOrZero(partial_path);
+  RemoveQuietly(partial_path);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "cannot write ", partial_path, ": ", std::strerror(error), " (", ErrnoName(error), "); ",
+      free_text, " in cache_dir ", cache_dir, "; the partial download (", had,
+      " bytes) was removed so the volume is not left full"));
+}
 
 // One libcurl transfer appending to `partial_path` from byte `offset`.
 absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact& artifact,
@@ -122,9 +175,16 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
   outcome.error_text = error_buffer[0] != '\0' ? error_buffer : api.easy_strerror(outcome.code);
   outcome.oversized = sink.oversized;
   outcome.received = sink.received;
+  outcome.write_errno = sink.write_errno;
   // The partial file must hold every byte received so far, whatever
-  // happened to the transfer, or a resume would leave a hole.
+  // happened to the transfer, or a resume would leave a hole. What stdio
+  // still buffers may be what no longer fits.
   if (std::fflush(file.get()) != 0 || ::fsync(fileno(file.get())) != 0) {
+    if (IsOutOfSpace(errno)) {
+      outcome.write_errno = errno;
+      if (outcome.code == CURLE_OK) outcome.code = CURLE_WRITE_ERROR;
+      return outcome;
+    }
     return absl::InternalError(
         absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
   }
@@ -135,7 +195,10 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
 // file stays for network trouble and goes for anything that says the bytes
 // themselves are wrong.
 absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& outcome,
-                           const std::string& partial_path) {
+                           const std::string& partial_path, const std::string& cache_dir) {
+  if (outcome.write_errno != 0 && !outcome.oversized) {
+    return PartialWriteError(outcome.write_errno, partial_path, cache_dir);
+  }
   const uint64_t have = FileSizeOrZero(partial_path);
   // Nothing received (a 500, a host that never answered) is nothing to
   // resume: no empty partial file stays behind for it.
@@ -286,8 +349,9 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
                                   static_cast<size_t>(got) - written);
       if (put < 0) {
         if (errno == EINTR) continue;
-        return absl::InternalError(
-            absl::StrCat("cannot write ", partial_path, ": ", std::strerror(errno)));
+        outcome->write_errno = errno;
+        outcome->code = CURLE_WRITE_ERROR;
+        return absl::OkStatus();
       }
       written += static_cast<size_t>(put);
     }
@@ -296,6 +360,11 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
   }
   // As for a network transfer: every byte received stays for a resume.
   if (::fsync(partial.get()) != 0) {
+    if (IsOutOfSpace(errno)) {
+      outcome->write_errno = errno;
+      outcome->code = CURLE_WRITE_ERROR;
+      return absl::OkStatus();
+    }
     return absl::InternalError(
         absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
   }
@@ -440,6 +509,30 @@ void ArtifactFetcher::StampIfUnchanged(const std::string& path, const std::strin
   }
 }
 
+absl::Status ArtifactFetcher::CheckRoomFor(const v1::Artifact& artifact,
+                                           const std::string& partial_path, uint64_t offset) {
+  const std::optional<uint64_t> free_bytes = FreeBytes(cache_dir_);
+  if (!free_bytes.has_value()) return absl::OkStatus();  // the write itself will tell
+  const uint64_t needed = artifact.size_bytes() - offset;
+  if (*free_bytes >= free_space_reserve_ && *free_bytes - free_space_reserve_ >= needed) {
+    return absl::OkStatus();
+  }
+  std::string partial_note;
+  if (offset > 0 && *free_bytes < free_space_reserve_) {
+    // The partial file itself holds the reserve: it goes, or the state
+    // files could not be written on this volume.
+    RemoveQuietly(partial_path);
+    partial_note = absl::StrCat("; the partial download (", offset,
+                                " bytes) was removed to give the reserve back");
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "not downloading ", artifact.uri(), " into cache_dir ", cache_dir_, ": ", *free_bytes,
+      " bytes free, it needs ", needed, " more and ", free_space_reserve_,
+      " stay free for the agent's state files (cache_reserve_bytes); it would end in ENOSPC "
+      "(no space left on device)",
+      partial_note));
+}
+
 absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
                                                    absl::Duration time_limit) {
   // Monotonic, from the start of the call: checking the cache counts too.
@@ -481,6 +574,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     RemoveQuietly(partial_path);
     offset = 0;
   }
+  RETURN_IF_ERROR(CheckRoomFor(artifact, partial_path, offset));
   result.downloaded = true;
   result.resumed_from = offset;
   if (absl::StartsWith(artifact.uri(), "file://")) {
@@ -488,7 +582,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     RETURN_IF_ERROR(CopyLocalSource(artifact, partial_path, offset, *clock_, deadline, &outcome,
                                     &result.resumed_from));
     result.bytes_transferred = outcome.received;
-    if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path);
+    if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path, cache_dir_);
     RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
     return result;
   }
@@ -519,13 +613,14 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     // whose Content-Length claimed more than it sent, a limit that struck as
     // the last bytes came in) left the whole artifact: the size and digest
     // decide, as at a clean end, instead of a fallback with every byte here.
-    if (!outcome.oversized && FileSizeOrZero(partial_path) == artifact.size_bytes()) {
+    if (!outcome.oversized && outcome.write_errno == 0 &&
+        FileSizeOrZero(partial_path) == artifact.size_bytes()) {
       log::Info("artifact: transfer of {} ended early ({}) with all {} bytes; verifying them",
                    artifact.uri(), outcome.error_text, artifact.size_bytes());
       RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
       return result;
     }
-    return TransferError(artifact, outcome, partial_path);
+    return TransferError(artifact, outcome, partial_path, cache_dir_);
   }
   RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
   return result;

@@ -63,6 +63,12 @@ class ArtifactFetcher {
   //                     nothing is installed and the bad bytes are deleted
   //   FAILED_PRECONDITION a download is needed but libcurl.so.4 cannot be
   //                     loaded (see curl_library.h)
+  //   RESOURCE_EXHAUSTED the volume cannot take the artifact: refused before
+  //                     the download when it would leave less than the
+  //                     reserve free, or a write failed with ENOSPC (also a
+  //                     quota, or EFBIG at the file size limit); the error
+  //                     names it, the path and the free bytes, and the
+  //                     partial file is removed
   absl::StatusOr<FetchResult> Fetch(const v1::Artifact& artifact, absl::Duration time_limit);
 
   // The cached artifact's path if it is present and verifies, without any
@@ -75,7 +81,21 @@ class ArtifactFetcher {
 
   std::string CachedPath(const std::string& sha256) const;
 
+  // Bytes a download must leave free on cache_dir's volume (0 by default).
+  // The state files (pending reports, the last good decision, the trust
+  // state) are written after the download, often on the same volume; an
+  // artifact that fills it would leave the device unable to record or
+  // report why it is stuck.
+  void set_free_space_reserve(uint64_t bytes) { free_space_reserve_ = bytes; }
+
  private:
+  // RESOURCE_EXHAUSTED, naming ENOSPC, the free and the needed bytes, when
+  // the rest of the artifact (from `offset`) would leave less than the
+  // reserve free. A partial file is removed when the volume is already
+  // inside the reserve.
+  absl::Status CheckRoomFor(const v1::Artifact& artifact, const std::string& partial_path,
+                            uint64_t offset);
+
   // Whether a stamp beside `path` vouches for `sha256` at `identity`.
   bool StampVouches(const std::string& path, const std::string& sha256,
                     const FileIdentity& identity);
@@ -89,6 +109,7 @@ class ArtifactFetcher {
   std::string cache_dir_;
   Clock* clock_;
   absl::Duration reverify_after_;
+  uint64_t free_space_reserve_ = 0;
 };
 
 // INVALID_ARGUMENT naming the field when an artifact entry is unusable.

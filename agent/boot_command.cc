@@ -27,18 +27,25 @@ std::string Describe(const DecisionRecord& record) {
 }
 
 // The boot is reported (OUTCOME_BOOT_OK with its boot_source) after the
-// reports earlier boots left waiting. A boot that fell back has just found
-// the server unusable, and asking it again would hold the engine up by
-// another call timeout, so its report waits in state_dir for the next boot
-// or `run` pass that reaches the server; so does one the server could not
-// take now.
+// reports earlier boots left waiting, within what is left of the boot's
+// budget: the engine's unit waits for boot, and a server that answers its
+// resolves but takes its reports slowly (its store busy) would otherwise
+// hold the engine up by a call timeout per report. What is not sent in time
+// waits in state_dir for the next boot or `run` pass. A boot that fell back
+// has just found the server unusable, and asking it again would hold the
+// engine up for nothing, so its report waits there too; it says why the
+// boot fell back, so the fleet learns what keeps the device on it.
 void ReportBoot(const AgentConfig& config, const BootOutcome& outcome, const ReportCall& report,
-                absl::Time now) {
+                Clock& clock) {
   std::vector<v1::ReportOutcomeRequest> reports = LoadPendingReports(config.state_dir);
-  reports.push_back(BootReport(config.device_id, v1::OUTCOME_BOOT_OK, outcome.record, "", now));
+  reports.push_back(BootReport(config.device_id, v1::OUTCOME_BOOT_OK, outcome.record,
+                               outcome.fallback_reason, clock.Now()));
   const bool server_answered =
       outcome.record.source == DecisionSource::kServer || outcome.trust_refused;
-  if (server_answered) reports = SendReports(std::move(reports), report, config.call_timeout, "boot");
+  if (server_answered) {
+    reports = SendReports(std::move(reports), report, config.call_timeout, clock,
+                          outcome.budget_end, "boot");
+  }
   if (!reports.empty()) {
     log::Info("boot: {} outcome report(s) kept in {} until the server takes them",
                  reports.size(), PendingReportsPath(config.state_dir));
@@ -153,7 +160,7 @@ int RunBootCommand(int argc, char** argv) {
                    Describe(record), exit_code);
       break;
   }
-  ReportBoot(*config, *outcome, dependencies.report, dependencies.clock->Now());
+  ReportBoot(*config, *outcome, dependencies.report, *dependencies.clock);
   return exit_code;
 }
 

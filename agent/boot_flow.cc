@@ -140,12 +140,13 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
 }
 
 absl::StatusOr<BootOutcome> HandOver(DecisionRecord record, std::string fallback_reason,
-                                     const AgentConfig& config, bool trust_refused = false) {
+                                     const AgentConfig& config, MonotonicTime budget_end,
+                                     bool trust_refused = false) {
   if (absl::Status written = WriteHandover(record, config.decision_file, config.env_file);
       !written.ok()) {
     return WithContext(written, "hand-over");
   }
-  return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused};
+  return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused, budget_end};
 }
 
 // The model a last good decision can stand in for: the one configured, or
@@ -226,6 +227,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   // fallback may still need to fetch the artifact of the last good path.
   const MonotonicTime resolve_end = budget_end - config.budget * kFallbackShareOfBudget;
   ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
+  fetcher.set_free_space_reserve(config.cache_reserve_bytes);
   RemoveStaleTemporaries(config);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
@@ -239,7 +241,8 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
     absl::StatusOr<DecisionRecord> from_server = DecideWithServer(
         config, dependencies, *profile, held, resolve_end, budget_end, fetcher, &trust_refused);
     if (from_server.ok()) {
-      ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config));
+      ASSIGN_OR_RETURN(BootOutcome outcome,
+                       HandOver(*std::move(from_server), "", config, budget_end));
       RememberLastGood(outcome.record, config.state_dir);
       return outcome;
     }
@@ -255,7 +258,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       DecisionRecord record = *last_good;
       record.source = DecisionSource::kLastGood;
       record.artifact_path = *artifact_path;
-      return HandOver(std::move(record), fallback_reason, config, trust_refused);
+      return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused);
     }
     log::Warn("boot: last good decision unusable: {}",
                  artifact_path.ok() ? "it was for another model"
@@ -291,7 +294,7 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                    record.response.weight_path().name(), fetched.status().ToString());
     }
   }
-  return HandOver(std::move(record), fallback_reason, config, trust_refused);
+  return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused);
 }
 
 }  // namespace weightpath::agent

@@ -78,6 +78,10 @@ struct BootOutcome {
   // The trust check refused the server's artifact (the reason is in
   // fallback_reason).
   bool trust_refused = false;
+  // When the boot's budget ends (monotonic): what the boot still sends
+  // after the hand-over (its outcome reports) must end by then too, or the
+  // engine, which waits for boot, waits past the budget.
+  MonotonicTime budget_end;
 };
 
 // Runs the whole flow and writes the hand-over files. An error means no

@@ -27,12 +27,20 @@ absl::string_view FileTypeName(mode_t mode) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_view what,
-                                          size_t max_bytes) {
+                                          size_t max_bytes, FinalSymlink symlink) {
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of
   // waiting for a writer; O_NOCTTY: a terminal never becomes ours. Neither
   // changes how a regular file is read.
-  UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!file.valid()) return ErrnoStatus(errno, absl::StrCat(what, ": cannot read ", path));
+  const int no_follow = symlink == FinalSymlink::kRefuse ? O_NOFOLLOW : 0;
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | no_follow));
+  if (!file.valid()) {
+    // O_NOFOLLOW's refusal of a final symlink is ELOOP.
+    if (errno == ELOOP && no_follow != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", path, " is a symbolic link, not a regular file (not followed)"));
+    }
+    return ErrnoStatus(errno, absl::StrCat(what, ": cannot read ", path));
+  }
   struct stat info;
   if (::fstat(file.get(), &info) != 0) {
     return ErrnoStatus(errno, absl::StrCat(what, ": cannot stat ", path));

@@ -22,14 +22,22 @@ namespace weightpath::agent {
 // by script: far above any real one, far below what hurts a small device.
 inline constexpr size_t kMaxLocalInputBytes = size_t{1} << 20;
 
+// Whether a symlink as the path's last component is followed. An operator's
+// input (a config, a PEM file) may well be one; a file only the agent
+// writes, always by renaming a regular file over it, never is, and a
+// symlink there was planted to make the agent read something else.
+enum class FinalSymlink { kFollow, kRefuse };
+
 // The whole contents of the regular file at `path`. `what` names the input
 // in every error ("--file", "config file", "WEIGHTPATH_HW_PROFILE"):
 //   NOT_FOUND          the path does not exist
 //   PERMISSION_DENIED  it cannot be opened for reading
-//   INVALID_ARGUMENT   it is not a regular file (naming what it is), or it
+//   INVALID_ARGUMENT   it is not a regular file (naming what it is: with
+//                      FinalSymlink::kRefuse also "a symbolic link"), or it
 //                      holds more than `max_bytes`
 //   UNAVAILABLE        any other open or read error
 absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_view what,
-                                          size_t max_bytes = kMaxLocalInputBytes);
+                                          size_t max_bytes = kMaxLocalInputBytes,
+                                          FinalSymlink symlink = FinalSymlink::kFollow);
 
 }  // namespace weightpath::agent

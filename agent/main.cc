@@ -5,6 +5,7 @@
 //   weightpath-agent outcome --config FILE --outcome ... [--tasks-* N]
 //   weightpath-agent report --file FILE [--config FILE]
 //   weightpath-agent trust status [--config FILE] [-o json]
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -34,6 +35,11 @@ void PrintUsage(FILE* stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file size limit (a container's `ulimit -f`, systemd's
+  // LimitFSIZE=) would kill the agent with SIGXFSZ mid-download, leaving no
+  // decision and no report. Ignored, the write fails with EFBIG, which the
+  // download names and cleans up after like a full volume.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     PrintUsage(stderr);
     return weightpath::agent::kExitUsage;

@@ -1,6 +1,7 @@
 #include "agent/outcome_report.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/control_characters.h"
 #include "common/proto_time.h"
 #include "common/report_limits.h"
 
@@ -8,9 +9,13 @@ namespace weightpath::agent {
 namespace {
 
 // The server refuses a longer detail; an error message that long loses only
-// its tail. Cut at a character boundary: a string field that is not UTF-8
-// would make the whole message unreadable to the server.
-std::string FittedDetail(const std::string& detail) {
+// its tail. Escaped first (as every string the agent sends is, see
+// EscapeOutgoingStrings), so the escapes count against the limit: a detail
+// that is not UTF-8 (an engine's or a mirror's answer quoted in an error)
+// would make the whole message unreadable to the server. Cut at a
+// character boundary for the same reason.
+std::string FittedDetail(const std::string& raw_detail) {
+  std::string detail = ControlEscaped(raw_detail);
   if (detail.size() <= kMaxOutcomeDetailBytes) return detail;
   size_t end = kMaxOutcomeDetailBytes;
   while (end > 0 && (static_cast<unsigned char>(detail[end]) & 0xC0) == 0x80) --end;

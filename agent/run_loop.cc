@@ -33,6 +33,20 @@ std::string BuildKey(const v1::ResolveWeightPathResponse& response) {
                       response.artifact().sha256(), "|", kwargs);
 }
 
+absl::Duration ServerInterval(uint32_t suggested_seconds, const AgentConfig& config) {
+  const absl::Duration suggested = absl::Seconds(suggested_seconds);
+  const absl::Duration bounded =
+      std::clamp(suggested, config.min_resolve_interval, config.max_resolve_interval);
+  if (bounded != suggested) {
+    log::Warn("run: the server suggests resolving every {} s; using {} (min_resolve_interval {}, "
+              "max_resolve_interval {})",
+              suggested_seconds, absl::FormatDuration(bounded),
+              absl::FormatDuration(config.min_resolve_interval),
+              absl::FormatDuration(config.max_resolve_interval));
+  }
+  return bounded;
+}
+
 RunLoop::RunLoop(const AgentConfig& config, RunDependencies& dependencies,
                  std::optional<DecisionRecord> current)
     : config_(config),
@@ -51,7 +65,11 @@ void RunLoop::FlushReports() {
   // The server's pushback, when it sends one, is minutes short of the next
   // pass: what it holds back waits for that.
   if (unsent_.empty() && !unsent_saved_) return;
-  unsent_ = SendReports(std::move(unsent_), dependencies_.report, config_.call_timeout, "run");
+  // Bounded like a boot: reports are sent before the pass resolves, and a
+  // slow server must not keep the loop from following it for long.
+  unsent_ = SendReports(std::move(unsent_), dependencies_.report, config_.call_timeout,
+                        *dependencies_.clock,
+                        dependencies_.clock->MonotonicNow() + config_.budget, "run");
   if (absl::Status saved = SavePendingReports(unsent_, config_.state_dir); !saved.ok()) {
     log::Warn("run: {}", saved.ToString());
     return;
@@ -105,6 +123,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
       }
     }
     ArtifactFetcher fetcher(config_.cache_dir, dependencies_.clock, kDefaultReverifyAfter);
+    fetcher.set_free_space_reserve(config_.cache_reserve_bytes);
     absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
     if (!fetched.ok()) {
       log::Warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
@@ -171,7 +190,7 @@ PassResult RunLoop::RunOnce() {
     // A server shedding load said when to come back; never sooner.
     if (const std::optional<absl::Duration> pushback = RetryPushback(answer.status());
         pushback.has_value() && *pushback != absl::InfiniteDuration()) {
-      next_wait_ = std::max(next_wait_, *pushback);
+      next_wait_ = std::max(next_wait_, std::min(*pushback, config_.max_resolve_interval));
     }
     return PassResult::kResolveFailed;
   }
@@ -179,7 +198,7 @@ PassResult RunLoop::RunOnce() {
   // device follows root rotations and sees expiry while nothing changes.
   if (dependencies_.trust != nullptr) dependencies_.trust->Update(config_.budget).IgnoreError();
   if (answer->resolve_interval_seconds() > 0) {
-    next_wait_ = JitteredInterval(absl::Seconds(answer->resolve_interval_seconds()),
+    next_wait_ = JitteredInterval(ServerInterval(answer->resolve_interval_seconds(), config_),
                                   *dependencies_.random);
   }
   if (answer->unchanged()) {

@@ -14,6 +14,7 @@
 // OUTCOME_ARTIFACT_VERIFICATION_FAILED and checked again on later passes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ struct RunDependencies : BootDependencies {
 // [0.8, 1.2] of itself, so devices told the same interval spread out while
 // the average stays what the server asked for.
 absl::Duration JitteredInterval(absl::Duration interval, RandomSource& random);
+
+// The server's resolve_interval_seconds within the config's
+// [min_resolve_interval, max_resolve_interval], logged when it is not.
+absl::Duration ServerInterval(uint32_t suggested_seconds, const AgentConfig& config);
 
 // The parts of a decision that change what the engine runs. A new stage or
 // rollout attribution with the same build is not a change to apply.

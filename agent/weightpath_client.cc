@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "agent/local_file.h"
+#include "common/control_characters.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpc/support/time.h"
@@ -36,14 +40,72 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
   return grpc::SslCredentials(options);
 }
 
-// One unary call with its deadline and its status conversion.
+// Whether a string field of `message` needs escaping. With `fix` (the same
+// message, mutable), every such field is escaped in place; without, the
+// walk stops at the first.
+bool HasStringsToEscape(const google::protobuf::Message& message,
+                        google::protobuf::Message* fix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection& reflection = *message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection.ListFields(message, &fields);
+  bool found = false;
+  for (const FieldDescriptor* field : fields) {
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      // Map entries are messages too: their keys and values are walked here.
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection.FieldSize(message, field); ++i) {
+          const bool inner = HasStringsToEscape(
+              reflection.GetRepeatedMessage(message, field, i),
+              fix == nullptr ? nullptr : reflection.MutableRepeatedMessage(fix, field, i));
+          found = found || inner;
+          if (found && fix == nullptr) return true;
+        }
+      } else {
+        const bool inner = HasStringsToEscape(
+            reflection.GetMessage(message, field),
+            fix == nullptr ? nullptr : reflection.MutableMessage(fix, field));
+        found = found || inner;
+      }
+    } else if (field->type() == FieldDescriptor::TYPE_STRING) {
+      const int count = field->is_repeated() ? reflection.FieldSize(message, field) : 1;
+      for (int i = 0; i < count; ++i) {
+        std::string scratch;
+        const std::string& value =
+            field->is_repeated()
+                ? reflection.GetRepeatedStringReference(message, field, i, &scratch)
+                : reflection.GetStringReference(message, field, &scratch);
+        if (!HasControlCharacters(value)) continue;
+        found = true;
+        if (fix == nullptr) return true;
+        std::string escaped = ControlEscaped(value);
+        if (field->is_repeated()) {
+          reflection.SetRepeatedString(fix, field, i, std::move(escaped));
+        } else {
+          reflection.SetString(fix, field, std::move(escaped));
+        }
+      }
+    }
+    if (found && fix == nullptr) return true;
+  }
+  return found;
+}
+
+// One unary call with its deadline and its status conversion. The request
+// is copied only when a string in it must be escaped.
 template <typename Request, typename Response, typename Method>
 absl::StatusOr<Response> Call(absl::string_view name, v1::WeightPath::Stub& stub, Method method,
                               const Request& request, absl::Duration timeout) {
+  std::optional<Request> escaped;
+  if (HasStringsToEscape(request, nullptr)) {
+    escaped = request;
+    EscapeOutgoingStrings(&*escaped);
+  }
   grpc::ClientContext context;
   SetCallTimeout(context, timeout);
   Response response;
-  const grpc::Status status = (stub.*method)(&context, request, &response);
+  const grpc::Status status =
+      (stub.*method)(&context, escaped.has_value() ? *escaped : request, &response);
   if (!status.ok()) return FromGrpcStatus(name, status, context);
   return response;
 }
@@ -79,6 +141,10 @@ absl::StatusOr<v1::ReportMeasurementResponse> WeightPathClient::ReportMeasuremen
     const v1::ReportMeasurementRequest& request, absl::Duration timeout) {
   return Call<v1::ReportMeasurementRequest, v1::ReportMeasurementResponse>(
       "ReportMeasurement", *stub_, &v1::WeightPath::Stub::ReportMeasurement, request, timeout);
+}
+
+bool EscapeOutgoingStrings(google::protobuf::Message* message) {
+  return HasStringsToEscape(*message, message);
 }
 
 RetryOptions ServerRetryOptions(const AgentConfig& config) {

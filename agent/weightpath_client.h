@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/retry_policy.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "weightpath/v1/weightpath.grpc.pb.h"
@@ -46,6 +47,21 @@ class WeightPathClient {
   explicit WeightPathClient(std::unique_ptr<v1::WeightPath::Stub> stub) : stub_(std::move(stub)) {}
   std::unique_ptr<v1::WeightPath::Stub> stub_;
 };
+
+// Escapes, in place, every string field of `message` at any depth (repeated
+// fields, map keys and values, nested messages; not `bytes`) that holds a
+// byte sequence which is not well-formed UTF-8, a control character or a
+// layout control, with ControlEscaped (common/control_characters.h).
+// Returns whether anything changed.
+//
+// Every request goes through it before it leaves the agent. A proto3 string
+// that is not UTF-8 makes the whole message unparseable to the server (the
+// call fails INTERNAL, and a report is lost, not retried), and such text
+// reaches requests from outside: an engine's readiness endpoint or a
+// metadata mirror answering bytes like "\xff\xfe" in its status line,
+// quoted into an error that becomes a report's detail; DMI strings in the
+// hardware profile; labels in the config.
+bool EscapeOutgoingStrings(google::protobuf::Message* message);
 
 // How every call to the server is retried: the config's call_timeout and
 // backoff (retry_base_delay, retry_max_delay).

@@ -119,6 +119,41 @@ TEST(AgentConfig, RetryBaseMayNotExceedItsCap) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("retry_base_delay")));
 }
 
+// The bounds on the server's resolve_interval_seconds: documented defaults,
+// settable, and the config's own interval must lie within them.
+TEST(AgentConfig, ResolveIntervalBoundsHaveDefaultsAndMustHoldTogether) {
+  absl::StatusOr<AgentConfig> defaults = ParseAgentConfig("server: a:1\ndevice_id: d\n", "a.yaml");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->min_resolve_interval, absl::Seconds(30));
+  EXPECT_EQ(defaults->max_resolve_interval, absl::Hours(24));
+  EXPECT_EQ(defaults->resolve_interval, absl::Minutes(5));
+  EXPECT_EQ(defaults->cache_reserve_bytes, uint64_t{32} << 20);
+
+  absl::StatusOr<AgentConfig> set = ParseAgentConfig(
+      "server: a:1\ndevice_id: d\nmin_resolve_interval: 1m\nmax_resolve_interval: 2m\n"
+      "cache_reserve_bytes: 0\n",
+      "a.yaml");
+  ASSERT_THAT(set, IsOk());
+  EXPECT_EQ(set->min_resolve_interval, absl::Minutes(1));
+  EXPECT_EQ(set->max_resolve_interval, absl::Minutes(2));
+  EXPECT_EQ(set->resolve_interval, absl::Minutes(2)) << "the default follows the bounds";
+  EXPECT_EQ(set->cache_reserve_bytes, 0u);
+
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nmin_resolve_interval: 2h\n"
+                               "max_resolve_interval: 1h\n",
+                               "a.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("a.yaml:3"), HasSubstr("min_resolve_interval must not "
+                                                              "exceed max_resolve_interval"))));
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nresolve_interval: 1s\n", "a.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("a.yaml:3"), HasSubstr("resolve_interval"),
+                             HasSubstr("must lie between min_resolve_interval (30s)"))));
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ncache_reserve_bytes: -1\n", "a.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("a.yaml:3"), HasSubstr("cache_reserve_bytes"))));
+}
+
 TEST(AgentConfig, TlsCertWithoutKeyIsRefused) {
   EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ntls:\n  cert: /c.pem\n", "agent.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,

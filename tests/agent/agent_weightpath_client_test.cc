@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ class RecordingService final : public v1::WeightPath::Service {
                                  const v1::ResolveWeightPathRequest* request,
                                  v1::ResolveWeightPathResponse* response) override {
     Record(context);
+    {
+      absl::MutexLock lock(&mutex_);
+      last_resolve_ = *request;
+    }
     response->set_model(request->model());
     return grpc::Status::OK;
   }
@@ -50,9 +55,13 @@ class RecordingService final : public v1::WeightPath::Service {
     response->set_measurement_id("m-1");
     return grpc::Status::OK;
   }
-  grpc::Status ReportOutcome(grpc::ServerContext* context, const v1::ReportOutcomeRequest*,
+  grpc::Status ReportOutcome(grpc::ServerContext* context, const v1::ReportOutcomeRequest* request,
                              v1::ReportOutcomeResponse* response) override {
     Record(context);
+    {
+      absl::MutexLock lock(&mutex_);
+      last_outcome_ = *request;
+    }
     response->set_duplicate(true);
     return grpc::Status::OK;
   }
@@ -60,6 +69,14 @@ class RecordingService final : public v1::WeightPath::Service {
   std::vector<std::string> peers() {
     absl::MutexLock lock(&mutex_);
     return peers_;
+  }
+  v1::ReportOutcomeRequest last_outcome() {
+    absl::MutexLock lock(&mutex_);
+    return last_outcome_;
+  }
+  v1::ResolveWeightPathRequest last_resolve() {
+    absl::MutexLock lock(&mutex_);
+    return last_resolve_;
   }
 
  private:
@@ -69,6 +86,8 @@ class RecordingService final : public v1::WeightPath::Service {
   }
   absl::Mutex mutex_;
   std::vector<std::string> peers_;
+  v1::ReportOutcomeRequest last_outcome_;
+  v1::ResolveWeightPathRequest last_resolve_;
 };
 
 class AgentWeightPathClient : public ::testing::Test {
@@ -120,6 +139,60 @@ TEST_F(AgentWeightPathClient, EveryCallGoesOverOneChannel) {
   const std::vector<std::string> peers = service_.peers();
   ASSERT_THAT(peers, SizeIs(3));
   EXPECT_THAT(peers, Each(peers.front()));
+}
+
+// A readiness endpoint answering "HTTP/1.1 2\xff\xfe OK" got its bytes into
+// an ENGINE_START_FAILED detail; a proto3 string that is not UTF-8 makes the
+// whole request unparseable to the server (INTERNAL), and the report was
+// lost. Every request is escaped on its way out: well-formed UTF-8 stays,
+// each stray byte becomes \xNN.
+TEST_F(AgentWeightPathClient, StringsThatAreNotUtf8AreEscapedOnTheirWayOut) {
+  const std::string hostile = "last answer HTTP/1.1 2\xff\xfe OK, caf\xc3\xa9 \xc0\xaf \xed\xa0\x80";
+  v1::ReportOutcomeRequest report;
+  report.set_outcome(v1::OUTCOME_ENGINE_START_FAILED);
+  report.set_detail(hostile);
+  report.set_path("w4a8-\xff");
+
+  // What the server makes of the raw bytes: the request does not parse.
+  {
+    auto stub = v1::WeightPath::NewStub(
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ReportOutcomeResponse response;
+    EXPECT_EQ(stub->ReportOutcome(&context, report, &response).error_code(),
+              grpc::StatusCode::INTERNAL);
+  }
+
+  absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
+      WeightPathClient::Create(address(), std::nullopt);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->ReportOutcome(report, absl::Seconds(5)).ok());
+  const std::string escaped =
+      "last answer HTTP/1.1 2\\xff\\xfe OK, caf\xc3\xa9 \\xc0\\xaf \\xed\\xa0\\x80";
+  EXPECT_EQ(service_.last_outcome().detail(), escaped);
+  EXPECT_EQ(service_.last_outcome().path(), "w4a8-\\xff");
+  EXPECT_EQ(report.detail(), hostile) << "the caller's request is not changed";
+
+  // Nested messages and maps too: a label from the config, a DMI string in
+  // the profile.
+  v1::ResolveWeightPathRequest resolve;
+  resolve.set_model("qwen3-8b");
+  (*resolve.mutable_labels())["site"] = "m\xfcnchen";
+  resolve.mutable_profile()->set_cpu_model("Xeon\x80\x81");
+  resolve.mutable_profile()->add_cpu_flags("avx2");
+  resolve.mutable_profile()->add_cpu_flags("amx\xff");
+  ASSERT_TRUE((*client)->Resolve(resolve, absl::Seconds(5)).ok());
+  const v1::ResolveWeightPathRequest seen = service_.last_resolve();
+  EXPECT_EQ(seen.labels().at("site"), "m\\xfcnchen");
+  EXPECT_EQ(seen.profile().cpu_model(), "Xeon\\x80\\x81");
+  EXPECT_THAT(seen.profile().cpu_flags(), ::testing::ElementsAre("avx2", "amx\\xff"));
+  EXPECT_EQ(seen.model(), "qwen3-8b");
+
+  v1::ReportOutcomeRequest clean;
+  clean.set_detail("caf\xc3\xa9, \xe2\x9c\x93");
+  EXPECT_FALSE(EscapeOutgoingStrings(&clean));
+  EXPECT_EQ(clean.detail(), "caf\xc3\xa9, \xe2\x9c\x93");
 }
 
 // A refusal keeps its code, and the message names the method it came from.

@@ -11,6 +11,7 @@
 #include "agent/decision_record.h"
 #include "agent/run_loop.h"
 #include "agent/run_shell.h"
+#include "common/retry_pushback.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/artifact_files.h"
@@ -237,6 +238,48 @@ TEST_F(RunLoopTest, WaitsTheServersIntervalWithJitter) {
   loop.RunOnce();
   EXPECT_EQ(loop.next_wait(), absl::Seconds(360)) << "1.2 x 300 s at the high end";
   EXPECT_TRUE(reports_.empty()) << "an unchanged decision is not news";
+}
+
+// A hostile server's 4294967295 s (the agent slept ~119 years: no
+// re-resolve, trust update or report until a restart) and 1 s (a fleet
+// polling every second) are held to the config's bounds, 30 s and 24 h by
+// default; so is a pushback.
+TEST_F(RunLoopTest, TheServersIntervalIsHeldToTheConfiguredBounds) {
+  answers_.push_back(Decision("w4a8-amx", "", 4294967295u));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(loop.RunOnce(), PassResult::kUnchanged);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("the server suggests resolving every 4294967295 s; using 24h"));
+  EXPECT_EQ(loop.next_wait(), absl::Hours(24) * 0.8);
+
+  answers_.clear();
+  answers_.push_back(Decision("w4a8-amx", "", 1));
+  loop.RunOnce();
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(30) * 0.8);
+
+  config_.min_resolve_interval = absl::Seconds(5);
+  config_.max_resolve_interval = absl::Minutes(2);
+  answers_.clear();
+  answers_.push_back(Decision("w4a8-amx", "", 1));
+  loop.RunOnce();
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(5) * 0.8);
+  answers_.clear();
+  answers_.push_back(Decision("w4a8-amx", "", 600));
+  loop.RunOnce();
+  EXPECT_EQ(loop.next_wait(), absl::Minutes(2) * 0.8);
+  answers_.clear();
+  answers_.push_back(Decision("w4a8-amx", "", 90));
+  loop.RunOnce();
+  EXPECT_EQ(loop.next_wait(), absl::Seconds(90) * 0.8) << "within the bounds: as suggested";
+
+  // "Come back in 2^31 ms" (24.8 days) is no longer than the longest interval.
+  config_.resolve_interval = absl::Minutes(1);
+  answers_.clear();
+  answers_.push_back(WithRetryPushback(absl::ResourceExhaustedError("shedding load"),
+                                       absl::Milliseconds(int64_t{1} << 31)));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kResolveFailed);
+  EXPECT_EQ(loop.next_wait(), absl::Minutes(2));
 }
 
 TEST_F(RunLoopTest, RunSleepsOnTheInjectedClockBetweenPasses) {
