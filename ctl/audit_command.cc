@@ -1,6 +1,7 @@
 #include "ctl/audit_command.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,9 @@
 namespace weightpath::ctl {
 namespace {
 
-// The server's bound on ListAuditEventsRequest.limit (store/store.h).
+// The server's bounds on ListAuditEventsRequest.limit (store/store.h).
 constexpr uint32_t kMaxLimit = 10000;
+constexpr uint32_t kDefaultLimit = 1000;
 
 const std::vector<FlagSpec>& AuditFlags() {
   static const std::vector<FlagSpec> flags = ViewFlags({
@@ -61,6 +63,38 @@ absl::StatusOr<v1::ListAuditEventsRequest> BuildRequest(const ParsedArguments& a
   return request;
 }
 
+// The server answers at most 3 MiB a page (10,000 events can come to ~26 MB,
+// past gRPC's 4 MiB receive limit): pages are asked for, newest first, until
+// the limit is reached or no older event matched, and joined oldest first.
+absl::StatusOr<v1::ListAuditEventsResponse> ListAllPages(FleetAdminConnection& connection,
+                                                         const v1::ListAuditEventsRequest& request) {
+  const uint32_t wanted = request.limit() == 0 ? kDefaultLimit : request.limit();
+  std::vector<v1::ListAuditEventsResponse> pages;
+  v1::ListAuditEventsRequest page_request = request;
+  uint32_t received = 0;
+  while (true) {
+    page_request.set_limit(wanted - received);
+    absl::StatusOr<v1::ListAuditEventsResponse> page = CallFleetAdmin(
+        connection, &v1::FleetAdmin::Stub::ListAuditEvents, page_request, "ListAuditEvents");
+    if (!page.ok()) return page.status();
+    received += static_cast<uint32_t>(page->events_size());
+    pages.push_back(*std::move(page));
+    const v1::ListAuditEventsResponse& last = pages.back();
+    // An empty page cannot move the cursor: stop rather than ask again.
+    if (!last.truncated() || last.next_page_token().empty() || last.events_size() == 0 ||
+        received >= wanted) {
+      break;
+    }
+    page_request.set_page_token(last.next_page_token());
+  }
+  v1::ListAuditEventsResponse joined;
+  for (auto page = pages.rbegin(); page != pages.rend(); ++page) {
+    for (v1::AuditEvent& event : *page->mutable_events()) *joined.add_events() = std::move(event);
+  }
+  joined.set_truncated(pages.back().truncated());
+  return joined;
+}
+
 std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
 
 void WriteTable(const v1::ListAuditEventsResponse& response, std::ostream& out) {
@@ -90,10 +124,7 @@ int RunAuditCommand(const std::vector<std::string>& args, CommandIo io) {
       "request's summary. Needs the viewer role and a server with a fleet store.",
       AuditFlags(),
       BuildRequest,
-      [](FleetAdminConnection& connection, const v1::ListAuditEventsRequest& request) {
-        return CallFleetAdmin(connection, &v1::FleetAdmin::Stub::ListAuditEvents, request,
-                              "ListAuditEvents");
-      },
+      ListAllPages,
       WriteTable,
   };
   return RunAdminQuery(query, args, io);

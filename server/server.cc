@@ -21,12 +21,18 @@
 namespace weightpath::server {
 namespace {
 
-// The store calls' workers. SQLite takes one writer at a time and the
-// PostgreSQL pool a few, so more threads would only queue inside the store;
-// four keep an operator's read from waiting behind one slow report. A burst
-// beyond the queue is refused UNAVAILABLE at once rather than left to time out.
-constexpr int kStoreWorkerThreads = 4;
-constexpr size_t kStoreCallsQueued = 256;
+// The store calls' workers, in two pools: devices' reports, and operators'
+// calls. SQLite takes one writer at a time and the PostgreSQL pool (8
+// connections) a few, so more threads would only queue inside the store. The
+// operators' pool is the smaller: any viewer can send costly reads (a 10,000-
+// event audit listing), and with their own two workers (and SQLite's read
+// connection, store/sqlite_database.cc) those reads queue behind each other,
+// never in front of a device's report. A burst beyond a queue is refused
+// UNAVAILABLE at once rather than left to time out.
+constexpr int kDeviceStoreWorkerThreads = 4;
+constexpr size_t kDeviceStoreCallsQueued = 256;
+constexpr int kOperatorStoreWorkerThreads = 2;
+constexpr size_t kOperatorStoreCallsQueued = 64;
 
 // "127.0.0.1:0" + 41234 -> "127.0.0.1:41234"
 std::string WithPort(const std::string& host_port, int port) {
@@ -168,6 +174,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     options.devices_seen_window = config.devices_seen_window;
     options.refresh_interval = config.fleet_refresh_interval;
     options.devices_seen_refresh_interval = config.devices_seen_refresh_interval;
+    options.audit_retention = config.audit_retention;
+    options.audit_max_events = static_cast<uint64_t>(config.audit_max_events);
     options.write_behind.capacity = static_cast<size_t>(config.registry_queue_capacity);
     options.write_behind.max_batch = static_cast<size_t>(config.registry_batch_size);
     options.write_behind.flush_period = config.registry_flush_period;
@@ -185,10 +193,14 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
     server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
-  StoreExecutor::Options store_workers;
-  store_workers.threads = kStoreWorkerThreads;
-  store_workers.max_queued = kStoreCallsQueued;
-  server->store_executor_ = std::make_unique<StoreExecutor>(store_workers);
+  StoreExecutor::Options device_workers;
+  device_workers.threads = kDeviceStoreWorkerThreads;
+  device_workers.max_queued = kDeviceStoreCallsQueued;
+  server->device_store_executor_ = std::make_unique<StoreExecutor>(device_workers);
+  StoreExecutor::Options operator_workers;
+  operator_workers.threads = kOperatorStoreWorkerThreads;
+  operator_workers.max_queued = kOperatorStoreCallsQueued;
+  server->operator_store_executor_ = std::make_unique<StoreExecutor>(operator_workers);
   WeightPathServer* self = server.get();
   FleetAdminService::ExplainFunction explain = [self](const v1::ExplainDecisionRequest& request) {
     const std::shared_ptr<const Snapshot> snapshot = self->snapshots_.Share();
@@ -219,7 +231,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
                                                   *server->rollout_metrics_});
   }
   server->fleet_admin_ = std::make_unique<FleetAdminService>(
-      server->operator_auth_.get(), admin_fleet, std::move(explain), server->store_executor_.get(),
+      server->operator_auth_.get(), admin_fleet, std::move(explain), server->operator_store_executor_.get(),
       server->metrics_.get());
   DeviceCallLimitOptions limits;
   limits.rate_per_second = config.device_rate_limit;
@@ -228,7 +240,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->device_call_limits_ = std::make_unique<DeviceCallLimits>(limits);
   server->service_ = std::make_unique<WeightPathService>(
       &server->snapshots_, server->metrics_.get(), mutual_tls, device_fleet,
-      server->store_executor_.get(), server->device_call_limits_.get());
+      server->device_store_executor_.get(), server->device_call_limits_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
@@ -307,7 +319,8 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   }
   // gRPC waited for every call to finish, and the store workers finish
   // theirs, so nothing is queued any more.
-  if (store_executor_ != nullptr) store_executor_->Shutdown();
+  if (device_store_executor_ != nullptr) device_store_executor_->Shutdown();
+  if (operator_store_executor_ != nullptr) operator_store_executor_->Shutdown();
   if (watcher_ != nullptr) watcher_->Stop();
   // After the gRPC server: no resolve can enqueue a record any more, so the
   // flush below writes the last of them.

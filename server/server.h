@@ -72,7 +72,10 @@ class WeightPathServer {
   std::unique_ptr<OperatorAuth> operator_auth_;
   // Runs the calls that wait on the store (server/api/store_call.h); outlives
   // the services, which hold it.
-  std::unique_ptr<StoreExecutor> store_executor_;
+  // Devices' reports and operators' calls wait on the store in pools of
+  // their own, so no number of operator reads can hold up a device's write.
+  std::unique_ptr<StoreExecutor> device_store_executor_;
+  std::unique_ptr<StoreExecutor> operator_store_executor_;
   std::unique_ptr<DeviceCallLimits> device_call_limits_;
   std::unique_ptr<FleetAdminService> fleet_admin_;
   std::unique_ptr<WeightPathService> service_;

@@ -96,7 +96,19 @@ void FleetAdminService::RunAudited(const google::protobuf::Message& request,
   event.set_target(AuditTarget(request));
   event.set_request_summary(AuditRequestSummary(request));
   event.set_result(absl::StatusCodeToString(result.code()));
-  event.set_message(AuditText(result.message(), kAuditMessageMaxBytes));
+  std::string message = AuditText(result.message(), kAuditMessageMaxBytes);
+  if (!result.ok()) {
+    const RefusalBudget::Decision decision = refusal_budget_.Take(call.identity);
+    if (!decision.record) {
+      metrics_->RecordAuditRefusalNotRecorded();
+      return;
+    }
+    if (decision.left_out_before > 0) {
+      absl::StrAppend(&message, " [", decision.left_out_before,
+                      " earlier refused calls by this identity not recorded: past its budget]");
+    }
+  }
+  event.set_message(std::move(message));
   event.set_replica(replica_);
   if (!fleet_.has_value()) {
     // --store=none: every mutating call is refused; the log is the trail.

@@ -9,8 +9,11 @@
 // its handler has answered: identity, role, RPC, target, a bounded one-line
 // request summary (api/audit_event.h), the result's code name and message,
 // and this replica's host name. Calls refused for their role and by
-// validation are recorded too; so is any RPC added later, as long as its
-// handler passes through Admit. Not recorded: a call without a valid
+// validation are recorded too, up to a budget per identity (a burst of 30,
+// then one every 2 s: server/security/refusal_budget.h), beyond which they
+// are counted (weightpath_audit_refusals_not_recorded_total) and the next
+// recorded refusal says how many were left out; so is any RPC added later,
+// as long as its handler passes through Admit. Not recorded: a call without a valid
 // credential (no identity to record, and anyone who can reach the port
 // would otherwise grow the table; the refusal is logged with the peer), a
 // request that does not parse, and one refused before its handler ran
@@ -41,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "server/fleet/fleet_queries.h"
 #include "server/security/operator_auth.h"
+#include "server/security/refusal_budget.h"
 #include "server/rollout/rollout_admin.h"
 #include "server/api/store_call.h"
 #include "server/fleet/store_executor.h"
@@ -220,6 +224,8 @@ class FleetAdminService final
   ServerMetrics* const metrics_;
   // AuditEvent.replica: this host's name (a pod's name on Kubernetes).
   const std::string replica_;
+  // Refused calls written per identity (server/security/refusal_budget.h).
+  mutable RefusalBudget refusal_budget_{RefusalBudget::Options{}, SystemClockInstance()};
 };
 
 template <typename Request, typename Response>

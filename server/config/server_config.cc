@@ -78,6 +78,10 @@ ABSL_FLAG(absl::Duration, fleet_refresh_interval, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, devices_seen_refresh_interval, absl::Minutes(1),
           "How often weightpath_devices_seen is recounted from the store (a count reads every "
           "device's sighting)");
+ABSL_FLAG(absl::Duration, audit_retention, absl::Hours(90 * 24),
+          "Audit events older than this are deleted (0: kept whatever their age)");
+ABSL_FLAG(int64_t, audit_max_events, 200000,
+          "Beyond this many audit events the oldest are deleted (0: no bound on the count)");
 ABSL_FLAG(int64_t, registry_queue_capacity, 50000,
           "Device records waiting for the registry; when full a resolve is still answered and "
           "its record dropped (counted in weightpath_fleet_records_dropped_total)");
@@ -114,7 +118,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "devices_seen_refresh_interval", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
+    "fleet_refresh_interval", "devices_seen_refresh_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
     "admin_token_file", "admin_identity", "catalog_root", "catalog_artifact_url",
     "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime"};
@@ -264,6 +268,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
+  config.audit_retention = absl::GetFlag(FLAGS_audit_retention);
+  config.audit_max_events = absl::GetFlag(FLAGS_audit_max_events);
   config.registry_flush_period = absl::GetFlag(FLAGS_registry_flush_period);
   config.device_rate_limit = absl::GetFlag(FLAGS_device_rate_limit);
   config.device_rate_burst = absl::GetFlag(FLAGS_device_rate_burst);
@@ -334,6 +340,13 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (config.devices_seen_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--devices_seen_refresh_interval must be positive");
+  }
+  if (config.audit_retention < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--audit_retention must not be negative (0: no age limit)");
+  }
+  if (config.audit_max_events < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--audit_max_events=", config.audit_max_events,
+                                                   " must not be negative (0: no count limit)"));
   }
   if (config.registry_queue_capacity < 1 || config.registry_queue_capacity > 10'000'000) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_queue_capacity=",

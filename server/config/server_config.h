@@ -59,6 +59,9 @@ struct ServerConfig {
   absl::Duration devices_seen_window = absl::Hours(24);
   absl::Duration fleet_refresh_interval = absl::Seconds(5);
   absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
+  // Audit retention (FleetOptions); 0 turns each bound off.
+  absl::Duration audit_retention = absl::Hours(90 * 24);
+  int64_t audit_max_events = 200000;
   int64_t registry_queue_capacity = 50000;  // store::WriteBehindOptions
   int64_t registry_batch_size = 10000;
   absl::Duration registry_flush_period = absl::Seconds(1);

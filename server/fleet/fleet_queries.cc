@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "deploy/label_selector.h"
 #include "policy/hardware_class.h"
+#include "store/page_token.h"
 
 namespace weightpath::server {
 namespace {
@@ -94,10 +95,19 @@ absl::StatusOr<v1::ListAuditEventsResponse> FleetQueries::ListAuditEvents(
   if (request.has_since()) {
     ASSIGN_OR_RETURN(since, TimeFrom(request.since(), "since"));
   }
-  ASSIGN_OR_RETURN(store::AuditEventList list, fleet_->store().ListAuditEvents(since, request.limit()));
+  store::AuditPageRequest page;
+  page.max_bytes = kMaxAuditPageBytes;
+  if (!request.page_token().empty()) {
+    absl::StatusOr<store::AuditCursor> before = store::DecodeAuditPageToken(request.page_token());
+    if (!before.ok()) return InvalidArgumentForField("page_token", before.status().message());
+    page.before = *before;
+  }
+  ASSIGN_OR_RETURN(store::AuditEventList list,
+                   fleet_->store().ListAuditEvents(since, request.limit(), page));
   v1::ListAuditEventsResponse response;
   for (v1::AuditEvent& event : list.events) *response.add_events() = std::move(event);
   response.set_truncated(list.truncated);
+  if (list.oldest.has_value()) response.set_next_page_token(store::EncodeAuditPageToken(*list.oldest));
   return response;
 }
 

@@ -9,6 +9,11 @@
 
 namespace weightpath::server {
 
+// The most a ListAuditEvents page holds: 10,000 events can come to ~26 MB (a
+// 1 KiB summary and message each), past gRPC's default 4 MiB receive limit in
+// every client; 3 MiB leaves room for the rest of the answer.
+inline constexpr size_t kMaxAuditPageBytes = 3 * 1024 * 1024;
+
 class FleetQueries {
  public:
   explicit FleetQueries(FleetState* fleet) : fleet_(fleet) {}
@@ -26,6 +31,8 @@ class FleetQueries {
 
   // Oldest first; limit 0 is the default (1000), above 10000 INVALID_ARGUMENT
   // naming limit, and since INVALID_ARGUMENT naming since when not a time.
+  // A page stops at kMaxAuditPageBytes of events; next_page_token then names
+  // the older ones (page_token INVALID_ARGUMENT when it is not such a token).
   absl::StatusOr<v1::ListAuditEventsResponse> ListAuditEvents(
       const v1::ListAuditEventsRequest& request);
   // Commits one audited call (FleetState::RecordAuditEvent).

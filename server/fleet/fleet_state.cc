@@ -278,6 +278,30 @@ void FleetState::RefreshNow() {
   }
   metrics_->SetPathVerified(path_verified);
   MarkStore(true);
+  MaybePruneAudit(now, monotonic_now);
+}
+
+void FleetState::MaybePruneAudit(absl::Time now, absl::Duration monotonic_now) {
+  const int64_t pruned_at_ns = audit_pruned_at_ns_.load();
+  if (pruned_at_ns != kNeverCounted &&
+      monotonic_now - absl::Nanoseconds(pruned_at_ns) < options_.audit_prune_interval) {
+    return;
+  }
+  audit_pruned_at_ns_.store(absl::ToInt64Nanoseconds(monotonic_now));
+  store::AuditRetention retention;
+  if (options_.audit_retention > absl::ZeroDuration()) retention.older_than = now - options_.audit_retention;
+  retention.keep_newest = options_.audit_max_events;
+  if (retention.older_than == absl::InfinitePast() && retention.keep_newest == 0) return;
+  absl::StatusOr<uint64_t> pruned = store_->PruneAuditEvents(retention);
+  if (!pruned.ok()) {
+    spdlog::warn("audit retention not applied: {}", pruned.status().ToString());
+    return;
+  }
+  if (*pruned > 0) {
+    spdlog::info("audit retention: deleted {} events (older than {} or beyond the newest {})",
+                 *pruned, absl::FormatDuration(options_.audit_retention), options_.audit_max_events);
+    metrics_->RecordAuditEventsPruned(*pruned);
+  }
 }
 
 void FleetState::RefresherLoop() {

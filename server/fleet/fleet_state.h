@@ -53,6 +53,12 @@ struct FleetOptions {
   // need that every few seconds.
   absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
   store::WriteBehindOptions write_behind;
+  // Audit retention: events older than audit_retention, and the oldest beyond
+  // the newest audit_max_events (0: no bound on either), deleted at a refresh
+  // at most every audit_prune_interval, at most 10,000 a pass.
+  absl::Duration audit_retention = absl::Hours(90 * 24);
+  uint64_t audit_max_events = 200'000;
+  absl::Duration audit_prune_interval = absl::Minutes(1);
 };
 
 class FleetState {
@@ -148,6 +154,10 @@ class FleetState {
   // the clock's origin, kNeverCounted before the first count.
   static constexpr int64_t kNeverCounted = std::numeric_limits<int64_t>::min();
   std::atomic<int64_t> seen_counted_at_ns_{kNeverCounted};
+  // When audit retention last ran, the same way.
+  std::atomic<int64_t> audit_pruned_at_ns_{kNeverCounted};
+  // Applies audit retention when audit_prune_interval has passed since it last ran.
+  void MaybePruneAudit(absl::Time now, absl::Duration monotonic_now);
 
   std::mutex refresher_mutex_;
   std::condition_variable refresher_wake_;

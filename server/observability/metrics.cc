@@ -153,7 +153,21 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                                 .Help("Audited FleetAdmin calls whose audit record the store "
                                       "refused; each is logged whole at error level")
                                 .Register(*registry_)
-                                .Add({})) {
+                                .Add({})),
+      audit_events_pruned_(prometheus::BuildCounter()
+                               .Name("weightpath_audit_events_pruned_total")
+                               .Help("Audit events deleted by retention (--audit_retention, "
+                                     "--audit_max_events)")
+                               .Register(*registry_)
+                               .Add({})),
+      audit_refusals_not_recorded_(
+          prometheus::BuildCounter()
+              .Name("weightpath_audit_refusals_not_recorded_total")
+              .Help("Refused FleetAdmin calls left out of the audit trail because their caller "
+                    "was past the budget of refused calls recorded per identity; the next "
+                    "recorded refusal says how many were left out")
+              .Register(*registry_)
+              .Add({})) {
   prometheus::Family<prometheus::Counter>& timestamps =
       prometheus::BuildCounter()
           .Name("weightpath_timestamp_signatures_total")
@@ -453,6 +467,12 @@ void ServerMetrics::SetDevicesByVersion(const std::map<std::string, uint64_t>& b
 }
 
 void ServerMetrics::RecordAuditWriteFailed() { audit_write_failures_.Increment(); }
+
+void ServerMetrics::RecordAuditEventsPruned(uint64_t count) {
+  audit_events_pruned_.Increment(static_cast<double>(count));
+}
+
+void ServerMetrics::RecordAuditRefusalNotRecorded() { audit_refusals_not_recorded_.Increment(); }
 
 void ServerMetrics::RecordRpc(absl::string_view method, int code) {
   const auto found = rpc_requests_.find(method);

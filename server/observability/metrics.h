@@ -108,6 +108,12 @@ class ServerMetrics {
   // An audited FleetAdmin call whose record the store refused
   // (weightpath_audit_write_failures_total).
   void RecordAuditWriteFailed();
+  // Audit events deleted by retention (weightpath_audit_events_pruned_total).
+  void RecordAuditEventsPruned(uint64_t count);
+  // A refused FleetAdmin call not written to the audit trail because its
+  // caller was past their budget of refusals
+  // (weightpath_audit_refusals_not_recorded_total).
+  void RecordAuditRefusalNotRecorded();
 
   // A FleetAdmin call or a ReportMeasurement / ReportOutcome call answered
   // with `code` (weightpath_rpc_requests_total; every pair at 0 from the
@@ -180,6 +186,8 @@ class ServerMetrics {
   std::map<std::string, prometheus::Gauge*> devices_by_agent_version_series_
       ABSL_GUARDED_BY(fleet_mutex_);
   prometheus::Counter& audit_write_failures_;
+  prometheus::Counter& audit_events_pruned_;
+  prometheus::Counter& audit_refusals_not_recorded_;
 
   absl::Mutex policy_info_mutex_;
   prometheus::Gauge* policy_info_series_ ABSL_GUARDED_BY(policy_info_mutex_) = nullptr;

@@ -1,8 +1,17 @@
 // weightpathctl audit against the real server with a SQLite store: the
 // rollout commands an operator ran, refused ones included, as a table, as
-// JSON, bounded by --limit and --since; bad flags are usage errors.
+// JSON, bounded by --limit and --since; bad flags are usage errors. A trail
+// larger than gRPC's message limit is read page by page, and text other
+// operators sent cannot drive the terminal.
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/proto_time.h"
+#include "store/sql_database.h"
+#include "absl/strings/match.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +94,76 @@ TEST_F(CtlAuditTest, LimitKeepsTheNewestAndSinceTakesADurationOrATime) {
   ProcessResult future = Ctl({"audit", "--since", "2999-01-01T00:00:00Z", "-o", "json"});
   ASSERT_EQ(future.exit_code, 0) << future.err;
   EXPECT_THAT(future.out, Not(HasSubstr("CreateRollout")));
+}
+
+// 3,000 events of ~2.3 KB (a full summary and message each, as a viewer's
+// refused calls with long reasons leave) come to ~7 MB: one answer of 10,000
+// events was refused by the client ("Received message larger than max
+// (14046814 vs. 4194304)"). Pages of at most 3 MiB, walked back by
+// weightpathctl, list every one.
+TEST_F(CtlAuditTest, ATrailPastTheMessageLimitIsListedWholePageByPage) {
+  {
+    // One transaction: 3,000 commits, each synced, would take seconds.
+    absl::StatusOr<std::unique_ptr<store::SqlDatabase>> database =
+        store::OpenSqlDatabase("sqlite:" + dir_.File("fleet.db"));
+    ASSERT_TRUE(database.ok()) << database.status();
+    auto session = (*database)->Acquire();
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->Begin(/*for_write=*/true).ok());
+    const int64_t start_us = absl::ToUnixMicros(absl::Now() - absl::Minutes(10));
+    for (int64_t i = 0; i < 3000; ++i) {
+      const absl::Status inserted =
+          (*session)
+              ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, "
+                      "request_summary, result, message, replica) VALUES ($1, 'vera', 'viewer', "
+                      "'PauseRollout', $2, $3, 'PERMISSION_DENIED', $4, 'test')",
+                      {start_us + i * 1000, absl::StrCat("bulk-", i), std::string(1024, 's'),
+                       std::string(1024, 'm')})
+              .status();
+      ASSERT_TRUE(inserted.ok()) << inserted;
+    }
+    ASSERT_TRUE((*session)->Commit().ok());
+  }
+  auto admin = v1::FleetAdmin::NewStub(PlaintextChannel(server_->grpc_address()));
+  v1::ListAuditEventsRequest request;
+  request.set_limit(10000);
+  v1::ListAuditEventsResponse page;
+  auto context = AdminContext();
+  const grpc::Status status = admin->ListAuditEvents(context.get(), request, &page);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(page.truncated());
+  EXPECT_FALSE(page.next_page_token().empty());
+  EXPECT_LE(page.ByteSizeLong(), 3u * 1024 * 1024);
+  EXPECT_GT(page.events_size(), 1000);
+  EXPECT_LT(page.events_size(), 3000);
+  // The page holds the newest: the fixture's calls came after the bulk.
+  EXPECT_EQ(page.events(page.events_size() - 1).target(), "no-such-rollout");
+
+  ProcessResult json = Ctl({"audit", "--limit", "10000", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::vector<std::string> bulk = absl::StrSplit(json.out, "\"target\": \"bulk-");
+  EXPECT_EQ(bulk.size(), 3001u);
+  EXPECT_LT(json.out.find("\"bulk-0\""), json.out.find("\"bulk-2999\""));
+  EXPECT_TRUE(absl::StrContains(json.out, "lab-fidelity"));
+  // The newest 2,500: the fixture's 3 and bulk-503 to bulk-2999.
+  ProcessResult some = Ctl({"audit", "--limit", "2500"});
+  ASSERT_EQ(some.exit_code, 0) << some.err;
+  EXPECT_TRUE(absl::StrContains(some.out, "bulk-2999 ") && absl::StrContains(some.out, "bulk-503 ") &&
+              !absl::StrContains(some.out, "bulk-502 ") &&
+              absl::StrContains(some.out, "older events left out"))
+      << some.out.size() << " bytes of output";
+}
+
+// What an operator types (a rollout id, a reason) is shown to every other
+// operator: C1 controls (U+009B is CSI) and bidi overrides (U+202E) in it
+// reach the table escaped, never raw.
+TEST_F(CtlAuditTest, TerminalControlsInAnotherOperatorsTextAreEscaped) {
+  const std::string hostile = "lab\xc2\x9b" "31m\xe2\x80\xae" "txt";
+  ASSERT_NE(Ctl({"rollout", "pause", hostile, "--reason", "x\xe2\x80\xa8y"}).exit_code, 0);
+  ProcessResult table = Ctl({"audit"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, AllOf(HasSubstr("lab\\u009b31m\\u202etxt"), Not(HasSubstr("\xc2\x9b")),
+                               Not(HasSubstr("\xe2\x80\xae")), Not(HasSubstr("\xe2\x80\xa8"))));
 }
 
 TEST_F(CtlAuditTest, BadFlagsAreUsageErrorsNamingTheFlag) {
