@@ -58,6 +58,14 @@ std::string Describe(const TlsMaterial& material) {
   return text;
 }
 
+// A certificate clients will refuse is served all the same (it may be the
+// only one there is), but said louder.
+spdlog::level::level_enum LevelFor(const TlsMaterial& material) {
+  const absl::Time now = absl::Now();
+  return now > material.not_after || now < material.not_before ? spdlog::level::warn
+                                                                : spdlog::level::info;
+}
+
 void RemoveTree(const std::string& path) {
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);
@@ -134,8 +142,9 @@ absl::StatusOr<std::unique_ptr<TlsReloader>> TlsReloader::Create(TlsPaths paths,
   reloader->provider_ = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       current + kKeyName, current + kCertificateName,
       reloader->has_client_ca() ? current + kClientCaName : "", kProviderRefreshSeconds);
-  spdlog::info("TLS: serving the certificate in --tls_cert={}: {}; gRPC reads checked copies in {}",
-               reloader->paths_.certificate, Describe(reloader->served_), reloader->directory_);
+  spdlog::log(LevelFor(reloader->served_),
+              "TLS: serving the certificate in --tls_cert={}: {}; gRPC reads checked copies in {}",
+              reloader->paths_.certificate, Describe(reloader->served_), reloader->directory_);
   return reloader;
 }
 
@@ -293,8 +302,8 @@ void TlsReloader::Check() {
   }
   served_ = *std::move(loaded);
   refused_ = false;
-  spdlog::info("TLS: serving the renewed certificate in --tls_cert={}: {}", paths_.certificate,
-               Describe(served_));
+  spdlog::log(LevelFor(served_), "TLS: serving the renewed certificate in --tls_cert={}: {}",
+              paths_.certificate, Describe(served_));
   if (on_check_) on_check_(true);
 }
 
