@@ -2,9 +2,12 @@
 // and the embedded demo catalog on loopback ports.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -16,6 +19,27 @@
 #include "server/server.h"
 #include "server/config/server_config.h"
 #include "spdlog/spdlog.h"
+
+namespace {
+
+// Every connection to the gRPC port is a descriptor, and gRPC 1.51's listener
+// stops accepting for good at the first accept() that fails for want of one
+// (server/listener_watchdog.h). The soft limit is often 1024 while the hard
+// limit allows far more (systemd: 1024 and 524288; the packaged unit sets
+// LimitNOFILE=65536 for both), so the server takes all it is allowed.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("descriptor limit stays at {}: setrlimit: {}", before, std::strerror(errno));
+    return;
+  }
+  spdlog::info("descriptor limit raised from {} to the hard limit {}", before, limit.rlim_cur);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using weightpath::server::WeightPathServer;
@@ -50,6 +74,7 @@ int main(int argc, char** argv) {
   // the process with SIGXFSZ. Ignored, the write fails with EFBIG instead:
   // the store answers UNAVAILABLE and resolves go on.
   std::signal(SIGXFSZ, SIG_IGN);
+  RaiseDescriptorLimit();
 
   // Blocked before gRPC starts its threads, so every thread inherits the mask
   // and the signals are taken only by the sigwait below.
@@ -80,11 +105,17 @@ int main(int argc, char** argv) {
       continue;
     }
     spdlog::info("{}: shutting down, in-flight calls get {}",
-                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+                 (*server)->listener_deaf() ? "gRPC listener deaf"
+                 : signal_number == SIGTERM ? "SIGTERM"
+                                            : "SIGINT",
                  absl::FormatDuration(config->shutdown_grace));
     break;
   }
   (*server)->Shutdown(config->shutdown_grace);
+  if ((*server)->listener_deaf()) {
+    spdlog::error("stopped: the gRPC listener had stopped accepting connections (exit 1)");
+    return 1;
+  }
   spdlog::info("stopped");
   return 0;
 }

@@ -2,6 +2,9 @@
 
 #include "server/api/rollout_explain.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <exception>
 #include <optional>
 #include <utility>
@@ -10,7 +13,9 @@
 #include "absl/strings/strip.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "grpc/grpc.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "server/api/reflection_v1.h"
 #include "server/security/admin_token.h"
@@ -33,6 +38,63 @@ constexpr int kDeviceStoreWorkerThreads = 4;
 constexpr size_t kDeviceStoreCallsQueued = 256;
 constexpr int kOperatorStoreWorkerThreads = 2;
 constexpr size_t kOperatorStoreCallsQueued = 64;
+
+// What an unauthenticated peer may hold on the gRPC port. gRPC 1.51 applies
+// no limit of its own: unlimited streams, no memory quota, 120 s for the TLS
+// handshake and two hours between keepalive pings (README, "Connections and
+// memory", has the worst cases these leave).
+void LimitConnections(const ServerConfig& config, grpc::ServerBuilder* builder) {
+  auto milliseconds = [](absl::Duration duration) {
+    return static_cast<int>(absl::ToInt64Milliseconds(duration));
+  };
+  // chttp2_server.cc: one deadline from accept() for the TLS handshake and
+  // the client's first SETTINGS frame; past it the connection is closed.
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              milliseconds(config.handshake_timeout));
+  // Enforced once the client has acknowledged the server's SETTINGS (1.51's
+  // parsing.cc compares with the acknowledged value), as every HTTP/2 client
+  // does; README says what one that never acknowledges can still hold.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(config.max_concurrent_streams));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                              milliseconds(config.max_connection_idle));
+  // A call dripping its request a byte at a time is bounded by the age and
+  // its grace; every call of this API answers within seconds.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                              milliseconds(config.max_connection_age));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30 * 1000);
+  // Peers that vanished (a device powered off, a NAT entry dropped) give back
+  // their descriptor within a few minutes rather than hours.
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 2 * 60 * 1000);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  // The BDP probe grows every stream's initial window towards 16 MiB while
+  // memory is plentiful; requests here are at most 64 KiB, so the default
+  // 64 KiB window is all a stream needs before it has a reader.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // What chttp2 reads (its read slices, so every buffered message byte) is
+  // charged to the quota; a call's first arena block is not. Over it, its reclaimers send GOAWAY to idle connections and cancel
+  // streams one at a time (RST_STREAM ENHANCE_YOUR_CALM), and the listener
+  // closes new connections at once while it stays over. This is what bounds a
+  // message announced as 2 GB: 1.51 opens the stream's window towards the
+  // announced length and checks the size limit only once the message is
+  // whole, so it cannot be refused at its length prefix.
+  grpc::ResourceQuota quota("weightpath-grpc");
+  quota.Resize(static_cast<size_t>(config.grpc_memory_quota_mb) << 20);
+  builder->SetResourceQuota(quota);
+}
+
+// civetweb's defaults under prometheus-cpp give /metrics two threads and 30 s
+// to read a request's header, so two connections dripping a byte at a time
+// hold both threads and every scrape (the liveness probe in TLS mode) waits.
+// A scraper sends its whole request at once: 3 s bounds a header (and the
+// sending of an answer to a reader that does not read), and eight threads
+// leave room for scrapes beside a few slow peers; the connections waiting
+// for a thread are at most civetweb's queue (16), so the port cannot take
+// more descriptors than that.
+std::vector<std::string> MetricsListenerOptions(const std::string& listen) {
+  return {"listening_ports", listen, "num_threads", "8", "request_timeout_ms", "3000",
+          "connection_queue", "16", "enable_keep_alive", "no"};
+}
 
 // "127.0.0.1:0" + 41234 -> "127.0.0.1:41234"
 std::string WithPort(const std::string& host_port, int port) {
@@ -143,7 +205,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->operator_auth_ = std::make_unique<OperatorAuth>(std::move(operator_auth));
 
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_listen);
+    server->exposer_ =
+        std::make_unique<prometheus::Exposer>(MetricsListenerOptions(config.metrics_listen));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("--metrics_listen=", config.metrics_listen, ": cannot listen: ", e.what()));
@@ -250,6 +313,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
   builder.SetOption(ReflectionV1ServerOption());
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  LimitConnections(config, &builder);
   // gRPC inflates a compressed message before the size limit applies, so a
   // 61 KB gzip of 60 MB of zeros would cost the memory and CPU of the whole
   // 60 MB. Every message here is small: compressed requests are refused
@@ -293,7 +357,29 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
                : config.client_ca_path.empty() ? "TLS"
                                                : "mutual TLS",
                server->metrics_address_);
+  if (config.listener_check_interval > absl::ZeroDuration()) {
+    ListenerWatchdogOptions check;
+    check.address = server->grpc_address_;
+    check.tls = !config.tls_cert_path.empty();
+    check.interval = config.listener_check_interval;
+    ASSIGN_OR_RETURN(server->listener_watchdog_,
+                     ListenerWatchdog::Create(check, server->metrics_.get(), [self](const std::string& why) {
+                       self->OnListenerDeaf(why);
+                     }));
+    server->listener_watchdog_->Start();
+  }
   return server;
+}
+
+void WeightPathServer::OnListenerDeaf(const std::string& why) {
+  // Health first, for whatever still reaches it through an open connection;
+  // then the same shutdown as SIGTERM, which main() turns into exit status 1.
+  listener_deaf_.store(true);
+  grpc_server_->GetHealthCheckService()->Shutdown();
+  spdlog::error("{}: health NOT_SERVING; exiting with status 1 so that the supervisor "
+                "restarts the server",
+                why);
+  kill(getpid(), SIGTERM);
 }
 
 void WeightPathServer::RequestReload() {
@@ -307,6 +393,7 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   // A reload in progress is abandoned first, so it winds down while the
   // in-flight calls finish instead of after them, and can never hold the
   // exit past the grace period.
+  if (listener_watchdog_ != nullptr) listener_watchdog_->Stop();
   if (watcher_ != nullptr) watcher_->BeginStop();
   if (timestamp_signer_ != nullptr) timestamp_signer_->Stop();
   if (grpc_server_ != nullptr) {

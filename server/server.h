@@ -3,6 +3,7 @@
 // watcher, started and stopped together.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
 #include "server/config_watcher.h"
+#include "server/listener_watchdog.h"
 #include "server/timestamp_signer.h"
 #include "server/api/fleet_admin_service.h"
 #include "server/fleet/fleet_queries.h"
@@ -53,9 +55,13 @@ class WeightPathServer {
   // Health turns NOT_SERVING, new calls are refused, in-flight calls get
   // until now + grace to finish; then everything stops.
   void Shutdown(absl::Duration grace);
+  // Whether the listener watchdog found the gRPC port deaf and asked for the
+  // shutdown (main() then exits 1, so that the process is restarted).
+  bool listener_deaf() const { return listener_deaf_.load(); }
 
  private:
   explicit WeightPathServer(const ServerConfig& config);
+  void OnListenerDeaf(const std::string& why);
 
   const ServerConfig config_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -90,6 +96,8 @@ class WeightPathServer {
   std::string grpc_address_;
   std::string metrics_address_;
   bool shut_down_ = false;
+  std::unique_ptr<ListenerWatchdog> listener_watchdog_;  // null with --listener_check_interval=0
+  std::atomic<bool> listener_deaf_{false};
 };
 
 }  // namespace weightpath::server

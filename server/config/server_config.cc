@@ -102,6 +102,24 @@ ABSL_FLAG(int64_t, max_inflight_device_calls, 1000,
           "Device calls served at once, all devices together (a report counts until its store "
           "work answered); more are refused RESOURCE_EXHAUSTED with grpc-retry-pushback-ms. 0: "
           "no limit");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
+          "A connection to the gRPC port must finish its TLS handshake and send its HTTP/2 "
+          "SETTINGS within this long, or it is closed");
+ABSL_FLAG(int64_t, max_concurrent_streams, 100,
+          "Calls one gRPC connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)");
+ABSL_FLAG(int64_t, grpc_memory_quota_mb, 256,
+          "Memory (MiB) gRPC's transport may hold for all connections together; beyond it "
+          "idle connections are sent GOAWAY and open calls cancelled, and new connections "
+          "are closed at once");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
+          "A gRPC connection with no call open for this long is closed (GOAWAY)");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(30),
+          "A gRPC connection is asked to go away after this long; its open calls get 30s more "
+          "(clients reconnect by themselves)");
+ABSL_FLAG(absl::Duration, listener_check_interval, absl::Seconds(10),
+          "How often the server proves its gRPC port still accepts connections; after 3 "
+          "failed checks in a row it reports NOT_SERVING and exits 1 so its supervisor "
+          "restarts it. 0: no check");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
 ABSL_FLAG(std::string, admin_identity, "",
@@ -120,6 +138,8 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "verification_window", "regression_fraction", "devices_seen_window",
     "fleet_refresh_interval", "devices_seen_refresh_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
+    "handshake_timeout", "max_concurrent_streams", "grpc_memory_quota_mb",
+    "max_connection_idle", "max_connection_age", "listener_check_interval",
     "admin_token_file", "admin_identity", "catalog_root", "catalog_artifact_url",
     "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime"};
 
@@ -274,6 +294,12 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.device_rate_limit = absl::GetFlag(FLAGS_device_rate_limit);
   config.device_rate_burst = absl::GetFlag(FLAGS_device_rate_burst);
   config.max_inflight_device_calls = absl::GetFlag(FLAGS_max_inflight_device_calls);
+  config.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  config.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  config.grpc_memory_quota_mb = absl::GetFlag(FLAGS_grpc_memory_quota_mb);
+  config.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  config.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  config.listener_check_interval = absl::GetFlag(FLAGS_listener_check_interval);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
   RETURN_IF_ERROR(ValidateServerConfig(config));
@@ -380,6 +406,40 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--max_inflight_device_calls=",
                                                    config.max_inflight_device_calls,
                                                    " must be between 0 (off) and 10000000"));
+  }
+  // The connection limits: zero or negative would refuse every client, and
+  // beyond these bounds a value no longer limits anything.
+  if (config.handshake_timeout < absl::Milliseconds(100) ||
+      config.handshake_timeout > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--handshake_timeout=", absl::FormatDuration(config.handshake_timeout),
+        " must be between 100ms and 10m"));
+  }
+  if (config.max_concurrent_streams < 1 || config.max_concurrent_streams > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_concurrent_streams=",
+                                                   config.max_concurrent_streams,
+                                                   " must be between 1 and 100000"));
+  }
+  if (config.grpc_memory_quota_mb < 16 || config.grpc_memory_quota_mb > 1024 * 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc_memory_quota_mb=",
+                                                   config.grpc_memory_quota_mb,
+                                                   " must be between 16 and 1048576"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair<absl::string_view, absl::Duration>{"max_connection_idle",
+                                                     config.max_connection_idle},
+        {"max_connection_age", config.max_connection_age}}) {
+    if (value < absl::Seconds(1) || value > absl::Hours(24 * 366)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", absl::FormatDuration(value), " must be between 1s and 8784h"));
+    }
+  }
+  if (config.listener_check_interval != absl::ZeroDuration() &&
+      (config.listener_check_interval < absl::Milliseconds(100) ||
+       config.listener_check_interval > absl::Minutes(10))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listener_check_interval=", absl::FormatDuration(config.listener_check_interval),
+        " must be 0 (off) or between 100ms and 10m"));
   }
   return absl::OkStatus();
 }

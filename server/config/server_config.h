@@ -70,6 +70,19 @@ struct ServerConfig {
   double device_rate_limit = 0;
   double device_rate_burst = 0;  // 0: one second's worth of calls
   int64_t max_inflight_device_calls = 1000;
+  // What one unauthenticated peer may hold on the gRPC port (server.cc's
+  // builder, README "Connections and memory"): a deadline for the TLS
+  // handshake and the client's HTTP/2 SETTINGS, streams per connection, the
+  // memory gRPC's transport may use before it cancels streams, and how long a
+  // connection may stay idle or open at all.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  int64_t max_concurrent_streams = 100;
+  int64_t grpc_memory_quota_mb = 256;
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  absl::Duration max_connection_age = absl::Minutes(30);
+  // How often the gRPC port is proved to accept (server/listener_watchdog.h);
+  // zero turns the check off.
+  absl::Duration listener_check_interval = absl::Seconds(10);
   // Operator identity for FleetAdmin (server/operator_auth.h).
   std::string admin_token_file;
   std::string admin_identity;

@@ -185,6 +185,16 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
           .Register(*registry_);
   tls_reloads_taken_ = &tls_reloads.Add({{"result", "success"}});
   tls_reloads_refused_ = &tls_reloads.Add({{"result", "error"}});
+  // 1 from the start: the port was bound and accepting when the server
+  // reported SERVING; the listener watchdog sets it from then on.
+  grpc_listener_up_ = &prometheus::BuildGauge()
+                           .Name("weightpath_grpc_listener_up")
+                           .Help("1 while the gRPC port is proved to accept connections "
+                                 "(--listener_check_interval); 0 once it answered none of 3 "
+                                 "checks in a row, just before the server exits to be restarted")
+                           .Register(*registry_)
+                           .Add({});
+  grpc_listener_up_->Set(1);
   prometheus::Family<prometheus::Counter>& shed =
       prometheus::BuildCounter()
           .Name("weightpath_device_calls_shed_total")
@@ -342,6 +352,8 @@ void ServerMetrics::SetWriteBehindPending(size_t records) {
 }
 
 void ServerMetrics::SetStoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
+
+void ServerMetrics::SetGrpcListenerUp(bool up) { grpc_listener_up_->Set(up ? 1 : 0); }
 
 namespace {
 

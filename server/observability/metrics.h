@@ -95,6 +95,9 @@ class ServerMetrics {
   // Records waiting in the write-behind queue.
   void SetWriteBehindPending(size_t records);
   void SetStoreUp(bool up);
+  // Whether the last checks proved the gRPC port accepts connections
+  // (server/listener_watchdog.h): weightpath_grpc_listener_up 1/0.
+  void SetGrpcListenerUp(bool up);
   // Replace the whole gauge: a pair missing from `counts` reads 0.
   void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
@@ -151,6 +154,7 @@ class ServerMetrics {
   prometheus::Counter* timestamps_failed_ = nullptr;
   prometheus::Counter* tls_reloads_taken_ = nullptr;
   prometheus::Counter* tls_reloads_refused_ = nullptr;
+  prometheus::Gauge* grpc_listener_up_ = nullptr;
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;
