@@ -433,14 +433,11 @@ void Report(const std::string& what, const Memory& memory) {
 
 // The quota the memory tests run with; the defaults are 256 MiB and 100.
 const std::vector<std::string> kScaledLimits = {"--grpc_memory_quota_mb=64"};
-
-bool ack_settings() { return getenv("WP_NO_ACK") == nullptr; }
 // Baseline (~30 MB) + the quota + what chttp2 holds outside it.
 constexpr int64_t kPeakBoundKb = 200 * 1024;
 
 // The 20 connections x 2,000 streams with headers and nothing else
-// (509 MB). Settings never acknowledged, so MAX_CONCURRENT_STREAMS (enforced
-// from the acknowledgement) does not apply and the quota must.
+// (509 MB): past 100 on a connection each is refused.
 TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
   std::unique_ptr<ServerProcess> server = StartServer(kScaledLimits);
   ASSERT_NE(server, nullptr);
@@ -449,7 +446,7 @@ TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
   {
     std::vector<std::unique_ptr<RawHttp2Connection>> connections;
     for (int c = 0; c < 20; ++c) {
-      connections.push_back(RawHttp2Connection::Open(server->grpc_address(), ack_settings()));
+      connections.push_back(RawHttp2Connection::Open(server->grpc_address(), /*ack_settings=*/true));
       ASSERT_NE(connections.back(), nullptr);
       absl::SleepFor(absl::Milliseconds(20));  // the server's SETTINGS, acknowledged
       for (int s = 0; s < 2000; ++s) connections.back()->OpenStream();
@@ -496,7 +493,7 @@ TEST(ServerUnauthenticatedPeersTest, StreamsHoldingMostOfAMessageStayWithinTheQu
     std::vector<std::thread> senders;
     std::atomic<int> refused{0};
     for (auto& connection : connections) {
-      connection = RawHttp2Connection::Open(server->grpc_address(), ack_settings());
+      connection = RawHttp2Connection::Open(server->grpc_address(), /*ack_settings=*/true);
       ASSERT_NE(connection, nullptr);
       senders.emplace_back([&connection, &held, &refused] {
         for (int s = 0; s < 300; ++s) {
