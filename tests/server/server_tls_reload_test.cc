@@ -302,9 +302,12 @@ TEST_F(ServerTlsReloadTest, HostileFilesLeaveTheLastGoodPairServingAndCounted) {
   EXPECT_TRUE(std::filesystem::exists(copies + "/current/key.pem"));
   const absl::Time sigterm = absl::Now();
   server->Signal(SIGTERM);
-  const ExitResult exit = server->WaitForExit(absl::Seconds(10));
+  const ExitResult exit = server->WaitForExit(absl::Seconds(15));
   EXPECT_EQ(exit.exit_code, 0) << exit.log;
-  EXPECT_LT(absl::Now() - sigterm, absl::Seconds(4)) << "--shutdown_grace=2s";
+  // The grace, up to 2 s more for the metrics listener to stop (its accept
+  // loop polls every 2 s), and room for a loaded machine; gRPC's own
+  // watcher on a FIFO never let the process end at all.
+  EXPECT_LT(absl::Now() - sigterm, absl::Seconds(7)) << "--shutdown_grace=2s";
   EXPECT_FALSE(std::filesystem::exists(copies)) << copies;
 }
 
