@@ -12,6 +12,7 @@
 #include "agent/engine_readiness.h"
 #include "agent/outcome_report.h"
 #include "agent/weightpath_client.h"
+#include "common/control_characters.h"
 
 namespace weightpath::agent {
 namespace {
@@ -167,7 +168,8 @@ int RunOutcomeCommand(int argc, char** argv) {
   if (arguments->wait_ready.has_value()) {
     const absl::Status ready = WaitForEngineReady(*arguments->wait_ready, SystemClockInstance());
     if (!ready.ok()) {
-      std::fprintf(stderr, "weightpath-agent outcome: %s\n", std::string(ready.message()).c_str());
+      // The engine's answer is quoted in it: escaped, as in every log line.
+      std::fprintf(stderr, "weightpath-agent outcome: %s\n", ControlEscaped(ready.message()).c_str());
       if (ready.code() == absl::StatusCode::kInvalidArgument) return kExitNothingUsable;
       arguments->outcome = v1::OUTCOME_ENGINE_START_FAILED;
       arguments->detail = std::string(ready.message());

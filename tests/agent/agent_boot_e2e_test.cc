@@ -2,15 +2,22 @@
 // real weightpath-server and a real HTTP server, all on loopback.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +25,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/decision_record.h"
+#include "agent/outcome_report.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
@@ -185,7 +194,7 @@ class AgentBootEndToEnd : public ::testing::Test {
                                "env_file: ", device("run/engine.env"), "\n",
                                timing,
                                "retry_base_delay: 100ms\n",
-                               "retry_max_delay: 500ms\n", extra));
+                               "retry_max_delay: 500ms\n", fixture_config_, extra));
   }
 
   ProcessResult Boot() {
@@ -220,6 +229,8 @@ class AgentBootEndToEnd : public ::testing::Test {
     return shell.out;
   }
 
+  // Keys every config of a fixture adds.
+  std::string fixture_config_;
   TempDir work_;
   std::unique_ptr<RangeHttpServer> http_;
   std::unique_ptr<ServerProcess> server_;
@@ -773,6 +784,152 @@ TEST_F(AgentBootEndToEnd, PoisonedLastGoodDecisionIsRefusedAndTheUnitRunsNothing
   EXPECT_FALSE(fs::exists(marker));
 }
 
+// One sqlite3 connection of the test's own to the server's store file:
+// holding its write lock makes the store slow for every write (a report
+// waits out its deadline) while resolves, which do not write, go on.
+class StoreWriteLock {
+ public:
+  explicit StoreWriteLock(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
+    }
+    sqlite3_busy_timeout(db_, 10000);  // the server may be mid-write
+  }
+  ~StoreWriteLock() { sqlite3_close(db_); }
+  StoreWriteLock(const StoreWriteLock&) = delete;
+  StoreWriteLock& operator=(const StoreWriteLock&) = delete;
+
+  bool Exec(const char* sql) {
+    char* error = nullptr;
+    const bool ok = sqlite3_exec(db_, sql, nullptr, nullptr, &error) == SQLITE_OK;
+    if (!ok) ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
+    sqlite3_free(error);
+    return ok;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// 40 reports earlier boots left (more than the 32 kept) and a server whose
+// store is slow: each report waits out its call deadline while resolves are
+// answered (a viewer's heavy reads did this in the field). The reports were
+// sent one after another outside the budget, each with the full
+// call_timeout: 33 x 10 s here, and the unit's TimeoutStartSec killed boot,
+// and with it the engine that Requires= it, on every boot.
+TEST_F(AgentBootEndToEnd, PendingReportsToASlowStoreEndWithTheBudgetAndWaitForLater) {
+  const std::string store = work_.Sub("fleet.db");
+  const std::string address = StartServer(catalog_path(), {"--store=sqlite:" + store});
+  WriteAgentConfig(address);
+  ASSERT_EQ(Boot().exit_code, 0);
+  ASSERT_EQ(BootsCounted(*server_, "server"), 1);
+
+  DecisionRecord earlier = Decision();
+  earlier.source = DecisionSource::kLastGood;
+  std::string pending;
+  for (int i = 40; i > 0; --i) {
+    std::string line;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(
+                    BootReport("edge-test-0001", v1::OUTCOME_BOOT_OK, earlier, "",
+                               absl::Now() - absl::Minutes(i)),
+                    &line)
+                    .ok());
+    absl::StrAppend(&pending, line, "\n");
+  }
+  WriteTextFile(device("state/pending_reports.jsonl"), pending);
+  WriteAgentConfig(address, "", "budget: 3\ncall_timeout: 10\n");
+
+  StoreWriteLock lock(store);
+  ASSERT_TRUE(lock.Exec("BEGIN IMMEDIATE"));
+  const ProcessResult boot = Boot();
+  ASSERT_TRUE(lock.Exec("COMMIT"));
+  RecordProperty("boot_ms", static_cast<int>(absl::ToInt64Milliseconds(boot.wall_time)));
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  EXPECT_LT(boot.wall_time, absl::Seconds(3) + kProcessSlack) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("8 older report(s) dropped, the newest 32 kept"),
+                              HasSubstr("boot: report OUTCOME_BOOT_OK not accepted"),
+                              HasSubstr("32 more report(s) not sent now"),
+                              HasSubstr("report(s) kept in")));
+  const std::vector<std::string> kept =
+      absl::StrSplit(ReadTextFile(device("state/pending_reports.jsonl")), '\n', absl::SkipEmpty());
+  ASSERT_THAT(kept, SizeIs(32));
+  EXPECT_THAT(kept.back(), HasSubstr("BOOT_SOURCE_SERVER")) << "this boot's own, newest";
+
+  // The store is quick again: the run loop's first pass sends them all.
+  WriteAgentConfig(address);
+  const ProcessResult run =
+      RunProcess({WEIGHTPATH_AGENT_BINARY, "run", "--once", "--config", device("agent.yaml")},
+                 {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
+  EXPECT_EQ(BootsCounted(*server_, "last_good"), 31);
+  EXPECT_EQ(BootsCounted(*server_, "server"), 2);
+}
+
+// Answers every connection on a loopback port with `answer`, then closes it.
+class CannedHttpServer {
+ public:
+  explicit CannedHttpServer(std::string answer) : answer_(std::move(answer)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listener_, 16), 0);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int connection = ::accept(listener_, nullptr, nullptr);
+        if (connection < 0) return;  // shut down
+        char request[4096];
+        (void)::recv(connection, request, sizeof(request), 0);
+        (void)::send(connection, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+        ::close(connection);
+      }
+    });
+  }
+  ~CannedHttpServer() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  std::string Url(const std::string& path) const {
+    return absl::StrCat("http://127.0.0.1:", port_, path);
+  }
+
+ private:
+  std::string answer_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A readiness endpoint answering a status line that is not UTF-8. Its bytes
+// reached ENGINE_START_FAILED's detail raw, the server could not parse the
+// request, and the report of the failed start was lost.
+TEST_F(AgentBootEndToEnd, AReadinessAnswerThatIsNotUtf8IsReportedAsEngineStartFailed) {
+  WriteAgentConfig(StartServer(catalog_path()));
+  ASSERT_EQ(Boot().exit_code, 0);
+  CannedHttpServer engine("HTTP/1.1 2\xff\xfe OK\r\nContent-Length: 0\r\n\r\n");
+  const ProcessResult reported = RunProcess(
+      {WEIGHTPATH_AGENT_BINARY, "outcome", "--config", device("agent.yaml"), "--outcome",
+       "engine_started", "--wait-ready", engine.Url("/health"), "--ready-timeout", "2s"},
+      {}, absl::Seconds(60));
+  EXPECT_EQ(reported.exit_code, 1) << "the engine never became ready: " << reported.err;
+  EXPECT_THAT(reported.out, HasSubstr("reported OUTCOME_ENGINE_START_FAILED"));
+  EXPECT_THAT(reported.err, AllOf(HasSubstr("engine not ready"), HasSubstr("2\\xff\\xfe OK")));
+  absl::StatusOr<std::string> metrics =
+      server::testing::HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_THAT(metrics, IsOk());
+  EXPECT_EQ(server::testing::SampleValue(
+                *metrics,
+                "weightpath_outcomes_outside_rollouts_total{outcome=\"engine_start_failed\"}")
+                .value_or(-1),
+            1);
+}
+
 // Hostile artifact mirrors (tests/README.md, "Faults with real processes"):
 // 500s, bytes trickled slower than the budget allows, and a Content-Length
 // that is not the artifact's, shorter and longer. None may install a wrong
@@ -938,6 +1095,142 @@ TEST_F(AgentBootHostileMirror, ALongerContentLengthOverTheWholeArtifactInstallsI
   EXPECT_EQ(Decision().artifact_path, device("cache/" + whole.sha256()));
   EXPECT_EQ(ReadTextFile(device("cache/" + whole.sha256())), ServedBytes(whole));
   EXPECT_FALSE(fs::exists(Partial(whole)));
+}
+
+// The device's directories (cache_dir and state_dir among them) on a small
+// tmpfs, filled by a ballast file: the volume full while a new build
+// downloads. Skipped, saying why, where the test may not mount (not root);
+// AgentBootFileSizeLimit covers a refused write everywhere.
+class AgentBootFullVolume : public AgentBootHostileMirror {
+ protected:
+  void SetUp() override {
+    fs::create_directories(device(""));
+    if (::mount("tmpfs", device("").c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=4m") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs on " << device("") << " (" << std::strerror(errno)
+                   << "); AgentBootFileSizeLimit.* covers a refused write without mounting";
+    }
+    mounted_ = true;
+    // The default reserve (32 MiB) is larger than the whole volume.
+    fixture_config_ = "cache_reserve_bytes: 0\n";
+    AgentBootHostileMirror::SetUp();
+  }
+  void TearDown() override {
+    server_.reset();
+    if (mounted_) ::umount2(device("").c_str(), MNT_DETACH);
+  }
+
+  uint64_t FreeBytes() const {
+    struct statvfs volume;
+    EXPECT_EQ(::statvfs(device("").c_str(), &volume), 0);
+    return static_cast<uint64_t>(volume.f_bavail) * volume.f_frsize;
+  }
+
+  // Fills the volume with a ballast file until `leave` bytes are free (0:
+  // to the last byte, as writes end with ENOSPC).
+  void FillVolume(uint64_t leave) {
+    const int fd = ::open(device("ballast").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    const std::string chunk(4096, 'x');
+    while (FreeBytes() > leave) {
+      if (::write(fd, chunk.data(), chunk.size()) < 0) break;  // ENOSPC: full
+    }
+    ::close(fd);
+  }
+
+  // The config with `reserve` as cache_reserve_bytes.
+  void Reconfigure(uint64_t reserve) {
+    fixture_config_ = absl::StrCat("cache_reserve_bytes: ", reserve, "\n");
+    WriteAgentConfig(server_->grpc_address());
+  }
+
+  bool mounted_ = false;
+};
+
+// The volume fills while a new build downloads (1.6 s at 16 KiB every
+// 100 ms). Was: "UNAVAILABLE ... Failure writing output to destination", the
+// partial file kept at 100% of the volume on every boot, and "pending
+// outcome reports not saved: ... No space left on device".
+TEST_F(AgentBootFullVolume, ANewBuildThatFillsTheVolumeIsRemovedAndTheBootReportsWhy) {
+  BootOnceHonestly();
+  const v1::Artifact next = PublishNewBuild("?trickle=16384");
+  ::weightpath::testing::SpawnOptions options;
+  options.stderr_path = work_.Sub("boot.log");
+  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> boot =
+      ::weightpath::testing::Subprocess::Start(
+          {WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")}, options);
+  ASSERT_THAT(boot, IsOk());
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < give_up &&
+         (!fs::exists(Partial(next)) || fs::file_size(Partial(next)) < 64 * 1024)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(fs::exists(Partial(next))) << ReadTextFile(work_.Sub("boot.log"));
+  FillVolume(0);
+  const ::weightpath::testing::ExitStatus ended = (*boot)->Wait(absl::Seconds(60));
+  const std::string log = ReadTextFile(work_.Sub("boot.log"));
+  ASSERT_EQ(ended.exit_code, 3) << log;
+  EXPECT_THAT(log, AllOf(HasSubstr("RESOURCE_EXHAUSTED: artifact: cannot write " + Partial(next)),
+                         HasSubstr("No space left on device (ENOSPC)"),
+                         HasSubstr("bytes free in cache_dir " + device("cache")),
+                         HasSubstr("was removed so the volume is not left full"),
+                         Not(HasSubstr("Failure writing output to destination")),
+                         Not(HasSubstr("not saved"))));
+  EXPECT_FALSE(fs::exists(Partial(next)));
+  ExpectLastGoodKept(next);
+  // The fleet hears why: the fallback boot's report, kept for later, says.
+  EXPECT_THAT(ReadTextFile(device("state/pending_reports.jsonl")),
+              AllOf(HasSubstr("BOOT_SOURCE_LAST_GOOD"), HasSubstr("ENOSPC")));
+
+  // Space again: the next boot downloads the build whole and installs it.
+  ASSERT_EQ(::unlink(device("ballast").c_str()), 0);
+  const ProcessResult again = Boot();
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(ReadTextFile(device("cache/" + next.sha256())), ServedBytes(next));
+  EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl"))) << "sent with this boot";
+}
+
+// Too little room for the rest of the artifact and the reserve: refused
+// before a byte is fetched, so the state files keep their room.
+TEST_F(AgentBootFullVolume, ADownloadThatWouldEatTheReserveIsNotStarted) {
+  BootOnceHonestly();
+  const v1::Artifact next = PublishNewBuild("");
+  Reconfigure(1048576);
+  FillVolume(1048576 + 128 * 1024);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err,
+              AllOf(HasSubstr("RESOURCE_EXHAUSTED: artifact: not downloading " + next.uri()),
+                    HasSubstr(absl::StrCat("it needs ", kArtifactBytes,
+                                           " more and 1048576 stay free for the agent's state "
+                                           "files (cache_reserve_bytes)")),
+                    HasSubstr("ENOSPC")));
+  EXPECT_THAT(http_->RequestLog(), Not(Contains(HasSubstr("-v2.bin"))));
+  EXPECT_FALSE(fs::exists(Partial(next)));
+  ExpectLastGoodKept(next);
+  EXPECT_TRUE(fs::exists(device("state/pending_reports.jsonl")));
+}
+
+// The same refused write without a mount: the agent's file size limit
+// (`prlimit --fsize`, a container's `ulimit -f`, systemd's LimitFSIZE=)
+// below the artifact. SIGXFSZ would have killed the agent mid-download; it
+// is ignored, and the write fails EFBIG.
+using AgentBootFileSizeLimit = AgentBootHostileMirror;
+
+TEST_F(AgentBootFileSizeLimit, AWriteRefusedAtTheLimitRemovesThePartialAndNamesIt) {
+  if (!fs::exists("/usr/bin/prlimit")) GTEST_SKIP() << "/usr/bin/prlimit (util-linux) is missing";
+  BootOnceHonestly();
+  const v1::Artifact next = PublishNewBuild("");
+  const ProcessResult boot =
+      RunProcess({"/usr/bin/prlimit", "--fsize=100000", "--", WEIGHTPATH_AGENT_BINARY, "boot",
+                  "--config", device("agent.yaml")},
+                 {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  ASSERT_EQ(boot.exit_code, 3) << boot.err;
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("RESOURCE_EXHAUSTED: artifact: cannot write " + Partial(next)),
+                              HasSubstr("File too large (EFBIG)"),
+                              HasSubstr("the partial download (100000 bytes) was removed")));
+  EXPECT_FALSE(fs::exists(Partial(next)));
+  ExpectLastGoodKept(next);
 }
 
 }  // namespace
