@@ -52,7 +52,9 @@ absl::Status CheckTransportPolicy(const ServerConfig& config) {
 }
 
 absl::StatusOr<ServerTransport> BuildServerCredentials(const ServerConfig& config) {
-  if (config.tls_cert_path.empty()) return ServerTransport{grpc::InsecureServerCredentials(), nullptr};
+  if (config.tls_cert_path.empty()) {
+    return ServerTransport{grpc::InsecureServerCredentials(), nullptr};
+  }
   // Renewed certificates and a new client CA bundle (cert-manager rewrites a
   // Secret's files in place) are served from the next check on, without a
   // restart; files that do not pass the checks leave the set in use serving.

@@ -47,7 +47,8 @@ absl::StatusOr<std::string> ReadTlsFile(absl::string_view flag, const std::strin
   absl::StatusOr<std::string> text = ReadWholeFile(path, kMaxTlsFileBytes);
   if (!text.ok()) {
     // ReadWholeFile's message already starts with the path.
-    return absl::Status(text.status().code(), absl::StrCat("--", flag, ": ", text.status().message()));
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--", flag, ": ", text.status().message()));
   }
   // What `cat new > tls.crt` leaves for a moment, and what gRPC aborted on.
   if (text->empty()) return absl::InvalidArgumentError(absl::StrCat(Where(flag, path), "empty"));
@@ -157,8 +158,8 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsPaths& paths) {
   absl::StatusOr<absl::Time> not_before = ToTime(X509_get0_notBefore(leaf));
   absl::StatusOr<absl::Time> not_after = ToTime(X509_get0_notAfter(leaf));
   if (!not_before.ok() || !not_after.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where("tls_cert", paths.certificate), "the certificate has an unreadable validity date"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where("tls_cert", paths.certificate), "the certificate has an unreadable validity date"));
   }
   material.not_before = *not_before;
   material.not_after = *not_after;

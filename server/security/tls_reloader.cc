@@ -98,7 +98,8 @@ void RemoveStaleCopies(const std::string& parent) {
 }
 
 // One copy, 0600, never through a link, with the modification time given.
-absl::Status WriteCopy(const std::string& path, const std::string& contents, int64_t mtime_seconds) {
+absl::Status WriteCopy(const std::string& path, const std::string& contents,
+                       int64_t mtime_seconds) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return ErrnoStatus(errno, path);
   size_t written = 0;
@@ -209,7 +210,8 @@ absl::Status TlsReloader::Publish(const TlsMaterial& material) {
   const int64_t mtime = std::max<int64_t>(std::time(nullptr), last_mtime_seconds_ + 1);
   absl::Status written = WriteCopy(absl::StrCat(set, "/", kKeyName), material.private_key, mtime);
   if (written.ok()) {
-    written = WriteCopy(absl::StrCat(set, "/", kCertificateName), material.certificate_chain, mtime);
+    written =
+        WriteCopy(absl::StrCat(set, "/", kCertificateName), material.certificate_chain, mtime);
   }
   if (written.ok() && has_client_ca()) {
     written = WriteCopy(absl::StrCat(set, "/", kClientCaName), material.client_ca, mtime);

@@ -352,9 +352,9 @@ TEST_F(ServerTlsReloadTest, AKeyThatDoesNotMatchIsRefusedOnceAndTheOldPairServes
   TlsPaths paths{ca_->File("renewed.pem"), ca_->File("renewed.key"), ""};
   absl::StatusOr<TlsMaterial> material = LoadTlsMaterial(paths);
   ASSERT_TRUE(material.ok()) << material.status();
-  EXPECT_NEAR(
-      Metric(*server, "weightpath_tls_certificate_expiry_timestamp_seconds{certificate=\"server\"}"),
-      absl::ToDoubleSeconds(material->not_after - absl::UnixEpoch()), 0.5);
+  EXPECT_NEAR(Metric(*server,
+                     "weightpath_tls_certificate_expiry_timestamp_seconds{certificate=\"server\"}"),
+              absl::ToDoubleSeconds(material->not_after - absl::UnixEpoch()), 0.5);
 }
 
 // At start nothing is served yet, so a file that would be refused on

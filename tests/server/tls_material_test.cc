@@ -91,9 +91,9 @@ TEST_F(TlsMaterialTest, AKeyOfAnotherCertificateIsRefused) {
 }
 
 TEST_F(TlsMaterialTest, AnEncryptedKeyIsRefusedWithoutAskingForAPassphrase) {
-  const std::string command =
-      absl::StrCat("openssl pkey -in ", ca_->File("server.key"), " -aes256 -passout pass:secret -out ",
-                   Path("tls.key"), " 2>/dev/null </dev/null");
+  const std::string command = absl::StrCat("openssl pkey -in ", ca_->File("server.key"),
+                                           " -aes256 -passout pass:secret -out ", Path("tls.key"),
+                                           " 2>/dev/null </dev/null");
   ASSERT_EQ(std::system(command.c_str()), 0);
   EXPECT_THAT(LoadTlsMaterial(Paths()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("an encrypted key")));
