@@ -288,6 +288,7 @@ TEST_F(ServerTlsReloadTest, HostileFilesLeaveTheLastGoodPairServingAndCounted) {
   const double taken = Metric(*server, kTlsTaken);
   Replace(Path("tls.key"), ReadFileOrDie(ca_->File("renewed.key")));
   Replace(Path("tls.crt"), ReadFileOrDie(ca_->File("renewed.pem")));
+  server->Signal(SIGHUP);
   ASSERT_TRUE(WaitForCount(*server, kTlsTaken, taken + 1)) << server->Log();
   EXPECT_EQ(AwaitServed(*server, renewed, "device"), renewed) << server->Log();
 
