@@ -915,7 +915,7 @@ TEST_F(AgentBootEndToEnd, AReadinessAnswerThatIsNotUtf8IsReportedAsEngineStartFa
   CannedHttpServer engine("HTTP/1.1 2\xff\xfe OK\r\nContent-Length: 0\r\n\r\n");
   const ProcessResult reported = RunProcess(
       {WEIGHTPATH_AGENT_BINARY, "outcome", "--config", device("agent.yaml"), "--outcome",
-       "engine_started", "--wait-ready", engine.Url("/health"), "--ready-timeout", "2s"},
+       "engine_started", "--wait-ready", engine.Url("/health"), "--ready-timeout", "1s"},
       {}, absl::Seconds(60));
   EXPECT_EQ(reported.exit_code, 1) << "the engine never became ready: " << reported.err;
   EXPECT_THAT(reported.out, HasSubstr("reported OUTCOME_ENGINE_START_FAILED"));
