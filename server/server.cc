@@ -345,7 +345,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->watcher_->Start();
   if (server->tls_ != nullptr) {
     ServerMetrics* metrics = server->metrics_.get();
-    server->tls_->Start([metrics](bool taken) { metrics->RecordTlsReload(taken); });
+    server->tls_->Start([metrics](TlsCheck check) {
+      if (check != TlsCheck::kUsableAgain) metrics->RecordTlsReload(check == TlsCheck::kTaken);
+      metrics->SetTlsFilesRefused(check == TlsCheck::kRefused);
+    });
   }
   if (server->timestamp_signer_ != nullptr) server->timestamp_signer_->Start();
   if (config.tls_cert_path.empty() && !IsLoopbackAddress(config.listen)) {

@@ -185,6 +185,12 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
           .Register(*registry_);
   tls_reloads_taken_ = &tls_reloads.Add({{"result", "success"}});
   tls_reloads_refused_ = &tls_reloads.Add({{"result", "error"}});
+  tls_files_refused_ = &prometheus::BuildGauge()
+                            .Name("weightpath_tls_files_refused")
+                            .Help("1 while the TLS files as last read are refused and an older "
+                                  "set is served, else 0")
+                            .Register(*registry_)
+                            .Add({});
   // 1 from the start: the port was bound and accepting when the server
   // reported SERVING; the listener watchdog sets it from then on.
   grpc_listener_up_ = &prometheus::BuildGauge()
@@ -322,6 +328,8 @@ void ServerMetrics::RecordTimestampSigned(bool succeeded) {
 void ServerMetrics::RecordTlsReload(bool taken) {
   (taken ? tls_reloads_taken_ : tls_reloads_refused_)->Increment();
 }
+
+void ServerMetrics::SetTlsFilesRefused(bool refused) { tls_files_refused_->Set(refused ? 1 : 0); }
 
 void ServerMetrics::RecordMeasurement(absl::string_view hardware_class, absl::string_view path,
                                       bool regression, bool judged) {

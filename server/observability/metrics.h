@@ -84,6 +84,9 @@ class ServerMetrics {
   // A renewal of the TLS files served (true), or a change to them that was
   // refused, the set in use serving on (server/security/tls_reloader.h).
   void RecordTlsReload(bool taken);
+  // Whether the TLS files as last read are refused, so what is served is
+  // not what the operator last wrote.
+  void SetTlsFilesRefused(bool refused);
 
   // Fleet registry and verification evidence (see server/fleet_state.h).
   using ClassAndPath = std::pair<std::string, std::string>;
@@ -154,6 +157,7 @@ class ServerMetrics {
   prometheus::Counter* timestamps_failed_ = nullptr;
   prometheus::Counter* tls_reloads_taken_ = nullptr;
   prometheus::Counter* tls_reloads_refused_ = nullptr;
+  prometheus::Gauge* tls_files_refused_ = nullptr;
   prometheus::Gauge* grpc_listener_up_ = nullptr;
 
   prometheus::Family<prometheus::Counter>& measurements_;

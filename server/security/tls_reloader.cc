@@ -235,7 +235,7 @@ absl::Status TlsReloader::Publish(const TlsMaterial& material) {
   return absl::OkStatus();
 }
 
-void TlsReloader::Start(std::function<void(bool taken)> on_check) {
+void TlsReloader::Start(std::function<void(TlsCheck)> on_check) {
   on_check_ = std::move(on_check);
   thread_ = std::thread([this] { Run(); });
 }
@@ -282,7 +282,7 @@ void TlsReloader::Check() {
     spdlog::warn("TLS files not taken, still serving the certificate with {}: {}",
                  Describe(served_), std::string(loaded.status().message()));
     refused_ = true;
-    if (on_check_) on_check_(false);
+    if (on_check_) on_check_(TlsCheck::kRefused);
     return;
   }
   if (loaded->SameFiles(served_)) {
@@ -290,6 +290,7 @@ void TlsReloader::Check() {
     if (std::exchange(refused_, false)) {
       spdlog::info("TLS files usable again; the certificate served is unchanged ({})",
                    Describe(served_));
+      if (on_check_) on_check_(TlsCheck::kUsableAgain);
     }
     return;
   }
@@ -299,14 +300,14 @@ void TlsReloader::Check() {
     // Tried again next round, whether or not the files change.
     last_seen_ = Fingerprints();
     refused_ = true;
-    if (on_check_) on_check_(false);
+    if (on_check_) on_check_(TlsCheck::kRefused);
     return;
   }
   served_ = *std::move(loaded);
   refused_ = false;
   spdlog::log(LevelFor(served_), "TLS: serving the renewed certificate in --tls_cert={}: {}",
               paths_.certificate, Describe(served_));
-  if (on_check_) on_check_(true);
+  if (on_check_) on_check_(TlsCheck::kTaken);
 }
 
 }  // namespace weightpath::server

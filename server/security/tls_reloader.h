@@ -38,6 +38,13 @@
 
 namespace weightpath::server {
 
+// What one check of the operator's files came to.
+enum class TlsCheck {
+  kTaken,        // a renewed set, served from now on
+  kRefused,      // a change that did not pass; the set in use serves on
+  kUsableAgain,  // after a refusal, the files are again the set in use
+};
+
 class TlsReloader {
  public:
   // Reads and checks the files (errors name the flag, so a bad file stops
@@ -61,8 +68,8 @@ class TlsReloader {
   std::string served_client_ca_path() const;
 
   // Checks the files every interval on a thread of its own; `on_check` is
-  // told of each set taken (true) and each change refused (false).
-  void Start(std::function<void(bool taken)> on_check);
+  // told of every check that found a change.
+  void Start(std::function<void(TlsCheck)> on_check);
   // A check now (SIGHUP); returns at once.
   void RequestCheck();
   // Ends the thread; the copies stay until destruction, for gRPC.
@@ -97,7 +104,7 @@ class TlsReloader {
   Fingerprints last_seen_;
   bool refused_ = false;  // the last change seen was not taken
   std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider_;
-  std::function<void(bool)> on_check_;
+  std::function<void(TlsCheck)> on_check_;
 
   absl::Mutex mutex_;
   bool check_requested_ ABSL_GUARDED_BY(mutex_) = false;

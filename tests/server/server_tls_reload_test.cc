@@ -45,6 +45,7 @@ using ::testing::Not;
 
 constexpr char kTlsErrors[] = "weightpath_tls_reloads_total{result=\"error\"}";
 constexpr char kTlsTaken[] = "weightpath_tls_reloads_total{result=\"success\"}";
+constexpr char kTlsRefused[] = "weightpath_tls_files_refused";
 
 // The serial of the first certificate in a PEM file, as the server logs it.
 std::string SerialOf(const std::string& pem_path) {
@@ -332,6 +333,7 @@ TEST_F(ServerTlsReloadTest, AKeyThatDoesNotMatchIsRefusedOnceAndTheOldPairServes
   // Logged and counted once for the change, not once a second.
   absl::SleepFor(absl::Milliseconds(1200));
   EXPECT_EQ(Metric(*server, kTlsErrors), 1);
+  EXPECT_EQ(Metric(*server, kTlsRefused), 1);
   std::string log = server->Log();
   EXPECT_EQ(log.find(refusal), log.rfind(refusal)) << log;
   EXPECT_NE(log.find(refusal), std::string::npos) << log;
@@ -347,6 +349,7 @@ TEST_F(ServerTlsReloadTest, AKeyThatDoesNotMatchIsRefusedOnceAndTheOldPairServes
   EXPECT_EQ(Metric(*server, kTlsTaken), 0);
   Replace(Path("tls.crt"), ReadFileOrDie(ca_->File("renewed.pem")));
   ASSERT_TRUE(WaitForCount(*server, kTlsTaken, 1)) << server->Log();
+  EXPECT_EQ(Metric(*server, kTlsRefused), 0);
   EXPECT_EQ(AwaitServed(*server, renewed, ""), renewed) << server->Log();
 
   // The gauge describes the certificate served: the renewed one.
