@@ -151,7 +151,10 @@ absl::StatusOr<std::unique_ptr<TlsReloader>> TlsReloader::Create(TlsPaths paths,
 
 TlsReloader::~TlsReloader() {
   Stop();
-  // gRPC's reader thread ends with the provider; the directory only after.
+  // gRPC's reader thread ends with the last reference to its provider; the
+  // server's credentials held the others and are gone by now (the server
+  // declares this object before its gRPC server). Were one left, its reads
+  // of the removed copies would only fail and be retried, never abort.
   provider_.reset();
   if (!directory_.empty()) RemoveTree(directory_);
 }
