@@ -38,6 +38,7 @@ std::string Describe(const DecisionRecord& record) {
 void ReportBoot(const AgentConfig& config, const BootOutcome& outcome, const ReportCall& report,
                 Clock& clock) {
   std::vector<v1::ReportOutcomeRequest> reports = LoadPendingReports(config.state_dir);
+  reports.insert(reports.end(), outcome.unsent_reports.begin(), outcome.unsent_reports.end());
   reports.push_back(BootReport(config.device_id, v1::OUTCOME_BOOT_OK, outcome.record,
                                outcome.fallback_reason, clock.Now()));
   const bool server_answered =

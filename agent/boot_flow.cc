@@ -34,12 +34,14 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
 // With a trust block: the metadata updated, then the verdict on the
 // answer's artifact for this device. `held` (the last good decision) names
 // the artifact already installed. A refusal is reported to the server,
-// which has just answered, within what is left of the budget.
+// which has just answered, within what is left of the budget; a report it
+// does not take then goes to `unsent`, to wait with the pending reports.
 absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& dependencies,
                                  const v1::HardwareProfile& profile,
                                  const v1::ResolveWeightPathResponse& decision,
                                  const v1::ResolveWeightPathResponse* held,
-                                 MonotonicTime budget_end) {
+                                 MonotonicTime budget_end,
+                                 std::vector<v1::ReportOutcomeRequest>* unsent) {
   TrustClient& trust = *dependencies.trust;
   // What a failed update means for this artifact is CheckArtifact's answer.
   trust.Update(budget_end - dependencies.clock->MonotonicNow()).IgnoreError();
@@ -53,16 +55,18 @@ absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& de
                 verdict.ToString());
   const absl::Duration left =
       std::min(config.call_timeout, budget_end - dependencies.clock->MonotonicNow());
-  if (dependencies.report && left > absl::ZeroDuration()) {
-    const absl::Status sent = dependencies.report(
-        OutcomeReport(config.device_id, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, decision,
-                      std::string(verdict.message()), dependencies.clock->Now()),
-        left);
-    if (sent.ok()) {
-      log::Info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
-    } else {
-      log::Warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
-    }
+  if (!dependencies.report) return verdict;
+  v1::ReportOutcomeRequest report =
+      OutcomeReport(config.device_id, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, decision,
+                    std::string(verdict.message()), dependencies.clock->Now());
+  const absl::Status sent = left > absl::ZeroDuration()
+                                ? dependencies.report(report, left)
+                                : absl::DeadlineExceededError("no time left in the budget");
+  if (sent.ok()) {
+    log::Info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
+  } else {
+    log::Warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
+    if (IsRetryable(sent.code())) unsent->push_back(std::move(report));
   }
   return verdict;
 }
@@ -76,7 +80,8 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 const v1::HardwareProfile& profile,
                                                 const v1::ResolveWeightPathResponse* held,
                                                 MonotonicTime resolve_end, MonotonicTime budget_end,
-                                                ArtifactFetcher& fetcher, bool* trust_refused) {
+                                                ArtifactFetcher& fetcher, bool* trust_refused,
+                                                std::vector<v1::ReportOutcomeRequest>* unsent) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version, held);
   const RetryOptions options = ServerRetryOptions(config);
@@ -117,7 +122,8 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
     // After the check, artifact.size_bytes is the signed length: the
     // download below stops there.
     if (absl::Status signed_artifact =
-            CheckSignedArtifact(config, dependencies, profile, record.response, held, budget_end);
+            CheckSignedArtifact(config, dependencies, profile, record.response, held, budget_end,
+                                unsent);
         !signed_artifact.ok()) {
       *trust_refused = true;
       return WithContext(signed_artifact, "trust");
@@ -141,12 +147,14 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
 
 absl::StatusOr<BootOutcome> HandOver(DecisionRecord record, std::string fallback_reason,
                                      const AgentConfig& config, MonotonicTime budget_end,
-                                     bool trust_refused = false) {
+                                     bool trust_refused = false,
+                                     std::vector<v1::ReportOutcomeRequest> unsent = {}) {
   if (absl::Status written = WriteHandover(record, config.decision_file, config.env_file);
       !written.ok()) {
     return WithContext(written, "hand-over");
   }
-  return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused, budget_end};
+  return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused, budget_end,
+                     std::move(unsent)};
 }
 
 // The model a last good decision can stand in for: the one configured, or
@@ -234,12 +242,14 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
   std::string fallback_reason;
   bool trust_refused = false;
+  std::vector<v1::ReportOutcomeRequest> unsent_reports;
   if (profile.ok()) {
     // Only a server decision for the model asked for can still stand.
     const v1::ResolveWeightPathResponse* held =
         last_good.ok() && SameModel(config, *last_good) ? &last_good->response : nullptr;
-    absl::StatusOr<DecisionRecord> from_server = DecideWithServer(
-        config, dependencies, *profile, held, resolve_end, budget_end, fetcher, &trust_refused);
+    absl::StatusOr<DecisionRecord> from_server =
+        DecideWithServer(config, dependencies, *profile, held, resolve_end, budget_end, fetcher,
+                         &trust_refused, &unsent_reports);
     if (from_server.ok()) {
       ASSIGN_OR_RETURN(BootOutcome outcome,
                        HandOver(*std::move(from_server), "", config, budget_end));
@@ -258,7 +268,8 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
       DecisionRecord record = *last_good;
       record.source = DecisionSource::kLastGood;
       record.artifact_path = *artifact_path;
-      return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused);
+      return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused,
+                      std::move(unsent_reports));
     }
     log::Warn("boot: last good decision unusable: {}",
                  artifact_path.ok() ? "it was for another model"
@@ -294,7 +305,8 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
                    record.response.weight_path().name(), fetched.status().ToString());
     }
   }
-  return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused);
+  return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused,
+                      std::move(unsent_reports));
 }
 
 }  // namespace weightpath::agent

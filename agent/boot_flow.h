@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -82,6 +83,9 @@ struct BootOutcome {
   // after the hand-over (its outcome reports) must end by then too, or the
   // engine, which waits for boot, waits past the budget.
   MonotonicTime budget_end;
+  // Reports the flow made but could not send (a trust refusal the server
+  // did not take in time), oldest first: kept with the pending reports.
+  std::vector<v1::ReportOutcomeRequest> unsent_reports;
 };
 
 // Runs the whole flow and writes the hand-over files. An error means no

@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
+#include "tests/agent/canned_http_server.h"
 #include "tests/agent/engine_unit.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
@@ -866,53 +867,13 @@ TEST_F(AgentBootEndToEnd, PendingReportsToASlowStoreEndWithTheBudgetAndWaitForLa
   EXPECT_EQ(BootsCounted(*server_, "server"), 2);
 }
 
-// Answers every connection on a loopback port with `answer`, then closes it.
-class CannedHttpServer {
- public:
-  explicit CannedHttpServer(std::string answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(::listen(listener_, 16), 0);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] {
-      for (;;) {
-        const int connection = ::accept(listener_, nullptr, nullptr);
-        if (connection < 0) return;  // shut down
-        char request[4096];
-        (void)::recv(connection, request, sizeof(request), 0);
-        (void)::send(connection, answer_.data(), answer_.size(), MSG_NOSIGNAL);
-        ::close(connection);
-      }
-    });
-  }
-  ~CannedHttpServer() {
-    ::shutdown(listener_, SHUT_RDWR);
-    thread_.join();
-    ::close(listener_);
-  }
-  std::string Url(const std::string& path) const {
-    return absl::StrCat("http://127.0.0.1:", port_, path);
-  }
-
- private:
-  std::string answer_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-};
-
 // A readiness endpoint answering a status line that is not UTF-8. Its bytes
 // reached ENGINE_START_FAILED's detail raw, the server could not parse the
 // request, and the report of the failed start was lost.
 TEST_F(AgentBootEndToEnd, AReadinessAnswerThatIsNotUtf8IsReportedAsEngineStartFailed) {
   WriteAgentConfig(StartServer(catalog_path()));
   ASSERT_EQ(Boot().exit_code, 0);
-  CannedHttpServer engine("HTTP/1.1 2\xff\xfe OK\r\nContent-Length: 0\r\n\r\n");
+  testing::CannedHttpServer engine("HTTP/1.1 2\xff\xfe OK\r\nContent-Length: 0\r\n\r\n");
   const ProcessResult reported = RunProcess(
       {WEIGHTPATH_AGENT_BINARY, "outcome", "--config", device("agent.yaml"), "--outcome",
        "engine_started", "--wait-ready", engine.Url("/health"), "--ready-timeout", "1s"},

@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
+#include "tests/agent/canned_http_server.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
@@ -641,6 +642,21 @@ TEST_F(AgentTrustEndToEnd, OversizedAndEndlessMetadataIsCutAtItsLimit) {
     if (log.empty()) absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_THAT(log, HasSubstr("timestamp.json "));
+}
+
+// A metadata mirror answering a status line that is not UTF-8: the refusal
+// quoted it, and the ARTIFACT_VERIFICATION_FAILED report carrying it could
+// not be parsed by the server, so the fleet never heard of it.
+TEST_F(AgentTrustEndToEnd, AMirrorAnswerThatIsNotUtf8StillReachesTheServerInTheReport) {
+  BootSigned(expected_artifact());
+  const v1::Artifact next = Build("next.bin", 79);
+  Sign(next);
+  Publish();
+  Mirror();
+  ServeDecision(next);
+  testing::CannedHttpServer mirror("HTTP/1.1 2\xff\xfe OK\r\nContent-Length: 0\r\n\r\n");
+  WriteAgentConfig(server_->grpc_address(), mirror.Url("/metadata"));
+  ExpectRefusedKeepingTheLastGood(Boot(), next, "2\\xff\\xfe OK");
 }
 
 TEST_F(AgentTrustEndToEnd, TargetsSignedBelowThresholdAreRefused) {
