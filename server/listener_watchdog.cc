@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "openssl/bio.h"
 #include "openssl/ssl.h"
+#include "server/grpc_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
@@ -61,15 +62,9 @@ absl::StatusOr<std::string> TlsClientHello() {
 // "0.0.0.0:50051" -> 127.0.0.1, "[::]:50051" -> ::1, else the host as bound.
 absl::Status ResolveLoopbackTarget(const std::string& address, sockaddr_storage* target,
                                    socklen_t* length) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("listener check: ", address, " has no port"));
-  }
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  std::string host;
+  std::string port;
+  RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::") host = "::1";
   addrinfo hints{};

@@ -1,23 +1,24 @@
 // Proves, every interval, that the gRPC port still accepts connections, and
 // reports when it does not.
 //
-// gRPC 1.51's listener (src/core/lib/iomgr/tcp_server_posix.cc, on_read)
-// stops accepting for good after one accept4() failure other than EAGAIN,
-// ECONNABORTED or EINTR: EMFILE, once idle connections have filled the
-// descriptor table, is enough. The kernel still completes TCP handshakes into
-// the backlog, so a TCP probe and /metrics go on answering while no call is
-// ever served again. gRPC has no way to re-arm that listener, nor to put a new
-// one under a running server, so the watchdog's answer is to say so (the log,
-// weightpath_grpc_listener_up, health NOT_SERVING) and have the process exit
-// non-zero: systemd's Restart=on-failure and Kubernetes restart it, and the
-// new process listens afresh.
+// The port's accept loop is the server's own (server/grpc_listener.h), built
+// so that running out of descriptors cannot stop it as it stopped gRPC 1.51's
+// listener for good. This is the backstop for whatever still could: a wedged
+// accept thread, a gRPC that no longer takes the connections it is handed. A
+// deaf port is invisible from outside: the kernel still completes TCP
+// handshakes into the backlog, so a TCP probe and /metrics go on answering
+// while no call is ever served again. There is no mending it in place, so the
+// watchdog says so (the log, weightpath_grpc_listener_up, health NOT_SERVING)
+// and has the process exit non-zero: systemd's Restart=on-failure and
+// Kubernetes restart it, and the new process listens afresh.
 //
 // A check connects over loopback to the bound port and waits for the server
 // to act on the connection: bytes back (the server's HTTP/2 SETTINGS in
-// plaintext; its answer to a TLS ClientHello), an orderly close or a reset.
-// Only a connection gRPC accepted gets any of these; one left in the backlog
-// of a deaf listener gets nothing. The check sends what a client would and
-// closes before any call, so it is not logged and counts in no RPC metric.
+// plaintext; its answer to a TLS ClientHello), an orderly close or a reset
+// (a connection the accept loop closed at once to keep descriptors free
+// counts: it was accepted). Only a connection left in the backlog gets none
+// of these. The check sends what a client would and closes before any call,
+// so it is not logged and counts in no RPC metric.
 #pragma once
 
 #include <sys/socket.h>

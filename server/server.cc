@@ -306,8 +306,12 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
       server->device_store_executor_.get(), server->device_call_limits_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  int grpc_port = 0;
-  builder.AddListeningPort(config.listen, credentials, &grpc_port);
+  // The server binds and accepts on the gRPC port itself and hands each
+  // connection to gRPC (server/grpc_listener.h says why).
+  ASSIGN_OR_RETURN(server->grpc_listener_, GrpcListener::Bind(config.listen, server->metrics_.get()));
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
+      builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->fleet_admin_.get());
   // v1alpha comes from libgrpc++_reflection's plugin (main.cc); v1 is ours.
@@ -321,11 +325,12 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || grpc_port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--listen=", config.listen, ": cannot listen (address in use or not local?)"));
+  if (server->grpc_server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("--listen=", config.listen, ": gRPC could not start its server"));
   }
-  server->grpc_address_ = WithPort(config.listen, grpc_port);
+  server->grpc_listener_->Start(std::move(acceptor));
+  server->grpc_address_ = WithPort(config.listen, server->grpc_listener_->port());
 
   // SERVING only now: the snapshot is loaded and both ports are up.
   grpc::HealthCheckServiceInterface* health = server->grpc_server_->GetHealthCheckService();
@@ -397,6 +402,8 @@ void WeightPathServer::Shutdown(absl::Duration grace) {
   // in-flight calls finish instead of after them, and can never hold the
   // exit past the grace period.
   if (listener_watchdog_ != nullptr) listener_watchdog_->Stop();
+  // No connection is handed to gRPC once it begins to shut down.
+  if (grpc_listener_ != nullptr) grpc_listener_->Stop();
   if (watcher_ != nullptr) watcher_->BeginStop();
   if (timestamp_signer_ != nullptr) timestamp_signer_->Stop();
   if (grpc_server_ != nullptr) {

@@ -12,6 +12,7 @@
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
 #include "server/config_watcher.h"
+#include "server/grpc_listener.h"
 #include "server/listener_watchdog.h"
 #include "server/timestamp_signer.h"
 #include "server/api/fleet_admin_service.h"
@@ -96,6 +97,7 @@ class WeightPathServer {
   std::string grpc_address_;
   std::string metrics_address_;
   bool shut_down_ = false;
+  std::unique_ptr<GrpcListener> grpc_listener_;
   std::unique_ptr<ListenerWatchdog> listener_watchdog_;  // null with --listener_check_interval=0
   std::atomic<bool> listener_deaf_{false};
 };

@@ -201,6 +201,15 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                            .Register(*registry_)
                            .Add({});
   grpc_listener_up_->Set(1);
+  prometheus::Family<prometheus::Counter>& grpc_refused =
+      prometheus::BuildCounter()
+          .Name("weightpath_grpc_connections_refused_total")
+          .Help("Connections to the gRPC port closed as soon as accepted because they took one "
+                "of the descriptors the server keeps for itself (descriptor_reserve), and "
+                "accept() calls that failed, retried after 50 ms (accept_failed)")
+          .Register(*registry_);
+  grpc_refused_reserve_ = &grpc_refused.Add({{"reason", "descriptor_reserve"}});
+  grpc_refused_accept_ = &grpc_refused.Add({{"reason", "accept_failed"}});
   prometheus::Family<prometheus::Counter>& shed =
       prometheus::BuildCounter()
           .Name("weightpath_device_calls_shed_total")
@@ -362,6 +371,12 @@ void ServerMetrics::SetWriteBehindPending(size_t records) {
 void ServerMetrics::SetStoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
 
 void ServerMetrics::SetGrpcListenerUp(bool up) { grpc_listener_up_->Set(up ? 1 : 0); }
+
+void ServerMetrics::RecordGrpcConnectionRefused(GrpcConnectionRefusal reason) {
+  (reason == GrpcConnectionRefusal::kDescriptorReserve ? grpc_refused_reserve_
+                                                      : grpc_refused_accept_)
+      ->Increment();
+}
 
 namespace {
 

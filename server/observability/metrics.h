@@ -56,6 +56,8 @@ inline constexpr char kUnknownVersionLabel[] = "unknown";
 std::map<std::string, uint64_t> BoundVersionLabels(const std::map<std::string, uint64_t>& counts,
                                                    absl::string_view keep);
 
+enum class GrpcConnectionRefusal { kDescriptorReserve, kAcceptFailed };
+
 class ServerMetrics {
  public:
   explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
@@ -98,6 +100,10 @@ class ServerMetrics {
   // Records waiting in the write-behind queue.
   void SetWriteBehindPending(size_t records);
   void SetStoreUp(bool up);
+  // A connection to the gRPC port closed as soon as it was accepted, because
+  // it took a descriptor of the reserve, or an accept() that failed
+  // (server/grpc_listener.h): weightpath_grpc_connections_refused_total.
+  void RecordGrpcConnectionRefused(GrpcConnectionRefusal reason);
   // Whether the last checks proved the gRPC port accepts connections
   // (server/listener_watchdog.h): weightpath_grpc_listener_up 1/0.
   void SetGrpcListenerUp(bool up);
@@ -159,6 +165,8 @@ class ServerMetrics {
   prometheus::Counter* tls_reloads_refused_ = nullptr;
   prometheus::Gauge* tls_files_refused_ = nullptr;
   prometheus::Gauge* grpc_listener_up_ = nullptr;
+  prometheus::Counter* grpc_refused_reserve_ = nullptr;
+  prometheus::Counter* grpc_refused_accept_ = nullptr;
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;

@@ -1,0 +1,228 @@
+#include "server/grpc_listener.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/thread_name.h"
+#include "spdlog/spdlog.h"
+
+namespace weightpath::server {
+namespace {
+
+// What listen() is asked for; the kernel caps it at net.core.somaxconn, as
+// gRPC's own listener does.
+constexpr int kBacklog = 4096;
+// After an accept() that failed for want of descriptors (or any other
+// reason), the loop pauses rather than spinning on a socket that stays
+// readable; the waiting connection stays in the backlog meanwhile.
+constexpr absl::Duration kPauseAfterFailure = absl::Milliseconds(50);
+// At most one log line per reason this often; the counters have every event.
+constexpr absl::Duration kLogEvery = absl::Seconds(10);
+
+bool IsWildcard(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
+
+absl::StatusOr<UniqueFd> ListenOn(const sockaddr* address, socklen_t length, bool dual_stack) {
+  UniqueFd fd(socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  const int on = 1;
+  const int off = 0;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  // Inherited by accepted sockets: calls are small, and Nagle would hold
+  // an answer back for the client's next ACK.
+  setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+  if (address->sa_family == AF_INET6) {
+    setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &off : &on, sizeof(int));
+  }
+  if (bind(fd.get(), address, length) != 0) return ErrnoStatus(errno, "bind");
+  if (listen(fd.get(), kBacklog) != 0) return ErrnoStatus(errno, "listen");
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
+  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+int DescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return INT_MAX;
+  return static_cast<int>(std::min<rlim_t>(limit.rlim_cur, INT_MAX));
+}
+
+}  // namespace
+
+absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(address, " is not HOST:PORT"));
+  }
+  *host = address.substr(0, colon);
+  *port = address.substr(colon + 1);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return absl::OkStatus();
+}
+
+int GrpcListener::ReservedDescriptors(int limit) { return std::clamp(limit / 16, 16, 1024); }
+
+absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address,
+                                                                 ServerMetrics* metrics) {
+  auto refused = [&address](const absl::Status& status) {
+    return absl::UnavailableError(absl::StrCat("--listen=", address, ": cannot listen: ",
+                                               status.message()));
+  };
+  std::string host;
+  std::string port;
+  if (absl::Status split = SplitHostPort(address, &host, &port); !split.ok()) return refused(split);
+  std::vector<UniqueFd> sockets;
+  if (IsWildcard(host)) {
+    // As gRPC does: one IPv6 socket that takes IPv4 too, else IPv4 alone
+    // (a machine or container without IPv6); "::" alone is IPv6 only.
+    int number = 0;
+    if (!absl::SimpleAtoi(port, &number) || number < 0 || number > 65535) {
+      return refused(absl::InvalidArgumentError(absl::StrCat("port \"", port, "\"")));
+    }
+    sockaddr_in6 any6{};
+    any6.sin6_family = AF_INET6;
+    any6.sin6_addr = in6addr_any;
+    any6.sin6_port = htons(static_cast<uint16_t>(number));
+    absl::StatusOr<UniqueFd> fd =
+        ListenOn(reinterpret_cast<sockaddr*>(&any6), sizeof(any6), /*dual_stack=*/host != "::");
+    if (!fd.ok() && host != "::") {
+      sockaddr_in any4{};
+      any4.sin_family = AF_INET;
+      any4.sin_addr.s_addr = htonl(INADDR_ANY);
+      any4.sin_port = htons(static_cast<uint16_t>(number));
+      fd = ListenOn(reinterpret_cast<sockaddr*>(&any4), sizeof(any4), false);
+    }
+    if (!fd.ok()) return refused(fd.status());
+    sockets.push_back(*std::move(fd));
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); error != 0) {
+      return refused(absl::UnavailableError(gai_strerror(error)));
+    }
+    // Port 0 on a name with several addresses ("localhost"): the first picks
+    // the port, the others take the same one.
+    int chosen = 0;
+    absl::Status last = absl::OkStatus();
+    for (addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+      sockaddr_storage address_copy{};
+      std::memcpy(&address_copy, entry->ai_addr, entry->ai_addrlen);
+      if (chosen != 0) {
+        const uint16_t network_port = htons(static_cast<uint16_t>(chosen));
+        if (address_copy.ss_family == AF_INET6) {
+          reinterpret_cast<sockaddr_in6*>(&address_copy)->sin6_port = network_port;
+        } else {
+          reinterpret_cast<sockaddr_in*>(&address_copy)->sin_port = network_port;
+        }
+      }
+      absl::StatusOr<UniqueFd> fd = ListenOn(reinterpret_cast<sockaddr*>(&address_copy),
+                                             entry->ai_addrlen, /*dual_stack=*/false);
+      if (!fd.ok()) {
+        last = fd.status();
+        continue;
+      }
+      if (chosen == 0) chosen = BoundPort(fd->get());
+      sockets.push_back(*std::move(fd));
+    }
+    freeaddrinfo(found);
+    if (sockets.empty()) return refused(last.ok() ? absl::UnavailableError("no address") : last);
+  }
+  const int bound_port = BoundPort(sockets.front().get());
+  return std::unique_ptr<GrpcListener>(new GrpcListener(std::move(sockets), bound_port, metrics));
+}
+
+GrpcListener::GrpcListener(std::vector<UniqueFd> sockets, int port, ServerMetrics* metrics)
+    : sockets_(std::move(sockets)), port_(port), metrics_(metrics) {}
+
+GrpcListener::~GrpcListener() { Stop(); }
+
+void GrpcListener::Start(std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor) {
+  acceptor_ = std::move(acceptor);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void GrpcListener::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  sockets_.clear();
+}
+
+bool GrpcListener::InReserve(int fd) const {
+  const int limit = DescriptorLimit();
+  return fd >= limit - ReservedDescriptors(limit);
+}
+
+void GrpcListener::Run() {
+  NameThisThread("wp-grpc-accept");
+  std::vector<pollfd> watched;
+  for (const UniqueFd& socket : sockets_) watched.push_back({socket.get(), POLLIN, 0});
+  uint64_t shed = 0;
+  uint64_t failed = 0;
+  absl::Time shed_logged = absl::InfinitePast();
+  absl::Time failure_logged = absl::InfinitePast();
+  while (!stop_.load()) {
+    // Short, so that Stop() is answered promptly.
+    if (poll(watched.data(), watched.size(), 100) <= 0) continue;
+    for (const pollfd& entry : watched) {
+      if ((entry.revents & POLLIN) == 0) continue;
+      for (;;) {
+        const int fd = accept4(entry.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          const int error = errno;
+          ++failed;
+          metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kAcceptFailed);
+          if (absl::Now() - failure_logged >= kLogEvery) {
+            failure_logged = absl::Now();
+            spdlog::warn("gRPC port: accept failed {} time(s) so far, last: {}; retrying",
+                         failed, std::strerror(error));
+          }
+          absl::SleepFor(kPauseAfterFailure);
+          break;
+        }
+        if (InReserve(fd)) {
+          close(fd);
+          ++shed;
+          metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kDescriptorReserve);
+          if (absl::Now() - shed_logged >= kLogEvery) {
+            shed_logged = absl::Now();
+            spdlog::warn("gRPC port: {} connection(s) closed at once so far: descriptor {} is in "
+                         "the last {} of the limit of {}, kept for the server's own use",
+                         shed, fd, ReservedDescriptors(DescriptorLimit()), DescriptorLimit());
+          }
+          continue;
+        }
+        grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+        connection.listener_fd = entry.fd;
+        connection.fd = fd;
+        acceptor_->HandleNewConnection(&connection);
+      }
+    }
+  }
+}
+
+}  // namespace weightpath::server

@@ -1,0 +1,78 @@
+// The gRPC port's listening sockets and accept loop, owned by the server
+// rather than by gRPC, which gets each accepted connection through its
+// external-connection acceptor (plaintext or TLS alike: the credentials are
+// the acceptor's).
+//
+// gRPC 1.51's own listener (src/core/lib/iomgr/tcp_server_posix.cc, on_read)
+// stops accepting for good after one accept4() failure other than EAGAIN,
+// ECONNABORTED or EINTR, so a peer that fills the descriptor table with idle
+// connections deafened the server until a restart; and it has no cap on
+// connections. This loop keeps descriptors free instead of running out:
+//  - accept4() returns the lowest free descriptor, so a connection that lands
+//    in the top reserve of the table (RLIMIT_NOFILE read at each accept) means
+//    every descriptor below is taken; it is closed at once, before gRPC sees
+//    it. Connections therefore never take the reserve, which stays for the
+//    store, reloads, /metrics and the listener check.
+//  - EMFILE/ENFILE (the reserve used up by something else) and every other
+//    accept failure are logged, counted and retried after a short pause: the
+//    loop never stops while the server runs.
+// Connections still open a descriptor each until gRPC closes them: at the
+// handshake deadline if they never speak, when idle, or at their maximum age.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "grpcpp/server_builder.h"
+#include "server/observability/metrics.h"
+
+namespace weightpath::server {
+
+// "HOST:PORT" or "[V6]:PORT" split; the host may be empty ("":PORT).
+absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port);
+
+class GrpcListener {
+ public:
+  // Binds HOST:PORT (port 0 picks one; a wildcard host listens on IPv6 and
+  // IPv4 where the machine has both; a name listens on each address it
+  // resolves to). UNAVAILABLE naming `address` when it cannot.
+  static absl::StatusOr<std::unique_ptr<GrpcListener>> Bind(const std::string& address,
+                                                            ServerMetrics* metrics);
+  ~GrpcListener();
+  GrpcListener(const GrpcListener&) = delete;
+  GrpcListener& operator=(const GrpcListener&) = delete;
+
+  int port() const { return port_; }
+
+  // Accepts from now on, handing each connection to `acceptor` (the gRPC
+  // server must be started).
+  void Start(std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor);
+  // Stops accepting and closes the listening sockets: later connections are
+  // refused by the kernel. Those already handed over stay gRPC's.
+  void Stop();
+
+  // Descriptors kept free of connections under a limit of `limit`.
+  static int ReservedDescriptors(int limit);
+
+ private:
+  GrpcListener(std::vector<UniqueFd> sockets, int port, ServerMetrics* metrics);
+  void Run();
+  // Whether `fd`, just accepted, lands in the reserve.
+  bool InReserve(int fd) const;
+
+  std::vector<UniqueFd> sockets_;
+  const int port_;
+  ServerMetrics* const metrics_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace weightpath::server
