@@ -56,10 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!config->server.empty(), "accepted without a server");
   FUZZ_CHECK(!config->device_id.empty(), "accepted without a device id");
   for (absl::Duration duration : {config->budget, config->call_timeout, config->retry_base_delay,
-                                  config->retry_max_delay, config->resolve_interval}) {
+                                  config->retry_max_delay, config->resolve_interval,
+                                  config->min_resolve_interval, config->max_resolve_interval}) {
     FUZZ_CHECK(duration > absl::ZeroDuration(), "a duration that is not positive");
   }
   FUZZ_CHECK(config->retry_base_delay <= config->retry_max_delay, "base delay above the maximum");
+  FUZZ_CHECK(config->min_resolve_interval <= config->resolve_interval &&
+                 config->resolve_interval <= config->max_resolve_interval,
+             "resolve_interval outside min_resolve_interval..max_resolve_interval");
   agent::RetryOptions options;
   options.call_timeout = config->call_timeout;
   options.base_delay = config->retry_base_delay;
