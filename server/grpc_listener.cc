@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -83,6 +84,7 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, std::s
 int GrpcListener::ReservedDescriptors(int limit) { return std::clamp(limit / 16, 16, 1024); }
 
 absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address,
+                                                                 int64_t max_connections,
                                                                  ServerMetrics* metrics) {
   auto refused = [&address](const absl::Status& status) {
     return absl::UnavailableError(absl::StrCat("--listen=", address, ": cannot listen: ",
@@ -151,11 +153,23 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::stri
     if (sockets.empty()) return refused(last.ok() ? absl::UnavailableError("no address") : last);
   }
   const int bound_port = BoundPort(sockets.front().get());
-  return std::unique_ptr<GrpcListener>(new GrpcListener(std::move(sockets), bound_port, metrics));
+  // The lowest descriptor free now is about how many the server uses for
+  // itself; connections come above it.
+  int64_t highest = INT64_MAX;
+  if (max_connections > 0) {
+    UniqueFd probe(dup(sockets.front().get()));
+    highest = (probe.valid() ? probe.get() : 0) + max_connections - 1;
+  }
+  return std::unique_ptr<GrpcListener>(
+      new GrpcListener(std::move(sockets), bound_port, highest, metrics));
 }
 
-GrpcListener::GrpcListener(std::vector<UniqueFd> sockets, int port, ServerMetrics* metrics)
-    : sockets_(std::move(sockets)), port_(port), metrics_(metrics) {}
+GrpcListener::GrpcListener(std::vector<UniqueFd> sockets, int port, int64_t highest_connection_fd,
+                           ServerMetrics* metrics)
+    : sockets_(std::move(sockets)),
+      port_(port),
+      highest_connection_fd_(highest_connection_fd),
+      metrics_(metrics) {}
 
 GrpcListener::~GrpcListener() { Stop(); }
 
@@ -172,7 +186,7 @@ void GrpcListener::Stop() {
 
 bool GrpcListener::InReserve(int fd) const {
   const int limit = DescriptorLimit();
-  return fd >= limit - ReservedDescriptors(limit);
+  return fd >= limit - ReservedDescriptors(limit) || fd > highest_connection_fd_;
 }
 
 void GrpcListener::Run() {
@@ -210,8 +224,9 @@ void GrpcListener::Run() {
           metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kDescriptorReserve);
           if (absl::Now() - shed_logged >= kLogEvery) {
             shed_logged = absl::Now();
-            spdlog::warn("gRPC port: {} connection(s) closed at once so far: descriptor {} is in "
-                         "the last {} of the limit of {}, kept for the server's own use",
+            spdlog::warn("gRPC port: {} connection(s) closed at once so far: descriptor {} is past "
+                         "--max_connections or in the last {} of the limit of {}, kept for the "
+                         "server's own use",
                          shed, fd, ReservedDescriptors(DescriptorLimit()), DescriptorLimit());
           }
           continue;

@@ -43,7 +43,12 @@ class GrpcListener {
   // Binds HOST:PORT (port 0 picks one; a wildcard host listens on IPv6 and
   // IPv4 where the machine has both; a name listens on each address it
   // resolves to). UNAVAILABLE naming `address` when it cannot.
+  // `max_connections` (0: none beyond the descriptor limit) is counted as
+  // descriptors above those in use when Bind() runs: a connection is closed
+  // at once when its descriptor is past that many, so the port holds about
+  // that many connections (fewer when the server opens files meanwhile).
   static absl::StatusOr<std::unique_ptr<GrpcListener>> Bind(const std::string& address,
+                                                            int64_t max_connections,
                                                             ServerMetrics* metrics);
   ~GrpcListener();
   GrpcListener(const GrpcListener&) = delete;
@@ -62,13 +67,16 @@ class GrpcListener {
   static int ReservedDescriptors(int limit);
 
  private:
-  GrpcListener(std::vector<UniqueFd> sockets, int port, ServerMetrics* metrics);
+  GrpcListener(std::vector<UniqueFd> sockets, int port, int64_t highest_connection_fd,
+               ServerMetrics* metrics);
   void Run();
-  // Whether `fd`, just accepted, lands in the reserve.
+  // Whether `fd`, just accepted, lands in the reserve or past
+  // --max_connections.
   bool InReserve(int fd) const;
 
   std::vector<UniqueFd> sockets_;
   const int port_;
+  const int64_t highest_connection_fd_;  // INT64_MAX: no --max_connections
   ServerMetrics* const metrics_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::atomic<bool> stop_{false};

@@ -107,6 +107,10 @@ ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
           "SETTINGS within this long, or it is closed");
 ABSL_FLAG(int64_t, max_concurrent_streams, 100,
           "Calls one gRPC connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)");
+ABSL_FLAG(int64_t, max_connections, 0,
+          "Connections the gRPC port holds at once, about (they are counted by descriptor); "
+          "more are closed as soon as accepted. 0: as many as the descriptor limit allows, "
+          "less a reserve of 1/16 of it (at most 1024) kept for the server's own use");
 ABSL_FLAG(int64_t, grpc_memory_quota_mb, 256,
           "Memory (MiB) gRPC's transport may hold for all connections together; beyond it "
           "idle connections are sent GOAWAY and open calls cancelled, and new connections "
@@ -138,7 +142,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "verification_window", "regression_fraction", "devices_seen_window",
     "fleet_refresh_interval", "devices_seen_refresh_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
-    "handshake_timeout", "max_concurrent_streams", "grpc_memory_quota_mb",
+    "handshake_timeout", "max_concurrent_streams", "max_connections", "grpc_memory_quota_mb",
     "max_connection_idle", "max_connection_age", "listener_check_interval",
     "admin_token_file", "admin_identity", "catalog_root", "catalog_artifact_url",
     "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime"};
@@ -296,6 +300,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.max_inflight_device_calls = absl::GetFlag(FLAGS_max_inflight_device_calls);
   config.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
   config.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  config.max_connections = absl::GetFlag(FLAGS_max_connections);
   config.grpc_memory_quota_mb = absl::GetFlag(FLAGS_grpc_memory_quota_mb);
   config.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
   config.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
@@ -419,6 +424,11 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--max_concurrent_streams=",
                                                    config.max_concurrent_streams,
                                                    " must be between 1 and 100000"));
+  }
+  if (config.max_connections < 0 || config.max_connections > 10'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_connections=", config.max_connections,
+                                                   " must be between 0 (the descriptor limit) "
+                                                   "and 10000000"));
   }
   if (config.grpc_memory_quota_mb < 16 || config.grpc_memory_quota_mb > 1024 * 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--grpc_memory_quota_mb=",

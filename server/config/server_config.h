@@ -77,6 +77,7 @@ struct ServerConfig {
   // connection may stay idle or open at all.
   absl::Duration handshake_timeout = absl::Seconds(10);
   int64_t max_concurrent_streams = 100;
+  int64_t max_connections = 0;  // 0: as many as the descriptor limit allows
   int64_t grpc_memory_quota_mb = 256;
   absl::Duration max_connection_idle = absl::Minutes(5);
   absl::Duration max_connection_age = absl::Minutes(30);

@@ -400,6 +400,21 @@ TEST(ServerUnauthenticatedPeersTest, IdleConnectionsPastTheDescriptorLimitNeverD
   EXPECT_THAT(server->Log(), HasSubstr("kept for the server's own use"));
 }
 
+// --max_connections caps the connections held below the descriptor limit.
+TEST(ServerUnauthenticatedPeersTest, ConnectionsPastMaxConnectionsAreClosedAtOnce) {
+  std::unique_ptr<ServerProcess> server = StartServer({"--max_connections=10"});
+  ASSERT_NE(server, nullptr);
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 30; ++i) idle.push_back(ConnectTo(server->grpc_address()));
+  int closed_at_once = 0;
+  for (const UniqueFd& fd : idle) closed_at_once += ClosedWithin(fd.get(), absl::Milliseconds(20));
+  // About: descriptors the server opens after binding count against it.
+  EXPECT_GE(closed_at_once, 15);
+  EXPECT_LE(closed_at_once, 25);
+  idle.clear();
+  EXPECT_TRUE(Resolves(server->grpc_address()));
+}
+
 // The backstop for a port that is deaf all the same: a backlog nobody
 // accepts from is declared deaf after three checks, and the server's answer
 // (NOT_SERVING, exit 1) runs. In-process, against a socket that listens and
