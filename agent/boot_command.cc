@@ -1,5 +1,6 @@
 #include "agent/boot_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -49,7 +50,7 @@ void ReportBoot(const AgentConfig& config, const BootOutcome& outcome, const Rep
   }
   if (!reports.empty()) {
     log::Info("boot: {} outcome report(s) kept in {} until the server takes them",
-                 reports.size(), PendingReportsPath(config.state_dir));
+              std::min(reports.size(), kMaxPendingReports), PendingReportsPath(config.state_dir));
   }
   if (absl::Status saved = SavePendingReports(reports, config.state_dir); !saved.ok()) {
     log::Warn("boot: pending outcome reports not saved: {}", saved.ToString());

@@ -454,6 +454,19 @@ TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudg
   socklen_t length = sizeof(address);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
   WriteAgentConfig(absl::StrCat("127.0.0.1:", ntohs(address.sin_port)), "", kFallbackTiming);
+  // Reports earlier boots left, more than are kept: none is sent to a
+  // server that did not answer, and the newest wait for one that does.
+  std::string pending;
+  for (int i = 40; i > 0; --i) {
+    std::string line;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(
+                    BootReport("edge-test-0001", v1::OUTCOME_BOOT_OK, DecisionRecord{}, "",
+                               absl::Now() - absl::Minutes(i)),
+                    &line)
+                    .ok());
+    absl::StrAppend(&pending, line, "\n");
+  }
+  WriteTextFile(device("state/pending_reports.jsonl"), pending);
 
   const ProcessResult boot = Boot();
   ::close(listener);
@@ -462,6 +475,13 @@ TEST_F(AgentBootEndToEnd, HangingServerHitsTheCallDeadlineAndFallsBackWithinBudg
   EXPECT_LT(boot.wall_time, absl::Seconds(4) + kProcessSlack);
   EXPECT_THAT(boot.err, HasSubstr("DEADLINE_EXCEEDED"));
   EXPECT_EQ(Decision().source, DecisionSource::kOffline);
+  EXPECT_THAT(boot.err, AllOf(HasSubstr("8 older report(s) dropped, the newest 32 kept"),
+                              HasSubstr("32 outcome report(s) kept in"),
+                              Not(HasSubstr("not accepted"))));
+  const std::vector<std::string> kept =
+      absl::StrSplit(ReadTextFile(device("state/pending_reports.jsonl")), '\n', absl::SkipEmpty());
+  ASSERT_THAT(kept, SizeIs(32));
+  EXPECT_THAT(kept.back(), HasSubstr("BOOT_SOURCE_OFFLINE")) << "this boot's own, newest";
 }
 
 TEST_F(AgentBootEndToEnd, UnknownModelIsNotRetried) {
