@@ -72,12 +72,12 @@ void LimitConnections(const ServerConfig& config, grpc::ServerBuilder* builder) 
   // 64 KiB window is all a stream needs before it has a reader.
   builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // What chttp2 reads (its read slices, so every buffered message byte) is
-  // charged to the quota; a call's first arena block is not. Over it, its reclaimers send GOAWAY to idle connections and cancel
-  // streams one at a time (RST_STREAM ENHANCE_YOUR_CALM), and the listener
-  // closes new connections at once while it stays over. This is what bounds a
-  // message announced as 2 GB: 1.51 opens the stream's window towards the
-  // announced length and checks the size limit only once the message is
-  // whole, so it cannot be refused at its length prefix.
+  // charged to the quota; a call's first arena block is not. Over it, its
+  // reclaimers send GOAWAY to idle connections and cancel streams one at a
+  // time (RST_STREAM ENHANCE_YOUR_CALM). This is what bounds a message
+  // announced as 2 GB: 1.51 opens the stream's window towards the announced
+  // length and checks the size limit only once the message is whole, so it
+  // cannot be refused at its length prefix.
   grpc::ResourceQuota quota("weightpath-grpc");
   quota.Resize(static_cast<size_t>(config.grpc_memory_quota_mb) << 20);
   builder->SetResourceQuota(quota);

@@ -112,9 +112,9 @@ ABSL_FLAG(int64_t, max_connections, 0,
           "more are closed as soon as accepted. 0: as many as the descriptor limit allows, "
           "less a reserve of 1/16 of it (at most 1024) kept for the server's own use");
 ABSL_FLAG(int64_t, grpc_memory_quota_mb, 256,
-          "Memory (MiB) gRPC's transport may hold for all connections together; beyond it "
-          "idle connections are sent GOAWAY and open calls cancelled, and new connections "
-          "are closed at once");
+          "Memory (MiB) gRPC's transport may hold for all connections together (what it "
+          "has read and not yet delivered); beyond it idle connections are sent GOAWAY and "
+          "open calls cancelled one at a time");
 ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
           "A gRPC connection with no call open for this long is closed (GOAWAY)");
 ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(30),

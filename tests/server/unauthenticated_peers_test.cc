@@ -535,9 +535,8 @@ TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
   EXPECT_LT(memory.peak_kb, kPeakBoundKb);
 }
 
-// The same with the settings acknowledged: MAX_CONCURRENT_STREAMS refuses
-// every stream past 100 on a connection.
-TEST(ServerUnauthenticatedPeersTest, StreamsPastTheLimitAreRefused) {
+// One connection opening 300 streams: the 101st ends the connection.
+TEST(ServerUnauthenticatedPeersTest, AStreamPastTheLimitEndsItsConnection) {
   std::unique_ptr<ServerProcess> server = StartServer({});
   ASSERT_NE(server, nullptr);
   std::unique_ptr<RawHttp2Connection> connection =
@@ -547,8 +546,10 @@ TEST(ServerUnauthenticatedPeersTest, StreamsPastTheLimitAreRefused) {
   for (int s = 0; s < 300; ++s) connection->OpenStream();
   absl::SleepFor(absl::Milliseconds(500));
   std::cout << "[measured] 300 streams on one connection: " << connection->resets()
-            << " reset, goaway " << connection->goaway() << "\n";
-  EXPECT_TRUE(connection->resets() >= 200 || connection->goaway() || connection->closed());
+            << " reset, closed " << connection->closed() << "\n";
+  // 1.51 takes a stream past the acknowledged limit as a connection error:
+  // the connection closes, and with it every stream it held.
+  EXPECT_TRUE(connection->closed());
   EXPECT_TRUE(Resolves(server->grpc_address()));
 }
 
