@@ -41,9 +41,6 @@ absl::StatusOr<UniqueFd> ListenOn(const sockaddr* address, socklen_t length, boo
   const int on = 1;
   const int off = 0;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-  // Inherited by accepted sockets: calls are small, and Nagle would hold
-  // an answer back for the client's next ACK.
-  setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
   if (address->sa_family == AF_INET6) {
     setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &off : &on, sizeof(int));
   }
@@ -231,6 +228,10 @@ void GrpcListener::Run() {
           }
           continue;
         }
+        // As gRPC's own listener leaves it: calls are small, and Nagle would
+        // hold an answer back for the client's next ACK.
+        const int on = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
         grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
         connection.listener_fd = entry.fd;
         connection.fd = fd;
