@@ -92,8 +92,8 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::stri
   if (absl::Status split = SplitHostPort(address, &host, &port); !split.ok()) return refused(split);
   std::vector<UniqueFd> sockets;
   if (IsWildcard(host)) {
-    // As gRPC does: one IPv6 socket that takes IPv4 too, else IPv4 alone
-    // (a machine or container without IPv6); "::" alone is IPv6 only.
+    // As gRPC does for both spellings of the wildcard: one IPv6 socket that
+    // takes IPv4 too, else IPv4 alone (a machine or container without IPv6).
     int number = 0;
     if (!absl::SimpleAtoi(port, &number) || number < 0 || number > 65535) {
       return refused(absl::InvalidArgumentError(absl::StrCat("port \"", port, "\"")));
@@ -103,8 +103,8 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::stri
     any6.sin6_addr = in6addr_any;
     any6.sin6_port = htons(static_cast<uint16_t>(number));
     absl::StatusOr<UniqueFd> fd =
-        ListenOn(reinterpret_cast<sockaddr*>(&any6), sizeof(any6), /*dual_stack=*/host != "::");
-    if (!fd.ok() && host != "::") {
+        ListenOn(reinterpret_cast<sockaddr*>(&any6), sizeof(any6), /*dual_stack=*/true);
+    if (!fd.ok()) {
       sockaddr_in any4{};
       any4.sin_family = AF_INET;
       any4.sin_addr.s_addr = htonl(INADDR_ANY);
