@@ -203,5 +203,41 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
                                                      HasSubstr("--max_inflight_device_calls=-1")));
 }
 
+// The gRPC port's connection limits: zero would refuse every client, and
+// a check every few milliseconds would be its own load.
+TEST_F(ServerConfigTest, ConnectionLimitsAreBounded) {
+  ServerConfig config;
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config.handshake_timeout = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--handshake_timeout=0")));
+  config = ServerConfig();
+  config.max_concurrent_streams = 0;
+  EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     HasSubstr("--max_concurrent_streams=0")));
+  config = ServerConfig();
+  config.max_connections = -1;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_connections=-1")));
+  config = ServerConfig();
+  config.grpc_memory_quota_mb = 8;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--grpc_memory_quota_mb=8")));
+  config = ServerConfig();
+  config.max_connection_idle = absl::Milliseconds(10);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_connection_idle=10ms")));
+  config = ServerConfig();
+  config.max_connection_age = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_connection_age=0")));
+  config = ServerConfig();
+  config.listener_check_interval = absl::Milliseconds(5);
+  EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     HasSubstr("--listener_check_interval=5ms")));
+  config.listener_check_interval = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+}
+
 }  // namespace
 }  // namespace weightpath::server

@@ -104,6 +104,17 @@ bool Resolves(const std::string& address) {
   return CallResolve(*stub, AmxRequest("after-the-attack"), &response).ok();
 }
 
+// The server closes its side of a connection the peer closed only once it
+// reads the close, so a descriptor freed by the peer is free a moment later.
+bool ResolvesWithin(const std::string& address, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  do {
+    if (Resolves(address)) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < deadline);
+  return false;
+}
+
 // ---------------------------------------------------------------------------
 // A raw HTTP/2 client: frames written by hand, so it can do what no gRPC
 // client does (open streams and never finish them, announce a 2 GB message,
@@ -379,8 +390,7 @@ TEST(ServerUnauthenticatedPeersTest, IdleConnectionsPastTheDescriptorLimitNeverD
   absl::SleepFor(absl::Seconds(1));
   idle.clear();
   const absl::Time closed = absl::Now();
-  bool answered = false;
-  while (!answered && absl::Now() - closed < kWait) answered = Resolves(server->grpc_address());
+  const bool answered = ResolvesWithin(server->grpc_address(), kWait);
   std::cout << "[measured] " << closed_at_once << " of 100 connections closed at once; resolves "
             << "answered " << absl::FormatDuration(absl::Now() - closed) << " after the rest closed\n";
   EXPECT_TRUE(answered);
@@ -400,6 +410,23 @@ TEST(ServerUnauthenticatedPeersTest, IdleConnectionsPastTheDescriptorLimitNeverD
   EXPECT_THAT(server->Log(), HasSubstr("kept for the server's own use"));
 }
 
+// The accept loop binds what gRPC's own listener bound: a name on each of
+// its addresses, [::] for IPv4 clients too, a port in use refused by name.
+TEST(ServerUnauthenticatedPeersTest, TheAcceptLoopListensWhereGrpcDid) {
+  std::unique_ptr<ServerProcess> wildcard = StartServer({"--listen=[::]:0", "--insecure"});
+  ASSERT_NE(wildcard, nullptr);
+  EXPECT_TRUE(Resolves(absl::StrCat("127.0.0.1:", Port(wildcard->grpc_address()))));
+  EXPECT_TRUE(Resolves(absl::StrCat("[::1]:", Port(wildcard->grpc_address()))));
+  std::unique_ptr<ServerProcess> named = StartServer({"--listen=localhost:0"});
+  ASSERT_NE(named, nullptr);
+  EXPECT_TRUE(Resolves(named->grpc_address()));
+  const ExitResult taken = ServerProcess::RunToExit(
+      {"--store=none", absl::StrCat("--listen=127.0.0.1:", Port(named->grpc_address()))},
+      kWait);
+  EXPECT_EQ(taken.exit_code, 1);
+  EXPECT_THAT(taken.log, HasSubstr("cannot listen: bind: Address already in use"));
+}
+
 // --max_connections caps the connections held below the descriptor limit.
 TEST(ServerUnauthenticatedPeersTest, ConnectionsPastMaxConnectionsAreClosedAtOnce) {
   std::unique_ptr<ServerProcess> server = StartServer({"--max_connections=10"});
@@ -412,7 +439,7 @@ TEST(ServerUnauthenticatedPeersTest, ConnectionsPastMaxConnectionsAreClosedAtOnc
   EXPECT_GE(closed_at_once, 15);
   EXPECT_LE(closed_at_once, 25);
   idle.clear();
-  EXPECT_TRUE(Resolves(server->grpc_address()));
+  EXPECT_TRUE(ResolvesWithin(server->grpc_address(), absl::Seconds(5)));
 }
 
 // The backstop for a port that is deaf all the same: a backlog nobody
@@ -509,6 +536,27 @@ const std::vector<std::string> kScaledLimits = {"--grpc_memory_quota_mb=64"};
 // Baseline (~30 MB) + the quota + what chttp2 holds outside it.
 constexpr int64_t kPeakBoundKb = 200 * 1024;
 
+// Under AddressSanitizer (scripts/sanitize runs this suite too) the server's
+// RSS measures the sanitizer (redzones, a quarantine of up to 256 MB of freed
+// memory), not the server: there the bound is not checked, the rest is.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssMeasuresTheServer = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kRssMeasuresTheServer = false;
+#else
+constexpr bool kRssMeasuresTheServer = true;
+#endif
+#else
+constexpr bool kRssMeasuresTheServer = true;
+#endif
+
+void ExpectPeakWithinBound(const Memory& memory) {
+  if (kRssMeasuresTheServer) {
+    EXPECT_LT(memory.peak_kb, kPeakBoundKb);
+  }
+}
+
 // The 20 connections x 2,000 streams with headers and nothing else
 // (509 MB): past 100 on a connection each is refused.
 TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
@@ -532,7 +580,7 @@ TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
   memory.after_kb = StatusKb(server->pid(), "VmRSS:");
   memory.peak_kb = StatusKb(server->pid(), "VmHWM:");
   Report("20 x 2000 idle streams", memory);
-  EXPECT_LT(memory.peak_kb, kPeakBoundKb);
+  ExpectPeakWithinBound(memory);
 }
 
 // One connection opening 300 streams: the 101st ends the connection.
@@ -588,7 +636,7 @@ TEST(ServerUnauthenticatedPeersTest, StreamsHoldingMostOfAMessageStayWithinTheQu
   memory.after_kb = StatusKb(server->pid(), "VmRSS:");
   memory.peak_kb = StatusKb(server->pid(), "VmHWM:");
   Report("10 x 300 streams holding 60 KB of 65,000", memory);
-  EXPECT_LT(memory.peak_kb, kPeakBoundKb);
+  ExpectPeakWithinBound(memory);
 }
 
 // The one stream announcing 2 GB and sending 300 MB (327 MB): the
@@ -620,7 +668,7 @@ TEST(ServerUnauthenticatedPeersTest, AMessageAnnouncedAs2GbIsCutOffByTheQuota) {
   memory.after_kb = StatusKb(server->pid(), "VmRSS:");
   memory.peak_kb = StatusKb(server->pid(), "VmHWM:");
   Report("one stream announcing 2 GB", memory);
-  EXPECT_LT(memory.peak_kb, kPeakBoundKb);
+  ExpectPeakWithinBound(memory);
 }
 
 // --- /metrics -------------------------------------------------------------------
