@@ -9,8 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/proto_time.h"
-#include "store/sql_database.h"
+#include "tests/store/store_backends.h"
 #include "absl/strings/match.h"
 
 #include "gmock/gmock.h"
@@ -102,28 +101,17 @@ TEST_F(CtlAuditTest, LimitKeepsTheNewestAndSinceTakesADurationOrATime) {
 // (14046814 vs. 4194304)"). Pages of at most 3 MiB, walked back by
 // weightpathctl, list every one.
 TEST_F(CtlAuditTest, ATrailPastTheMessageLimitIsListedWholePageByPage) {
-  {
-    // One transaction: 3,000 commits, each synced, would take seconds.
-    absl::StatusOr<std::unique_ptr<store::SqlDatabase>> database =
-        store::OpenSqlDatabase("sqlite:" + dir_.File("fleet.db"));
-    ASSERT_TRUE(database.ok()) << database.status();
-    auto session = (*database)->Acquire();
-    ASSERT_TRUE(session.ok()) << session.status();
-    ASSERT_TRUE((*session)->Begin(/*for_write=*/true).ok());
-    const int64_t start_us = absl::ToUnixMicros(absl::Now() - absl::Minutes(10));
-    for (int64_t i = 0; i < 3000; ++i) {
-      const absl::Status inserted =
-          (*session)
-              ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, "
-                      "request_summary, result, message, replica) VALUES ($1, 'vera', 'viewer', "
-                      "'PauseRollout', $2, $3, 'PERMISSION_DENIED', $4, 'test')",
-                      {start_us + i * 1000, absl::StrCat("bulk-", i), std::string(1024, 's'),
-                       std::string(1024, 'm')})
-              .status();
-      ASSERT_TRUE(inserted.ok()) << inserted;
-    }
-    ASSERT_TRUE((*session)->Commit().ok());
+  std::vector<store::testing::AuditRow> rows(3000);
+  const absl::Time start = absl::Now() - absl::Minutes(10);
+  for (int i = 0; i < 3000; ++i) {
+    rows[i].time = start + absl::Milliseconds(i);
+    rows[i].target = absl::StrCat("bulk-", i);
+    rows[i].request_summary = std::string(1024, 's');
+    rows[i].message = std::string(1024, 'm');
   }
+  const absl::Status inserted =
+      store::testing::InsertAuditRows("sqlite:" + dir_.File("fleet.db"), rows);
+  ASSERT_TRUE(inserted.ok()) << inserted;
   auto admin = v1::FleetAdmin::NewStub(PlaintextChannel(server_->grpc_address()));
   v1::ListAuditEventsRequest request;
   request.set_limit(10000);

@@ -18,8 +18,6 @@
 #include "gtest/gtest.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
-#include "store/sql_database.h"
-#include "store/store.h"
 #include "tests/store/store_backends.h"
 
 namespace weightpath::server::testing {
@@ -277,27 +275,16 @@ TEST_P(AuditTrailTest, AViewersRefusalFloodIsBoundedAndTheNextRecordSaysHowManyW
 // their own and SQLite reads a connection of its own, so the reports are
 // answered as fast as without the reads.
 TEST_P(AuditTrailTest, AViewersHeavyReadsDoNotHoldUpDeviceReports) {
-  {
-    absl::StatusOr<std::unique_ptr<store::SqlDatabase>> database = store::OpenSqlDatabase(url_);
-    ASSERT_TRUE(database.ok()) << database.status();
-    // The schema is the server's to create: open the store once first.
-    ASSERT_TRUE(store::OpenFleetStore(url_).ok());
-    auto session = (*database)->Acquire();
-    ASSERT_TRUE(session.ok()) << session.status();
-    ASSERT_TRUE((*session)->Begin(/*for_write=*/true).ok());
-    const int64_t start_us = absl::ToUnixMicros(absl::Now() - absl::Hours(1));
-    for (int64_t i = 0; i < 10000; ++i) {
-      const absl::Status inserted =
-          (*session)
-              ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, "
-                      "request_summary, result, message, replica) VALUES ($1, 'vera', 'viewer', "
-                      "'PauseRollout', 'r-1', $2, 'PERMISSION_DENIED', $3, 'test')",
-                      {start_us + i, std::string(1024, 's'), std::string(1024, 'm')})
-              .status();
-      ASSERT_TRUE(inserted.ok()) << inserted;
-    }
-    ASSERT_TRUE((*session)->Commit().ok());
+  std::vector<store::testing::AuditRow> rows(10000);
+  const absl::Time start = absl::Now() - absl::Hours(1);
+  for (int i = 0; i < 10000; ++i) {
+    rows[i].time = start + absl::Microseconds(i);
+    rows[i].target = "r-1";
+    rows[i].request_summary = std::string(1024, 's');
+    rows[i].message = std::string(1024, 'm');
   }
+  const absl::Status inserted = store::testing::InsertAuditRows(url_, rows);
+  ASSERT_TRUE(inserted.ok()) << inserted;
   std::unique_ptr<ServerProcess> server = StartReplica();
   ASSERT_NE(server, nullptr);
   auto device = v1::WeightPath::NewStub(PlaintextChannel(server->grpc_address()));
@@ -355,26 +342,21 @@ TEST_P(AuditTrailTest, AViewersHeavyReadsDoNotHoldUpDeviceReports) {
 // Retention: events past --audit_retention go, and beyond --audit_max_events
 // the oldest go, at the server's first fleet refresh and every minute after.
 TEST_P(AuditTrailTest, RetentionDeletesEventsPastTheAgeAndBeyondTheCount) {
-  {
-    ASSERT_TRUE(store::OpenFleetStore(url_).ok());
-    absl::StatusOr<std::unique_ptr<store::SqlDatabase>> database = store::OpenSqlDatabase(url_);
-    ASSERT_TRUE(database.ok()) << database.status();
-    auto session = (*database)->Acquire();
-    ASSERT_TRUE(session.ok()) << session.status();
-    const absl::Time now = absl::Now();
-    // Two from 100 days ago, then six from the last hours.
-    const std::vector<absl::Time> times = {
-        now - absl::Hours(2400), now - absl::Hours(2399), now - absl::Hours(6), now - absl::Hours(5),
-        now - absl::Hours(4),    now - absl::Hours(3),    now - absl::Hours(2), now - absl::Hours(1)};
-    for (size_t i = 0; i < times.size(); ++i) {
-      ASSERT_TRUE((*session)
-                      ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, "
-                              "request_summary, result, message, replica) VALUES ($1, 'otto', "
-                              "'operator', 'PauseRollout', $2, '', 'OK', '', 'test')",
-                              {absl::ToUnixMicros(times[i]), absl::StrCat("e", i)})
-                      .ok());
-    }
+  // Two from 100 days ago, then six from the last hours.
+  const absl::Time now = absl::Now();
+  std::vector<store::testing::AuditRow> rows;
+  for (const absl::Duration age : {absl::Hours(2400), absl::Hours(2399), absl::Hours(6),
+                                   absl::Hours(5), absl::Hours(4), absl::Hours(3), absl::Hours(2),
+                                   absl::Hours(1)}) {
+    store::testing::AuditRow& row = rows.emplace_back();
+    row.time = now - age;
+    row.target = absl::StrCat("e", rows.size() - 1);
+    row.identity = "otto";
+    row.role = "operator";
+    row.result = "OK";
   }
+  const absl::Status inserted = store::testing::InsertAuditRows(url_, rows);
+  ASSERT_TRUE(inserted.ok()) << inserted;
   auto started = ServerProcess::Start({"--store=" + url_, "--config=" + dir_.File("server.yaml"),
                                        "--audit_max_events=4", "--fleet_refresh_interval=100ms"});
   ASSERT_TRUE(started.ok()) << started.status();

@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "common/status_macros.h"
+#include "store/sql_database.h"
+#include "store/store.h"
 #include "store/time_convert.h"
 #include "tests/store/temporary_postgres.h"
 
@@ -72,6 +75,23 @@ v1::Device MakeDevice(const std::string& device_id, const std::string& hardware_
   device.set_effective_priority(v1::PRIORITY_SPEED);
   *device.mutable_last_seen() = ToTimestamp(seen);
   return device;
+}
+
+absl::Status InsertAuditRows(const std::string& url, const std::vector<AuditRow>& rows) {
+  RETURN_IF_ERROR(OpenFleetStore(url).status());
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlDatabase> database, OpenSqlDatabase(url));
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlSession> session, database->Acquire());
+  RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
+  for (const AuditRow& row : rows) {
+    RETURN_IF_ERROR(session
+                        ->Query("INSERT INTO audit_events (time_us, identity, role, rpc, target, "
+                                "request_summary, result, message, replica) VALUES ($1, $2, $3, "
+                                "$4, $5, $6, $7, $8, 'test')",
+                                {ToMicros(row.time), row.identity, row.role, row.rpc, row.target,
+                                 row.request_summary, row.result, row.message})
+                        .status());
+  }
+  return session->Commit();
 }
 
 }  // namespace weightpath::store::testing
