@@ -22,11 +22,11 @@
 
 namespace {
 
-// Every connection to the gRPC port is a descriptor, and gRPC 1.51's listener
-// stops accepting for good at the first accept() that fails for want of one
-// (server/listener_watchdog.h). The soft limit is often 1024 while the hard
-// limit allows far more (systemd: 1024 and 524288; the packaged unit sets
-// LimitNOFILE=65536 for both), so the server takes all it is allowed.
+// Every connection to the gRPC port is a descriptor, and past the limit less
+// a reserve the port closes new connections at once (server/grpc_listener.h).
+// The soft limit is often 1024 while the hard limit allows far more (systemd:
+// 1024 and 524288; the packaged unit sets LimitNOFILE=65536 for both), so the
+// server takes all it is allowed; --max_connections is the cap to choose.
 void RaiseDescriptorLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
