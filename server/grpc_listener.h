@@ -18,6 +18,10 @@
 //    loop never stops while the server runs.
 // Connections still open a descriptor each until gRPC closes them: at the
 // handshake deadline if they never speak, when idle, or at their maximum age.
+// gRPC's listener also closed new connections while its memory quota was
+// overcommitted (on_read's IsMemoryPressureHigh); that was never a cap on
+// connections, since an idle one charges the quota next to nothing (its
+// first arena block is not charged), and connections handed over skip it.
 #pragma once
 
 #include <sys/socket.h>
