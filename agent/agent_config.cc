@@ -157,8 +157,16 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
     return yaml::Fault(reader, *given, "min_resolve_interval must not exceed max_resolve_interval");
   }
   if (const yaml::Entry* given = map.Find("resolve_interval")) {
-    if (config.resolve_interval < config.min_resolve_interval ||
-        config.resolve_interval > config.max_resolve_interval) {
+    const bool outside = config.resolve_interval < config.min_resolve_interval ||
+                         config.resolve_interval > config.max_resolve_interval;
+    if (outside && map.Find("min_resolve_interval") == nullptr &&
+        map.Find("max_resolve_interval") == nullptr) {
+      // A config written before the bounds existed (resolve_interval: 10s, or
+      // 48h) must still boot: the operator's own interval widens the default
+      // bounds, which are there to hold the server's suggestion in check.
+      config.min_resolve_interval = std::min(config.min_resolve_interval, config.resolve_interval);
+      config.max_resolve_interval = std::max(config.max_resolve_interval, config.resolve_interval);
+    } else if (outside) {
       return yaml::Fault(reader, *given,
                          absl::StrCat("must lie between min_resolve_interval (",
                                       absl::FormatDuration(config.min_resolve_interval),

@@ -34,17 +34,8 @@ std::string BuildKey(const v1::ResolveWeightPathResponse& response) {
 }
 
 absl::Duration ServerInterval(uint32_t suggested_seconds, const AgentConfig& config) {
-  const absl::Duration suggested = absl::Seconds(suggested_seconds);
-  const absl::Duration bounded =
-      std::clamp(suggested, config.min_resolve_interval, config.max_resolve_interval);
-  if (bounded != suggested) {
-    log::Warn("run: the server suggests resolving every {} s; using {} (min_resolve_interval {}, "
-              "max_resolve_interval {})",
-              suggested_seconds, absl::FormatDuration(bounded),
-              absl::FormatDuration(config.min_resolve_interval),
-              absl::FormatDuration(config.max_resolve_interval));
-  }
-  return bounded;
+  return std::clamp(absl::Seconds(suggested_seconds), config.min_resolve_interval,
+                    config.max_resolve_interval);
 }
 
 RunLoop::RunLoop(const AgentConfig& config, RunDependencies& dependencies,
@@ -198,8 +189,18 @@ PassResult RunLoop::RunOnce() {
   // device follows root rotations and sees expiry while nothing changes.
   if (dependencies_.trust != nullptr) dependencies_.trust->Update(config_.budget).IgnoreError();
   if (answer->resolve_interval_seconds() > 0) {
-    next_wait_ = JitteredInterval(ServerInterval(answer->resolve_interval_seconds(), config_),
-                                  *dependencies_.random);
+    const uint32_t suggested = answer->resolve_interval_seconds();
+    const absl::Duration bounded = ServerInterval(suggested, config_);
+    // Once per value the server keeps suggesting, not at every pass.
+    if (bounded != absl::Seconds(suggested) && warned_interval_ != suggested) {
+      log::Warn("run: the server suggests resolving every {} s; using {} (min_resolve_interval {}, "
+                "max_resolve_interval {})",
+                suggested, absl::FormatDuration(bounded),
+                absl::FormatDuration(config_.min_resolve_interval),
+                absl::FormatDuration(config_.max_resolve_interval));
+      warned_interval_ = suggested;
+    }
+    next_wait_ = JitteredInterval(bounded, *dependencies_.random);
   }
   if (answer->unchanged()) {
     absl::StatusOr<v1::ResolveWeightPathResponse> kept = DecisionFromAnswer(*answer, held);

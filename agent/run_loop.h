@@ -45,8 +45,8 @@ struct RunDependencies : BootDependencies {
 // the average stays what the server asked for.
 absl::Duration JitteredInterval(absl::Duration interval, RandomSource& random);
 
-// The server's resolve_interval_seconds within the config's
-// [min_resolve_interval, max_resolve_interval], logged when it is not.
+// The server's resolve_interval_seconds held within the config's
+// [min_resolve_interval, max_resolve_interval].
 absl::Duration ServerInterval(uint32_t suggested_seconds, const AgentConfig& config);
 
 // The parts of a decision that change what the engine runs. A new stage or
@@ -99,6 +99,9 @@ class RunLoop {
   RunDependencies& dependencies_;
   std::optional<DecisionRecord> current_;
   std::string rejected_build_;
+  // The last out-of-bounds resolve interval the server suggested and the log
+  // told of.
+  std::optional<uint32_t> warned_interval_;
   std::string trust_reported_build_;  // the last build the trust check refused
   absl::Duration next_wait_;
   std::vector<v1::ReportOutcomeRequest> unsent_;

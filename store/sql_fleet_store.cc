@@ -554,48 +554,56 @@ class SqlFleetStore : public FleetStore {
     }
     if (limit == 0) limit = kDefaultAuditLimit;
     ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
-    // Newest first, one beyond the limit to tell whether more matched; a
-    // later page starts below the cursor (time, then id: the index's order).
-    const AuditCursor before =
-        page.before.value_or(AuditCursor{std::numeric_limits<int64_t>::max(), 0});
-    ASSIGN_OR_RETURN(
-        SqlRows rows,
-        session->Query("SELECT time_us, identity, role, rpc, target, request_summary, "
-                       "result, message, replica, id FROM audit_events "
-                       "WHERE time_us >= $1 AND (time_us < $3 OR (time_us = $3 AND id < $4)) "
-                       "ORDER BY time_us DESC, id DESC LIMIT $2",
-                       {ToMicros(since), int64_t{limit} + 1, before.time_us,
-                        page.before.has_value() ? before.id : std::numeric_limits<int64_t>::max()}));
+    // Newest first, in chunks below the cursor (time, then id: the index's
+    // order), so a page that stops at its byte bound reads a chunk past it at
+    // most, not all `limit` rows. Each chunk asks for one row more than it
+    // takes, to tell whether more matched.
+    constexpr int64_t kChunkRows = 256;
     AuditEventList list;
     std::vector<v1::AuditEvent> newest_first;
-    newest_first.reserve(std::min<size_t>(rows.size(), limit));
     size_t bytes = 0;
-    for (const SqlRow& row : rows) {
-      if (newest_first.size() == limit) {
-        list.truncated = true;
-        break;
+    std::optional<AuditCursor> below = page.before;
+    bool more = true;
+    while (more && !list.truncated) {
+      const int64_t take =
+          std::min<int64_t>(kChunkRows, int64_t{limit} - static_cast<int64_t>(newest_first.size()));
+      const AuditCursor cursor =
+          below.value_or(AuditCursor{std::numeric_limits<int64_t>::max(),
+                                     std::numeric_limits<int64_t>::max()});
+      ASSIGN_OR_RETURN(
+          SqlRows rows,
+          session->Query("SELECT time_us, identity, role, rpc, target, request_summary, "
+                         "result, message, replica, id FROM audit_events "
+                         "WHERE time_us >= $1 AND (time_us < $3 OR (time_us = $3 AND id < $4)) "
+                         "ORDER BY time_us DESC, id DESC LIMIT $2",
+                         {ToMicros(since), take + 1, cursor.time_us, cursor.id}));
+      more = static_cast<int64_t>(rows.size()) > take;
+      if (more) rows.resize(static_cast<size_t>(take));
+      for (const SqlRow& row : rows) {
+        v1::AuditEvent event;
+        ASSIGN_OR_RETURN(int64_t time_us, CellInt(row[0], "audit_events.time_us"));
+        ASSIGN_OR_RETURN(int64_t id, CellInt(row[9], "audit_events.id"));
+        *event.mutable_time() = ToTimestamp(FromMicros(time_us));
+        event.set_identity(CellText(row[1]));
+        event.set_role(CellText(row[2]));
+        event.set_rpc(CellText(row[3]));
+        event.set_target(CellText(row[4]));
+        event.set_request_summary(CellText(row[5]));
+        event.set_result(CellText(row[6]));
+        event.set_message(CellText(row[7]));
+        event.set_replica(CellText(row[8]));
+        // As a repeated field: the event's bytes, its tag and its length.
+        const size_t encoded = event.ByteSizeLong() + 8;
+        if (page.max_bytes > 0 && !newest_first.empty() && bytes + encoded > page.max_bytes) {
+          list.truncated = true;
+          break;
+        }
+        bytes += encoded;
+        list.oldest = AuditCursor{time_us, id};
+        newest_first.push_back(std::move(event));
       }
-      v1::AuditEvent event;
-      ASSIGN_OR_RETURN(int64_t time_us, CellInt(row[0], "audit_events.time_us"));
-      ASSIGN_OR_RETURN(int64_t id, CellInt(row[9], "audit_events.id"));
-      *event.mutable_time() = ToTimestamp(FromMicros(time_us));
-      event.set_identity(CellText(row[1]));
-      event.set_role(CellText(row[2]));
-      event.set_rpc(CellText(row[3]));
-      event.set_target(CellText(row[4]));
-      event.set_request_summary(CellText(row[5]));
-      event.set_result(CellText(row[6]));
-      event.set_message(CellText(row[7]));
-      event.set_replica(CellText(row[8]));
-      // As a repeated field: the event's bytes, its tag and its length.
-      const size_t encoded = event.ByteSizeLong() + 8;
-      if (page.max_bytes > 0 && !newest_first.empty() && bytes + encoded > page.max_bytes) {
-        list.truncated = true;
-        break;
-      }
-      bytes += encoded;
-      list.oldest = AuditCursor{time_us, id};
-      newest_first.push_back(std::move(event));
+      if (more && newest_first.size() == limit) list.truncated = true;
+      below = list.oldest;
     }
     if (!list.truncated) list.oldest.reset();
     list.events.assign(std::make_move_iterator(newest_first.rbegin()),

@@ -292,10 +292,14 @@ absl::StatusOr<std::unique_ptr<SqlDatabase>> OpenSqliteDatabase(const std::strin
   // only a process crash (NORMAL guarantees only the latter in WAL mode).
   // A 64 MiB page cache (default 2 MiB) keeps a million-device registry's
   // indexes in memory, so upserts and the summary do not re-read the disk.
+  // The read connection can keep a snapshot open while the writer commits,
+  // and a checkpoint cannot reset the WAL meanwhile: journal_size_limit
+  // truncates it back to 64 MiB once one can, instead of leaving it at the
+  // largest it ever grew to.
   char* error = nullptr;
   rc = sqlite3_exec(connection->db,
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; "
-                    "PRAGMA cache_size=-65536;",
+                    "PRAGMA cache_size=-65536; PRAGMA journal_size_limit=67108864;",
                     nullptr, nullptr, &error);
   if (rc != SQLITE_OK) {
     std::string message = error != nullptr ? error : sqlite3_errstr(rc);

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -145,10 +147,23 @@ TEST(AgentConfig, ResolveIntervalBoundsHaveDefaultsAndMustHoldTogether) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("a.yaml:3"), HasSubstr("min_resolve_interval must not "
                                                               "exceed max_resolve_interval"))));
-  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nresolve_interval: 1s\n", "a.yaml"),
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\nmin_resolve_interval: 30s\n"
+                               "resolve_interval: 1s\n",
+                               "a.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("a.yaml:3"), HasSubstr("resolve_interval"),
+                       AllOf(HasSubstr("a.yaml:4"), HasSubstr("resolve_interval"),
                              HasSubstr("must lie between min_resolve_interval (30s)"))));
+  // A config from before the bounds (no min/max given) still loads: its own
+  // interval widens the default bounds, so boot never stops on it.
+  for (const auto& [text, interval] : std::vector<std::pair<std::string, absl::Duration>>{
+           {"10s", absl::Seconds(10)}, {"48h", absl::Hours(48)}}) {
+    absl::StatusOr<AgentConfig> old = ParseAgentConfig(
+        "server: a:1\ndevice_id: d\nresolve_interval: " + text + "\n", "a.yaml");
+    ASSERT_THAT(old, IsOk()) << text;
+    EXPECT_EQ(old->resolve_interval, interval);
+    EXPECT_LE(old->min_resolve_interval, interval);
+    EXPECT_GE(old->max_resolve_interval, interval);
+  }
   EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ncache_reserve_bytes: -1\n", "a.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("a.yaml:3"), HasSubstr("cache_reserve_bytes"))));
