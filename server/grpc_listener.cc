@@ -3,7 +3,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -12,12 +12,16 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
@@ -32,6 +36,8 @@ constexpr int kBacklog = 4096;
 constexpr absl::Duration kPauseAfterFailure = absl::Milliseconds(50);
 // At most one log line per reason this often; the counters have every event.
 constexpr absl::Duration kLogEvery = absl::Seconds(10);
+// Marks a listening socket's epoll entry; a connection's carries its fd alone.
+constexpr uint64_t kListeningTag = uint64_t{1} << 32;
 
 bool IsWildcard(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
 
@@ -57,6 +63,45 @@ int BoundPort(int fd) {
                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 }
 
+// Connections accepted and not yet heard from, oldest first. Every one has
+// the same timeout, so accept order is deadline order.
+class Silent {
+ public:
+  size_t size() const { return deadline_of_.size(); }
+  void Add(int fd, absl::Time deadline) {
+    deadline_of_[fd] = deadline;
+    order_.push_back({fd, deadline});
+  }
+  // No longer silent (heard from, or closed by the caller).
+  void Forget(int fd) { deadline_of_.erase(fd); }
+  // The oldest silent connection, forgotten; -1 when there is none.
+  int TakeOldest() { return Take(absl::InfiniteFuture()); }
+  // One whose deadline has passed, forgotten; -1 when there is none.
+  int TakeExpired(absl::Time now) { return Take(now); }
+
+ private:
+  int Take(absl::Time no_later_than) {
+    while (!order_.empty()) {
+      const auto [fd, deadline] = order_.front();
+      const auto live = deadline_of_.find(fd);
+      // An entry whose descriptor was heard from, or reused for a newer
+      // connection, is stale.
+      if (live == deadline_of_.end() || live->second != deadline) {
+        order_.pop_front();
+        continue;
+      }
+      if (deadline > no_later_than) return -1;
+      order_.pop_front();
+      deadline_of_.erase(live);
+      return fd;
+    }
+    return -1;
+  }
+
+  absl::flat_hash_map<int, absl::Time> deadline_of_;
+  std::deque<std::pair<int, absl::Time>> order_;
+};
+
 int DescriptorLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return INT_MAX;
@@ -80,9 +125,9 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, std::s
 
 int GrpcListener::ReservedDescriptors(int limit) { return std::clamp(limit / 16, 16, 1024); }
 
-absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address,
-                                                                 int64_t max_connections,
-                                                                 ServerMetrics* metrics) {
+absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(
+    const std::string& address, int64_t max_connections, absl::Duration first_bytes_timeout,
+    ServerMetrics* metrics) {
   auto refused = [&address](const absl::Status& status) {
     return absl::UnavailableError(absl::StrCat("--listen=", address, ": cannot listen: ",
                                                status.message()));
@@ -152,20 +197,26 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::stri
   const int bound_port = BoundPort(sockets.front().get());
   // The lowest descriptor free now is about how many the server uses for
   // itself; connections come above it.
+  UniqueFd probe(dup(sockets.front().get()));
+  const int64_t in_use = probe.valid() ? probe.get() : 0;
   int64_t highest = INT64_MAX;
-  if (max_connections > 0) {
-    UniqueFd probe(dup(sockets.front().get()));
-    highest = (probe.valid() ? probe.get() : 0) + max_connections - 1;
-  }
-  return std::unique_ptr<GrpcListener>(
-      new GrpcListener(std::move(sockets), bound_port, highest, metrics));
+  if (max_connections > 0) highest = in_use + max_connections - 1;
+  const int limit = DescriptorLimit();
+  const int64_t places =
+      max_connections > 0 ? max_connections : limit - ReservedDescriptors(limit) - in_use;
+  const size_t max_silent = static_cast<size_t>(std::clamp<int64_t>(places / 4, 16, 4096));
+  return std::unique_ptr<GrpcListener>(new GrpcListener(
+      std::move(sockets), bound_port, highest, max_silent, first_bytes_timeout, metrics));
 }
 
 GrpcListener::GrpcListener(std::vector<UniqueFd> sockets, int port, int64_t highest_connection_fd,
+                           size_t max_silent, absl::Duration first_bytes_timeout,
                            ServerMetrics* metrics)
     : sockets_(std::move(sockets)),
       port_(port),
       highest_connection_fd_(highest_connection_fd),
+      max_silent_(max_silent),
+      first_bytes_timeout_(first_bytes_timeout),
       metrics_(metrics) {}
 
 GrpcListener::~GrpcListener() { Stop(); }
@@ -188,27 +239,49 @@ bool GrpcListener::InReserve(int fd) const {
 
 void GrpcListener::Run() {
   NameThisThread("wp-grpc-accept");
-  std::vector<pollfd> watched;
-  for (const UniqueFd& socket : sockets_) watched.push_back({socket.get(), POLLIN, 0});
+  UniqueFd events(epoll_create1(EPOLL_CLOEXEC));
+  if (!events.valid()) {
+    spdlog::error("gRPC port: epoll_create1: {}; no connection will be accepted",
+                  std::strerror(errno));
+    return;
+  }
+  for (const UniqueFd& socket : sockets_) {
+    epoll_event listening{};
+    listening.events = EPOLLIN;
+    listening.data.u64 = kListeningTag | static_cast<uint32_t>(socket.get());
+    epoll_ctl(events.get(), EPOLL_CTL_ADD, socket.get(), &listening);
+  }
+  Silent silent;
   uint64_t shed = 0;
   uint64_t failed = 0;
   absl::Time shed_logged = absl::InfinitePast();
   absl::Time failure_logged = absl::InfinitePast();
+  epoll_event ready[64];
   while (!stop_.load()) {
-    // Short, so that Stop() is answered promptly.
-    if (poll(watched.data(), watched.size(), 100) <= 0) continue;
-    for (const pollfd& entry : watched) {
-      if ((entry.revents & POLLIN) == 0) continue;
+    // Short, so that Stop() is answered promptly and deadlines are kept to
+    // within a tenth of a second.
+    const int count = epoll_wait(events.get(), ready, 64, 100);
+    const absl::Time now = absl::Now();
+    for (int i = 0; i < count; ++i) {
+      if ((ready[i].data.u64 & kListeningTag) == 0) {
+        // A connection's first bytes (or its end): gRPC takes it from here.
+        const int fd = static_cast<int>(ready[i].data.u64);
+        epoll_ctl(events.get(), EPOLL_CTL_DEL, fd, nullptr);
+        silent.Forget(fd);
+        HandOver(fd);
+        continue;
+      }
+      const int listening = static_cast<int>(ready[i].data.u64 & 0xffffffffu);
       for (;;) {
-        const int fd = accept4(entry.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        const int fd = accept4(listening, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK) break;
           if (errno == EINTR || errno == ECONNABORTED) continue;
           const int error = errno;
           ++failed;
           metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kAcceptFailed);
-          if (absl::Now() - failure_logged >= kLogEvery) {
-            failure_logged = absl::Now();
+          if (now - failure_logged >= kLogEvery) {
+            failure_logged = now;
             spdlog::warn("gRPC port: accept failed {} time(s) so far, last: {}; retrying",
                          failed, std::strerror(error));
           }
@@ -219,8 +292,8 @@ void GrpcListener::Run() {
           close(fd);
           ++shed;
           metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kDescriptorReserve);
-          if (absl::Now() - shed_logged >= kLogEvery) {
-            shed_logged = absl::Now();
+          if (now - shed_logged >= kLogEvery) {
+            shed_logged = now;
             spdlog::warn("gRPC port: {} connection(s) closed at once so far: descriptor {} is past "
                          "--max_connections or in the last {} of the limit of {}, kept for the "
                          "server's own use",
@@ -232,13 +305,46 @@ void GrpcListener::Run() {
         // hold an answer back for the client's next ACK.
         const int on = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-        grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
-        connection.listener_fd = entry.fd;
-        connection.fd = fd;
-        acceptor_->HandleNewConnection(&connection);
+        if (silent.size() >= max_silent_) {
+          const int oldest = silent.TakeOldest();
+          close(oldest);  // leaves the epoll set with it
+          metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kSilentOverCap);
+        }
+        epoll_event waiting{};
+        waiting.events = EPOLLIN | EPOLLRDHUP;
+        waiting.data.u64 = static_cast<uint32_t>(fd);
+        if (epoll_ctl(events.get(), EPOLL_CTL_ADD, fd, &waiting) != 0) {
+          HandOver(fd);  // cannot wait for it here: gRPC's deadline applies
+          continue;
+        }
+        silent.Add(fd, now + first_bytes_timeout_);
       }
     }
+    for (int fd = silent.TakeExpired(absl::Now()); fd >= 0; fd = silent.TakeExpired(absl::Now())) {
+      close(fd);
+      metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kSilentPastDeadline);
+    }
   }
+  for (int fd = silent.TakeOldest(); fd >= 0; fd = silent.TakeOldest()) close(fd);
+}
+
+void GrpcListener::HandOver(int fd) {
+  // What the peer sent first (its TLS ClientHello or HTTP/2 preface) goes
+  // with the connection: gRPC reads it before the socket.
+  char first[16384];
+  const ssize_t got = recv(fd, first, sizeof(first), MSG_DONTWAIT);
+  if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    close(fd);  // gone before it said anything
+    return;
+  }
+  grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+  connection.listener_fd = sockets_.front().get();
+  connection.fd = fd;
+  if (got > 0) {
+    grpc::Slice bytes(first, static_cast<size_t>(got));
+    connection.read_buffer = grpc::ByteBuffer(&bytes, 1);
+  }
+  acceptor_->HandleNewConnection(&connection);
 }
 
 }  // namespace weightpath::server

@@ -16,6 +16,12 @@
 //  - EMFILE/ENFILE (the reserve used up by something else) and every other
 //    accept failure are logged, counted and retried after a short pause: the
 //    loop never stops while the server runs.
+//  - A connection is handed to gRPC once it has sent its first bytes (its TLS
+//    ClientHello or HTTP/2 preface, passed along with it). Until then it waits
+//    here, at most --handshake_timeout, and at most a quarter of the
+//    connections the port may hold (16 to 4096) wait at once: past that the
+//    oldest silent one is closed. So connections that never speak cannot
+//    take the places of clients that do.
 // Connections still open a descriptor each until gRPC closes them: at the
 // handshake deadline if they never speak, when idle, or at their maximum age.
 // gRPC's listener also closed new connections while its memory quota was
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "grpcpp/server_builder.h"
 #include "server/observability/metrics.h"
@@ -53,6 +60,7 @@ class GrpcListener {
   // that many connections (fewer when the server opens files meanwhile).
   static absl::StatusOr<std::unique_ptr<GrpcListener>> Bind(const std::string& address,
                                                             int64_t max_connections,
+                                                            absl::Duration first_bytes_timeout,
                                                             ServerMetrics* metrics);
   ~GrpcListener();
   GrpcListener(const GrpcListener&) = delete;
@@ -72,8 +80,11 @@ class GrpcListener {
 
  private:
   GrpcListener(std::vector<UniqueFd> sockets, int port, int64_t highest_connection_fd,
-               ServerMetrics* metrics);
+               size_t max_silent, absl::Duration first_bytes_timeout, ServerMetrics* metrics);
   void Run();
+  // Gives `fd` to gRPC with whatever it has sent so far; closes it instead
+  // when the peer has gone.
+  void HandOver(int fd);
   // Whether `fd`, just accepted, lands in the reserve or past
   // --max_connections.
   bool InReserve(int fd) const;
@@ -81,6 +92,8 @@ class GrpcListener {
   std::vector<UniqueFd> sockets_;
   const int port_;
   const int64_t highest_connection_fd_;  // INT64_MAX: no --max_connections
+  const size_t max_silent_;
+  const absl::Duration first_bytes_timeout_;
   ServerMetrics* const metrics_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::atomic<bool> stop_{false};

@@ -308,8 +308,9 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   grpc::ServerBuilder builder;
   // The server binds and accepts on the gRPC port itself and hands each
   // connection to gRPC (server/grpc_listener.h says why).
-  ASSIGN_OR_RETURN(server->grpc_listener_, GrpcListener::Bind(config.listen, config.max_connections,
-                                                              server->metrics_.get()));
+  ASSIGN_OR_RETURN(server->grpc_listener_,
+                   GrpcListener::Bind(config.listen, config.max_connections,
+                                      config.handshake_timeout, server->metrics_.get()));
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
       builder.experimental().AddExternalConnectionAcceptor(
           grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);

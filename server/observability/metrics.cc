@@ -204,12 +204,21 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
   prometheus::Family<prometheus::Counter>& grpc_refused =
       prometheus::BuildCounter()
           .Name("weightpath_grpc_connections_refused_total")
-          .Help("Connections to the gRPC port closed as soon as accepted because they took one "
-                "of the descriptors the server keeps for itself (descriptor_reserve), and "
-                "accept() calls that failed, retried after 50 ms (accept_failed)")
+          .Help("Connections to the gRPC port the server closed before gRPC saw them: past "
+                "--max_connections or into the descriptors it keeps for itself "
+                "(descriptor_reserve); the oldest of the silent ones when too many were "
+                "silent (silent_over_cap) or one silent past --handshake_timeout "
+                "(silent_past_deadline); and accept() calls that failed, retried after 50 ms "
+                "(accept_failed)")
           .Register(*registry_);
-  grpc_refused_reserve_ = &grpc_refused.Add({{"reason", "descriptor_reserve"}});
-  grpc_refused_accept_ = &grpc_refused.Add({{"reason", "accept_failed"}});
+  grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kDescriptorReserve)] =
+      &grpc_refused.Add({{"reason", "descriptor_reserve"}});
+  grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kAcceptFailed)] =
+      &grpc_refused.Add({{"reason", "accept_failed"}});
+  grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kSilentOverCap)] =
+      &grpc_refused.Add({{"reason", "silent_over_cap"}});
+  grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kSilentPastDeadline)] =
+      &grpc_refused.Add({{"reason", "silent_past_deadline"}});
   prometheus::Family<prometheus::Counter>& shed =
       prometheus::BuildCounter()
           .Name("weightpath_device_calls_shed_total")
@@ -373,9 +382,7 @@ void ServerMetrics::SetStoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
 void ServerMetrics::SetGrpcListenerUp(bool up) { grpc_listener_up_->Set(up ? 1 : 0); }
 
 void ServerMetrics::RecordGrpcConnectionRefused(GrpcConnectionRefusal reason) {
-  (reason == GrpcConnectionRefusal::kDescriptorReserve ? grpc_refused_reserve_
-                                                      : grpc_refused_accept_)
-      ->Increment();
+  grpc_refused_[static_cast<int>(reason)]->Increment();
 }
 
 namespace {

@@ -56,7 +56,12 @@ inline constexpr char kUnknownVersionLabel[] = "unknown";
 std::map<std::string, uint64_t> BoundVersionLabels(const std::map<std::string, uint64_t>& counts,
                                                    absl::string_view keep);
 
-enum class GrpcConnectionRefusal { kDescriptorReserve, kAcceptFailed };
+enum class GrpcConnectionRefusal {
+  kDescriptorReserve,
+  kAcceptFailed,
+  kSilentOverCap,
+  kSilentPastDeadline,
+};
 
 class ServerMetrics {
  public:
@@ -165,8 +170,8 @@ class ServerMetrics {
   prometheus::Counter* tls_reloads_refused_ = nullptr;
   prometheus::Gauge* tls_files_refused_ = nullptr;
   prometheus::Gauge* grpc_listener_up_ = nullptr;
-  prometheus::Counter* grpc_refused_reserve_ = nullptr;
-  prometheus::Counter* grpc_refused_accept_ = nullptr;
+  // By GrpcConnectionRefusal.
+  std::array<prometheus::Counter*, 4> grpc_refused_ = {};
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;
