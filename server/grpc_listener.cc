@@ -68,6 +68,7 @@ int BoundPort(int fd) {
 class Silent {
  public:
   size_t size() const { return deadline_of_.size(); }
+  bool Contains(int fd) const { return deadline_of_.contains(fd); }
   void Add(int fd, absl::Time deadline) {
     deadline_of_[fd] = deadline;
     order_.push_back({fd, deadline});
@@ -265,7 +266,10 @@ void GrpcListener::Run() {
     for (int i = 0; i < count; ++i) {
       if ((ready[i].data.u64 & kListeningTag) == 0) {
         // A connection's first bytes (or its end): gRPC takes it from here.
+        // One closed earlier in this batch (the oldest silent one, to make
+        // room) is skipped: its number may belong to another file by now.
         const int fd = static_cast<int>(ready[i].data.u64);
+        if (!silent.Contains(fd)) continue;
         epoll_ctl(events.get(), EPOLL_CTL_DEL, fd, nullptr);
         silent.Forget(fd);
         HandOver(fd);
