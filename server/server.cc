@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -44,8 +47,11 @@ constexpr size_t kOperatorStoreCallsQueued = 64;
 // handshake and two hours between keepalive pings (README, "Connections and
 // memory", has the worst cases these leave).
 void LimitConnections(const ServerConfig& config, grpc::ServerBuilder* builder) {
+  // Validated well below INT_MAX ms (server_config.cc); clamped all the same,
+  // since a wrapped value means "at once" to gRPC.
   auto milliseconds = [](absl::Duration duration) {
-    return static_cast<int>(absl::ToInt64Milliseconds(duration));
+    return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(duration), 0,
+                                                std::numeric_limits<int>::max()));
   };
   // chttp2_server.cc: one deadline from accept() for the TLS handshake and
   // the client's first SETTINGS frame; past it the connection is closed.

@@ -439,9 +439,11 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
        {std::pair<absl::string_view, absl::Duration>{"max_connection_idle",
                                                      config.max_connection_idle},
         {"max_connection_age", config.max_connection_age}}) {
-    if (value < absl::Seconds(1) || value > absl::Hours(24 * 366)) {
+    // gRPC takes these as milliseconds in an int: past ~596h they wrapped
+    // negative, and every connection got GOAWAY at once.
+    if (value < absl::Seconds(1) || value > absl::Hours(24 * 24)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, "=", absl::FormatDuration(value), " must be between 1s and 8784h"));
+          "--", flag, "=", absl::FormatDuration(value), " must be between 1s and 576h (24 days)"));
     }
   }
   if (config.listener_check_interval != absl::ZeroDuration() &&

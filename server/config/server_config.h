@@ -82,8 +82,10 @@ struct ServerConfig {
   absl::Duration max_connection_idle = absl::Minutes(5);
   absl::Duration max_connection_age = absl::Minutes(30);
   // How often the gRPC port is proved to accept (server/listener_watchdog.h);
-  // zero turns the check off.
-  absl::Duration listener_check_interval = absl::Seconds(10);
+  // zero turns the check off. Off here, on (10s) from the flag: a deaf port
+  // makes the process signal itself to stop, which only the binary's main()
+  // should ever arrange, never a test that runs a server in its own process.
+  absl::Duration listener_check_interval = absl::ZeroDuration();
   // Operator identity for FleetAdmin (server/operator_auth.h).
   std::string admin_token_file;
   std::string admin_identity;

@@ -19,6 +19,7 @@ ABSL_DECLARE_FLAG(std::string, log_format);
 namespace weightpath::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::weightpath::testing::IsOk;
 using ::weightpath::testing::StatusIs;
@@ -231,6 +232,17 @@ TEST_F(ServerConfigTest, ConnectionLimitsAreBounded) {
   config.max_connection_age = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_connection_age=0")));
+  // Milliseconds in gRPC's int: 720h would wrap negative (GOAWAY at once).
+  config.max_connection_age = absl::Hours(720);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--max_connection_age=720h"), HasSubstr("576h"))));
+  config.max_connection_age = absl::Hours(576);
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config = ServerConfig();
+  config.max_connection_idle = absl::Hours(600);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_connection_idle=600h")));
   config = ServerConfig();
   config.listener_check_interval = absl::Milliseconds(5);
   EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,

@@ -243,6 +243,15 @@ class RawHttp2Connection {
     absl::MutexLock lock(&mutex_);
     return closed_;
   }
+  // Waits until the server's SETTINGS were acknowledged: frames written after
+  // it reach the server after the acknowledgement, so its stream limit holds
+  // for them. False at `timeout` or when the connection closed first.
+  bool AwaitSettingsAcknowledged(absl::Duration timeout = absl::Seconds(10)) {
+    absl::MutexLock lock(&mutex_);
+    auto done = [this] { return settings_acknowledged_ || closed_; };
+    mutex_.AwaitWithTimeout(absl::Condition(&done), timeout);
+    return settings_acknowledged_;
+  }
 
  private:
   RawHttp2Connection(UniqueFd fd, bool ack_settings)
@@ -313,7 +322,10 @@ class RawHttp2Connection {
           initial_stream_window_ = value;
         }
       }
-      if (ack_settings_) Write(FrameHeader(0, kSettings, 1, 0));
+      if (ack_settings_ && Write(FrameHeader(0, kSettings, 1, 0))) {
+        absl::MutexLock lock(&mutex_);
+        settings_acknowledged_ = true;
+      }
     } else if (type == kPing && (flags & 1) == 0) {
       Write(FrameHeader(8, kPing, 1, 0) + std::string(payload));
     } else if (type == kWindowUpdate && payload.size() == 4) {
@@ -346,6 +358,7 @@ class RawHttp2Connection {
   std::set<uint32_t> reset_ ABSL_GUARDED_BY(mutex_);
   bool goaway_ ABSL_GUARDED_BY(mutex_) = false;
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+  bool settings_acknowledged_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 // The 5-byte gRPC message prefix: uncompressed, `length` bytes to follow.
@@ -368,8 +381,8 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
 
 // --- Descriptors --------------------------------------------------------------
 
-// The 1,100 idle connections under prlimit --nofile=1024, scaled to
-// 100 under 64. gRPC 1.51's own listener stopped for good at the first
+// 1,100 idle connections under prlimit --nofile=1024, scaled to 100 under
+// 64. gRPC 1.51's own listener stopped for good at the first
 // EMFILE; the server's accept loop closes the connections that would take
 // its last descriptors instead, and the port answers as soon as they go.
 TEST(ServerUnauthenticatedPeersTest, IdleConnectionsPastTheDescriptorLimitNeverDeafenThePort) {
@@ -522,7 +535,7 @@ TEST(ServerUnauthenticatedPeersTest, ConnectionsThatNeverHandshakeAreClosedAtThe
   ASSERT_TRUE(ca.ok()) << ca.status();
   std::unique_ptr<ServerProcess> plaintext = StartServer({"--handshake_timeout=1s"});
   std::unique_ptr<ServerProcess> tls = StartServer(
-      {"--handshake_timeout=1s", "--listener_check_interval=200ms",
+      {"--handshake_timeout=1s", "--listener_check_interval=500ms",
        "--tls_cert=" + (*ca)->File("server.pem"), "--tls_key=" + (*ca)->File("server.key")});
   ASSERT_NE(plaintext, nullptr);
   ASSERT_NE(tls, nullptr);
@@ -586,7 +599,7 @@ void ExpectPeakWithinBound(const Memory& memory) {
   }
 }
 
-// The 20 connections x 2,000 streams with headers and nothing else
+// 20 connections x 2,000 streams with headers and nothing else
 // (509 MB): past 100 on a connection each is refused.
 TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
   std::unique_ptr<ServerProcess> server = StartServer(kScaledLimits);
@@ -598,7 +611,7 @@ TEST(ServerUnauthenticatedPeersTest, IdleStreamsStayWithinTheQuota) {
     for (int c = 0; c < 20; ++c) {
       connections.push_back(RawHttp2Connection::Open(server->grpc_address(), /*ack_settings=*/true));
       ASSERT_NE(connections.back(), nullptr);
-      absl::SleepFor(absl::Milliseconds(20));  // the server's SETTINGS, acknowledged
+      ASSERT_TRUE(connections.back()->AwaitSettingsAcknowledged());
       for (int s = 0; s < 2000; ++s) connections.back()->OpenStream();
     }
     absl::SleepFor(absl::Seconds(1));
@@ -619,7 +632,7 @@ TEST(ServerUnauthenticatedPeersTest, AStreamPastTheLimitEndsItsConnection) {
   std::unique_ptr<RawHttp2Connection> connection =
       RawHttp2Connection::Open(server->grpc_address(), true);
   ASSERT_NE(connection, nullptr);
-  absl::SleepFor(absl::Milliseconds(200));  // the server's SETTINGS, acknowledged
+  ASSERT_TRUE(connection->AwaitSettingsAcknowledged());
   for (int s = 0; s < 300; ++s) connection->OpenStream();
   absl::SleepFor(absl::Milliseconds(500));
   std::cout << "[measured] 300 streams on one connection: " << connection->resets()
@@ -630,7 +643,7 @@ TEST(ServerUnauthenticatedPeersTest, AStreamPastTheLimitEndsItsConnection) {
   EXPECT_TRUE(Resolves(server->grpc_address()));
 }
 
-// The 40 x 1,000 streams each holding 60 KB of a 65,000-byte message
+// 40 x 1,000 streams each holding 60 KB of a 65,000-byte message
 // (2.89 GB, still 2.95 GB after they disconnected), scaled to 10 x 300.
 TEST(ServerUnauthenticatedPeersTest, StreamsHoldingMostOfAMessageStayWithinTheQuota) {
   std::unique_ptr<ServerProcess> server = StartServer(kScaledLimits);
@@ -646,6 +659,7 @@ TEST(ServerUnauthenticatedPeersTest, StreamsHoldingMostOfAMessageStayWithinTheQu
     for (auto& connection : connections) {
       connection = RawHttp2Connection::Open(server->grpc_address(), /*ack_settings=*/true);
       ASSERT_NE(connection, nullptr);
+      ASSERT_TRUE(connection->AwaitSettingsAcknowledged());
       senders.emplace_back([&connection, &held, &refused] {
         for (int s = 0; s < 300; ++s) {
           const uint32_t stream = connection->OpenStream();
@@ -668,7 +682,7 @@ TEST(ServerUnauthenticatedPeersTest, StreamsHoldingMostOfAMessageStayWithinTheQu
   ExpectPeakWithinBound(memory);
 }
 
-// The one stream announcing 2 GB and sending 300 MB (327 MB): the
+// One stream announcing 2 GB and sending 300 MB (327 MB): the
 // size limit applies only to a whole message in 1.51, so the quota ends it.
 TEST(ServerUnauthenticatedPeersTest, AMessageAnnouncedAs2GbIsCutOffByTheQuota) {
   std::unique_ptr<ServerProcess> server = StartServer(kScaledLimits);
