@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/thread_name.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -69,19 +70,19 @@ class Silent {
  public:
   size_t size() const { return deadline_of_.size(); }
   bool Contains(int fd) const { return deadline_of_.contains(fd); }
-  void Add(int fd, absl::Time deadline) {
+  void Add(int fd, MonotonicTime deadline) {
     deadline_of_[fd] = deadline;
     order_.push_back({fd, deadline});
   }
   // No longer silent (heard from, or closed by the caller).
   void Forget(int fd) { deadline_of_.erase(fd); }
   // The oldest silent connection, forgotten; -1 when there is none.
-  int TakeOldest() { return Take(absl::InfiniteFuture()); }
+  int TakeOldest() { return Take(MonotonicTime::FromSinceOrigin(absl::InfiniteDuration())); }
   // One whose deadline has passed, forgotten; -1 when there is none.
-  int TakeExpired(absl::Time now) { return Take(now); }
+  int TakeExpired(MonotonicTime now) { return Take(now); }
 
  private:
-  int Take(absl::Time no_later_than) {
+  int Take(MonotonicTime no_later_than) {
     while (!order_.empty()) {
       const auto [fd, deadline] = order_.front();
       const auto live = deadline_of_.find(fd);
@@ -99,8 +100,8 @@ class Silent {
     return -1;
   }
 
-  absl::flat_hash_map<int, absl::Time> deadline_of_;
-  std::deque<std::pair<int, absl::Time>> order_;
+  absl::flat_hash_map<int, MonotonicTime> deadline_of_;
+  std::deque<std::pair<int, MonotonicTime>> order_;
 };
 
 int DescriptorLimit() {
@@ -255,14 +256,18 @@ void GrpcListener::Run() {
   Silent silent;
   uint64_t shed = 0;
   uint64_t failed = 0;
-  absl::Time shed_logged = absl::InfinitePast();
-  absl::Time failure_logged = absl::InfinitePast();
+  // Deadlines and log intervals on the monotonic clock: a step of the wall
+  // clock must not expire every silent connection at once.
+  Clock* const clock = SystemClockInstance();
+  const MonotonicTime never = MonotonicTime::FromSinceOrigin(-absl::InfiniteDuration());
+  MonotonicTime shed_logged = never;
+  MonotonicTime failure_logged = never;
   epoll_event ready[64];
   while (!stop_.load()) {
     // Short, so that Stop() is answered promptly and deadlines are kept to
     // within a tenth of a second.
     const int count = epoll_wait(events.get(), ready, 64, 100);
-    const absl::Time now = absl::Now();
+    const MonotonicTime now = clock->MonotonicNow();
     for (int i = 0; i < count; ++i) {
       if ((ready[i].data.u64 & kListeningTag) == 0) {
         // A connection's first bytes (or its end): gRPC takes it from here.
@@ -324,7 +329,8 @@ void GrpcListener::Run() {
         silent.Add(fd, now + first_bytes_timeout_);
       }
     }
-    for (int fd = silent.TakeExpired(absl::Now()); fd >= 0; fd = silent.TakeExpired(absl::Now())) {
+    for (int fd = silent.TakeExpired(clock->MonotonicNow()); fd >= 0;
+         fd = silent.TakeExpired(clock->MonotonicNow())) {
       close(fd);
       metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kSilentPastDeadline);
     }

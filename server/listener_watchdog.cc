@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/unique_fd.h"
@@ -104,11 +105,11 @@ std::string DescriptorUse() {
 
 // Waits for `events` on `fd` until `deadline`, in short slices so that Stop()
 // never waits for a whole check.
-absl::Status WaitFor(int fd, short events, absl::Time deadline, const absl::Notification& stop,
+absl::Status WaitFor(int fd, short events, MonotonicTime deadline, const absl::Notification& stop,
                      absl::string_view what) {
   for (;;) {
     if (stop.HasBeenNotified()) return absl::CancelledError("listener check: stopping");
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration left = deadline - SystemClockInstance()->MonotonicNow();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat("listener check: ", what));
     }
@@ -154,7 +155,7 @@ void ListenerWatchdog::Stop() {
 }
 
 absl::Status ListenerWatchdog::CheckOnce(absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
+  const MonotonicTime deadline = SystemClockInstance()->MonotonicNow() + timeout;
   UniqueFd socket_fd(
       socket(target_.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP));
   if (!socket_fd.valid()) return ErrnoStatus(errno, "listener check: socket");
