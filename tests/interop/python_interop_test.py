@@ -609,6 +609,24 @@ class AuditTrailTest(unittest.TestCase):
         later = self.list(since=timestamp_pb2.Timestamp(seconds=event.time.seconds + 3600))
         self.assertEqual(len(later.events), 0)
 
+    def test_pages_walk_back_by_next_page_token_and_a_forged_token_is_refused(self):
+        for reason in ("first", "second"):
+            with self.assertRaises(grpc.RpcError):
+                unary("/weightpath.v1.FleetAdmin/AdvanceRollout", rollout_pb2.Rollout,
+                      rollout_pb2.RolloutControlRequest(id="interop-paged", reason=reason),
+                      metadata=admin_metadata())
+        everything = self.list()
+        newest = self.list(limit=1)
+        self.assertTrue(newest.truncated)
+        self.assertTrue(newest.next_page_token)
+        before = self.list(limit=1, page_token=newest.next_page_token)
+        self.assertEqual(list(before.events), [everything.events[-2]])
+        with self.assertRaises(grpc.RpcError) as forged:
+            self.list(page_token="not-a-token")
+        error = forged.exception
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT, error.details())
+        self.assertEqual(violated_fields(error), ["page_token"])
+
     def test_a_limit_above_10000_is_refused_naming_limit(self):
         with self.assertRaises(grpc.RpcError) as refused:
             self.list(limit=10001)
@@ -622,6 +640,19 @@ class RolloutLifecycleTest(unittest.TestCase):
     """UpdateRollout and DeleteRollout as a Python client calls them."""
 
     ROLLOUT_ID = "interop-python-rollout"
+
+    def test_a_5000_byte_rollout_id_is_refused_naming_it_within_the_metadata_limit(self):
+        # The refusal used to quote the whole id: grpcio's 8 KiB metadata
+        # limit turned it into "received initial metadata size exceeds limit".
+        with self.assertRaises(grpc.RpcError) as refused:
+            unary("/weightpath.v1.FleetAdmin/CreateRollout", rollout_pb2.Rollout,
+                  rollout_pb2.CreateRolloutRequest(rollout=rollout_pb2.Rollout(id="a" * 5000)),
+                  metadata=admin_metadata())
+        error = refused.exception
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT, error.details())
+        self.assertIn("5000 bytes long", error.details())
+        self.assertLess(len(error.details()), 2100)
+        self.assertEqual(violated_fields(error), ["rollout.id"])
 
     def call(self, method, response_class, request, metadata=None):
         return unary(f"/weightpath.v1.FleetAdmin/{method}", response_class, request,
