@@ -37,6 +37,7 @@
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_ca.h"
+#include "tests/store/sqlite_file_connection.h"
 #include "tests/support/subprocess.h"
 #include "tests/testing/status_matchers.h"
 
@@ -805,33 +806,6 @@ TEST_F(AgentBootEndToEnd, PoisonedLastGoodDecisionIsRefusedAndTheUnitRunsNothing
   EXPECT_FALSE(fs::exists(marker));
 }
 
-// One sqlite3 connection of the test's own to the server's store file:
-// holding its write lock makes the store slow for every write (a report
-// waits out its deadline) while resolves, which do not write, go on.
-class StoreWriteLock {
- public:
-  explicit StoreWriteLock(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
-    }
-    sqlite3_busy_timeout(db_, 10000);  // the server may be mid-write
-  }
-  ~StoreWriteLock() { sqlite3_close(db_); }
-  StoreWriteLock(const StoreWriteLock&) = delete;
-  StoreWriteLock& operator=(const StoreWriteLock&) = delete;
-
-  bool Exec(const char* sql) {
-    char* error = nullptr;
-    const bool ok = sqlite3_exec(db_, sql, nullptr, nullptr, &error) == SQLITE_OK;
-    if (!ok) ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
-    sqlite3_free(error);
-    return ok;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
-
 // 40 reports earlier boots left (more than the 32 kept) and a server whose
 // store is slow: each report waits out its call deadline while resolves are
 // answered (a viewer's heavy reads did this in the field). The reports were
@@ -860,7 +834,7 @@ TEST_F(AgentBootEndToEnd, PendingReportsToASlowStoreEndWithTheBudgetAndWaitForLa
   WriteTextFile(device("state/pending_reports.jsonl"), pending);
   WriteAgentConfig(address, "", "budget: 3\ncall_timeout: 10\n");
 
-  StoreWriteLock lock(store);
+  store::testing::SqliteFileConnection lock(store);
   ASSERT_TRUE(lock.Exec("BEGIN IMMEDIATE"));
   const ProcessResult boot = Boot();
   ASSERT_TRUE(lock.Exec("COMMIT"));

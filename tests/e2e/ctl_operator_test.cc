@@ -232,13 +232,14 @@ TEST_F(CtlOperatorTest, DeviceShowHasTheRecordTheLastDecisionAndTheFleetEvidence
   EXPECT_THAT(after.out, AllOf(HasSubstr("median 31.2 tok/s (min 31.2, max 31.2, 1 sample)"),
                                HasSubstr("3 of 12 prompts exact")));
   // The device's own reports, its text shown with control characters
-  // escaped: a newline in a detail cannot forge a line of the view.
+  // escaped: a newline in a detail cannot forge a line of the view, nor a C1
+  // CSI (U+009B) drive the terminal or a bidi override (U+202E) reorder it.
   v1::ReportOutcomeRequest outcome;
   outcome.set_idempotency_key("started-arm-1");
   outcome.set_device_id("arm-1");
   outcome.set_outcome(v1::OUTCOME_ENGINE_STARTED);
   outcome.set_path(path_);
-  outcome.set_detail("engine up\nrollout           forged\x1b[2J");
+  outcome.set_detail("engine up\nrollout           forged\x1b[2J\xc2\x9b" "2J\xe2\x80\xae" "dlrow");
   v1::ReportOutcomeResponse outcome_reported;
   {
     auto context = ContextWithDeadline();
@@ -252,8 +253,10 @@ TEST_F(CtlOperatorTest, DeviceShowHasTheRecordTheLastDecisionAndTheFleetEvidence
                                       "step 0.0 ms, 16 threads, fidelity 3 of 12 exact, engine 0.9.1"),
                     HasSubstr("last outcomes (newest received first)\n  20"),
                     HasSubstr("engine_started: path " + path_ + ", rollout none, policy -, "
-                              "detail \"engine up\\x0arollout           forged\\x1b[2J\"\n"),
-                    Not(HasSubstr("\nrollout           forged")), Not(HasSubstr("\x1b"))));
+                              "detail \"engine up\\x0arollout           forged\\x1b[2J"
+                              "\\u009b2J\\u202edlrow\"\n"),
+                    Not(HasSubstr("\nrollout           forged")), Not(HasSubstr("\x1b")),
+                    Not(HasSubstr("\xc2\x9b")), Not(HasSubstr("\xe2\x80\xae"))));
 
   ProcessResult yaml = Ctl({"device", "show", "arm-1", "-o", "yaml"});
   ASSERT_EQ(yaml.exit_code, 0) << yaml.err;

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
+#include "tests/store/sqlite_file_connection.h"
 
 namespace weightpath::server::testing {
 namespace {
@@ -27,45 +28,6 @@ namespace {
 constexpr char kDropped[] = "weightpath_fleet_records_dropped_total";
 constexpr char kFlushed[] = "weightpath_fleet_records_flushed_total";
 constexpr char kFailed[] = "weightpath_fleet_flush_failed_records_total";
-
-// One sqlite3 connection of the test's own to the server's registry file.
-class RegistryFile {
- public:
-  explicit RegistryFile(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
-    }
-    // The server may be inside a write of its own at the moment we lock.
-    sqlite3_busy_timeout(db_, 10000);
-  }
-  ~RegistryFile() { sqlite3_close(db_); }
-  RegistryFile(const RegistryFile&) = delete;
-  RegistryFile& operator=(const RegistryFile&) = delete;
-
-  bool Exec(const char* sql) {
-    char* error = nullptr;
-    const bool ok = sqlite3_exec(db_, sql, nullptr, nullptr, &error) == SQLITE_OK;
-    if (!ok) ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
-    sqlite3_free(error);
-    return ok;
-  }
-
-  int64_t Count(const char* sql) {
-    sqlite3_stmt* statement = nullptr;
-    int64_t count = -1;
-    if (sqlite3_prepare_v2(db_, sql, -1, &statement, nullptr) == SQLITE_OK &&
-        sqlite3_step(statement) == SQLITE_ROW) {
-      count = sqlite3_column_int64(statement, 0);
-    } else {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-    }
-    sqlite3_finalize(statement);
-    return count;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 struct WriteBehindMetrics {
   double dropped = -1;
@@ -103,7 +65,7 @@ TEST(FleetQueueFullTest, ResolvesStayOkAndEveryRecordNotInTheRegistryIsCounted) 
                             absl::StrCat("--registry_batch_size=", kBatch)});
   ASSERT_TRUE(server.ok()) << server.status();
 
-  RegistryFile file(registry);
+  store::testing::SqliteFileConnection file(registry);
   ASSERT_TRUE(file.Exec("BEGIN EXCLUSIVE"));  // the flusher's writes now wait on us
 
   std::atomic<int> next{0};

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
+#include "tests/store/sqlite_file_connection.h"
 
 namespace weightpath::server::testing {
 namespace {
@@ -151,32 +152,6 @@ TEST_F(StoreCallsTest, MalformedRequestsGetInvalidArgumentNamingTheRequestType) 
   EXPECT_EQ(metrics->find(R"(method="WeightPath/ResolveWeightPath")"), std::string::npos);
 }
 
-// One sqlite3 connection of the test's own to the server's registry file.
-class RegistryLock {
- public:
-  explicit RegistryLock(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
-    }
-    // The server may be inside a write of its own at the moment we lock.
-    sqlite3_busy_timeout(db_, 10000);
-  }
-  ~RegistryLock() { sqlite3_close(db_); }
-  RegistryLock(const RegistryLock&) = delete;
-  RegistryLock& operator=(const RegistryLock&) = delete;
-
-  bool Exec(const char* sql) {
-    char* error = nullptr;
-    const bool ok = sqlite3_exec(db_, sql, nullptr, nullptr, &error) == SQLITE_OK;
-    if (!ok) ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
-    sqlite3_free(error);
-    return ok;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
-
 struct Latencies {
   std::vector<double> ms;
   int failed = 0;
@@ -248,7 +223,7 @@ TEST_F(StoreCallsTest, HeldWriteLockDelaysReportsToUnavailableWithinDeadlineNotR
   const Latencies unlocked = TimeResolves(channel_, absl::Seconds(1));
   ASSERT_EQ(unlocked.failed, 0) << unlocked.first_failure;
 
-  RegistryLock lock(registry());
+  store::testing::SqliteFileConnection lock(registry());
   ASSERT_TRUE(lock.Exec("BEGIN IMMEDIATE"));  // every write of the server now waits on us
 
   // More reports than the server has callback threads, so reports blocking
