@@ -234,9 +234,11 @@ void GrpcListener::Stop() {
   sockets_.clear();
 }
 
-bool GrpcListener::InReserve(int fd) const {
+std::optional<GrpcConnectionRefusal> GrpcListener::Refusal(int fd) const {
   const int limit = DescriptorLimit();
-  return fd >= limit - ReservedDescriptors(limit) || fd > highest_connection_fd_;
+  if (fd >= limit - ReservedDescriptors(limit)) return GrpcConnectionRefusal::kDescriptorReserve;
+  if (fd > highest_connection_fd_) return GrpcConnectionRefusal::kMaxConnections;
+  return std::nullopt;
 }
 
 void GrpcListener::Run() {
@@ -297,10 +299,10 @@ void GrpcListener::Run() {
           absl::SleepFor(kPauseAfterFailure);
           break;
         }
-        if (InReserve(fd)) {
+        if (const std::optional<GrpcConnectionRefusal> refusal = Refusal(fd)) {
           close(fd);
           ++shed;
-          metrics_->RecordGrpcConnectionRefused(GrpcConnectionRefusal::kDescriptorReserve);
+          metrics_->RecordGrpcConnectionRefused(*refusal);
           if (now - shed_logged >= kLogEvery) {
             shed_logged = now;
             spdlog::warn("gRPC port: {} connection(s) closed at once so far: descriptor {} is past "

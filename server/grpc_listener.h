@@ -34,6 +34,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,9 +86,9 @@ class GrpcListener {
   // Gives `fd` to gRPC with whatever it has sent so far; closes it instead
   // when the peer has gone.
   void HandOver(int fd);
-  // Whether `fd`, just accepted, lands in the reserve or past
-  // --max_connections.
-  bool InReserve(int fd) const;
+  // Why `fd`, just accepted, is to be closed at once: it lands in the
+  // descriptor reserve or past --max_connections; nullopt when it may stay.
+  std::optional<GrpcConnectionRefusal> Refusal(int fd) const;
 
   std::vector<UniqueFd> sockets_;
   const int port_;

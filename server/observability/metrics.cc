@@ -205,14 +205,16 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
       prometheus::BuildCounter()
           .Name("weightpath_grpc_connections_refused_total")
           .Help("Connections to the gRPC port the server closed before gRPC saw them: past "
-                "--max_connections or into the descriptors it keeps for itself "
-                "(descriptor_reserve); the oldest of the silent ones when too many were "
+                "--max_connections (max_connections) or into the descriptors it keeps for "
+                "itself (descriptor_reserve); the oldest of the silent ones when too many were "
                 "silent (silent_over_cap) or one silent past --handshake_timeout "
                 "(silent_past_deadline); and accept() calls that failed, retried after 50 ms "
                 "(accept_failed)")
           .Register(*registry_);
   grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kDescriptorReserve)] =
       &grpc_refused.Add({{"reason", "descriptor_reserve"}});
+  grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kMaxConnections)] =
+      &grpc_refused.Add({{"reason", "max_connections"}});
   grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kAcceptFailed)] =
       &grpc_refused.Add({{"reason", "accept_failed"}});
   grpc_refused_[static_cast<int>(GrpcConnectionRefusal::kSilentOverCap)] =

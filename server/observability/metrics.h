@@ -58,6 +58,7 @@ std::map<std::string, uint64_t> BoundVersionLabels(const std::map<std::string, u
 
 enum class GrpcConnectionRefusal {
   kDescriptorReserve,
+  kMaxConnections,
   kAcceptFailed,
   kSilentOverCap,
   kSilentPastDeadline,
@@ -171,7 +172,7 @@ class ServerMetrics {
   prometheus::Gauge* tls_files_refused_ = nullptr;
   prometheus::Gauge* grpc_listener_up_ = nullptr;
   // By GrpcConnectionRefusal.
-  std::array<prometheus::Counter*, 4> grpc_refused_ = {};
+  std::array<prometheus::Counter*, 5> grpc_refused_ = {};
 
   prometheus::Family<prometheus::Counter>& measurements_;
   prometheus::Family<prometheus::Counter>& measurement_regressions_;

@@ -457,6 +457,16 @@ TEST(ServerUnauthenticatedPeersTest, ConnectionsPastMaxConnectionsAreClosedAtOnc
   // About: descriptors the server opens after binding count against it.
   EXPECT_GE(closed_at_once, 15);
   EXPECT_LE(closed_at_once, 25);
+  // Counted as past --max_connections, not as the descriptor reserve.
+  absl::StatusOr<std::string> metrics = HttpGet(server->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(SampleValue(*metrics, "weightpath_grpc_connections_refused_total{reason=\"max_connections\"}")
+                .value_or(-1),
+            closed_at_once);
+  EXPECT_EQ(SampleValue(*metrics,
+                        "weightpath_grpc_connections_refused_total{reason=\"descriptor_reserve\"}")
+                .value_or(-1),
+            0);
   idle.clear();
   EXPECT_TRUE(ResolvesWithin(server->grpc_address(), absl::Seconds(5)));
 }
