@@ -1,6 +1,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/local_file.h"
+#include "agent/base/local_file.h"
 #include "agent/probe/probe_steps.h"
 #include "policy/profile_json.h"
 

@@ -1,4 +1,4 @@
-#include "agent/artifact_fetcher.h"
+#include "agent/fetch/artifact_fetcher.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "agent/atomic_file.h"
+#include "agent/base/atomic_file.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // The boot flow in-process, with a fake clock and a scripted server: the
 // budget and the fallbacks are checked without any real waiting.
-#include "agent/boot_flow.h"
+#include "agent/flow/boot_flow.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,8 +12,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "agent/handover.h"
-#include "agent/last_good_store.h"
+#include "agent/engine/handover.h"
+#include "agent/decision/last_good_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/artifact_files.h"

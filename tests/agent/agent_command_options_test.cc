@@ -1,4 +1,4 @@
-#include "agent/command_options.h"
+#include "agent/cli/command_options.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "agent/agent_config.h"
+#include "agent/config/agent_config.h"
 
 #include <sys/stat.h>
 

@@ -1,6 +1,6 @@
 // libcurl loaded at run time: the agent binary has no link-time dependency
 // on it, so these check that the on-demand load really yields a working API.
-#include "agent/curl_library.h"
+#include "agent/net/curl_library.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

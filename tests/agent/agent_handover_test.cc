@@ -1,4 +1,4 @@
-#include "agent/handover.h"
+#include "agent/engine/handover.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,10 +14,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "agent/decision_record.h"
-#include "agent/engine_input.h"
-#include "agent/last_good_store.h"
-#include "agent/shell_quote.h"
+#include "agent/decision/decision_record.h"
+#include "agent/decision/engine_input.h"
+#include "agent/decision/last_good_store.h"
+#include "agent/engine/shell_quote.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"

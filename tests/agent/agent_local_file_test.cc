@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "agent/atomic_file.h"
-#include "agent/local_file.h"
+#include "agent/base/atomic_file.h"
+#include "agent/base/local_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/temp_dir.h"

@@ -1,4 +1,4 @@
-#include "agent/pending_reports.h"
+#include "agent/report/pending_reports.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "agent/outcome_report.h"
+#include "agent/report/outcome_report.h"
 #include "common/control_characters.h"
 #include "common/report_limits.h"
 #include "gmock/gmock.h"

@@ -1,4 +1,4 @@
-// The metadata fetcher's plain-socket HTTP/1.1 client (agent/plain_http.h)
+// The metadata fetcher's plain-socket HTTP/1.1 client (agent/net/plain_http.h)
 // against a scripted loopback peer that answers each request with bytes
 // written here, so framings and faults a well-behaved server never sends
 // (chunked bodies, oversized headers, lying lengths, closed keep-alive
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/metadata_fetcher.h"
-#include "agent/plain_http.h"
+#include "agent/signed/metadata_fetcher.h"
+#include "agent/net/plain_http.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"

@@ -1,11 +1,11 @@
-#include "agent/retry_policy.h"
+#include "agent/net/retry_policy.h"
 
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "agent/weightpath_client.h"
+#include "agent/net/weightpath_client.h"
 #include "common/retry_pushback.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/agent_config.h"
-#include "agent/metadata_fetcher.h"
-#include "agent/trust_client.h"
-#include "agent/trust_status.h"
-#include "agent/verified_stamp.h"
+#include "agent/config/agent_config.h"
+#include "agent/signed/metadata_fetcher.h"
+#include "agent/signed/trust_client.h"
+#include "agent/signed/trust_status.h"
+#include "agent/fetch/verified_stamp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/fake_clock.h"

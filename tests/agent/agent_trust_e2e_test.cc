@@ -22,7 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/decision_record.h"
+#include "agent/decision/decision_record.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy.h"

@@ -1,7 +1,7 @@
 // The verified stamp that lets a boot skip re-hashing a cached artifact:
 // trusted only while the file's identity is unchanged and the stamp is
 // young; every edit, truncation or replacement is still caught.
-#include "agent/verified_stamp.h"
+#include "agent/fetch/verified_stamp.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/artifact_fetcher.h"
+#include "agent/fetch/artifact_fetcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/artifact_files.h"

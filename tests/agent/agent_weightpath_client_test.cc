@@ -1,4 +1,4 @@
-#include "agent/weightpath_client.h"
+#include "agent/net/weightpath_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/sha256_file.h"
+#include "agent/fetch/sha256_file.h"
 #include "tests/agent/temp_dir.h"
 #include "weightpath/v1/weightpath.pb.h"
 

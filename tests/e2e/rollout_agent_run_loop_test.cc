@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/decision_record.h"
-#include "agent/run_loop.h"
-#include "agent/run_shell.h"
+#include "agent/decision/decision_record.h"
+#include "agent/flow/run_loop.h"
+#include "agent/engine/run_shell.h"
 #include "common/retry_pushback.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "agent/agent_config.h"
-#include "agent/retry_policy.h"
+#include "agent/config/agent_config.h"
+#include "agent/net/retry_policy.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "agent/decision_record.h"
+#include "agent/decision/decision_record.h"
 #include "policy/profile_json.h"
 #include "server/config_watcher.h"
 #include "server/resolve/resolver.h"

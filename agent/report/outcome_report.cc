@@ -1,0 +1,70 @@
+#include "agent/report/outcome_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/control_characters.h"
+#include "common/proto_time.h"
+#include "common/report_limits.h"
+
+namespace weightpath::agent {
+namespace {
+
+// The server refuses a longer detail; an error message that long loses only
+// its tail. Escaped first (as every string the agent sends is, see
+// EscapeOutgoingStrings), so the escapes count against the limit: a detail
+// that is not UTF-8 (an engine's or a mirror's answer quoted in an error)
+// would make the whole message unreadable to the server. Cut at a
+// character boundary for the same reason.
+std::string FittedDetail(const std::string& raw_detail) {
+  std::string detail = ControlEscaped(raw_detail);
+  if (detail.size() <= kMaxOutcomeDetailBytes) return detail;
+  size_t end = kMaxOutcomeDetailBytes;
+  while (end > 0 && (static_cast<unsigned char>(detail[end]) & 0xC0) == 0x80) --end;
+  return detail.substr(0, end);
+}
+
+}  // namespace
+
+v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
+                                       const v1::ResolveWeightPathResponse& about,
+                                       const std::string& detail, absl::Time observed_at) {
+  v1::ReportOutcomeRequest request;
+  request.set_device_id(device_id);
+  request.set_outcome(outcome);
+  request.set_path(about.weight_path().name());
+  request.set_artifact_sha256(about.artifact().sha256());
+  request.set_policy_version(about.policy_version());
+  request.set_rollout_id(about.rollout().rollout_id());
+  request.set_detail(FittedDetail(detail));
+  *request.mutable_observed_at() = ToProtoTime(observed_at);
+  request.set_idempotency_key(OutcomeIdempotencyKey(request));
+  return request;
+}
+
+v1::BootSource BootSourceOf(DecisionSource source) {
+  switch (source) {
+    case DecisionSource::kServer:
+      return v1::BOOT_SOURCE_SERVER;
+    case DecisionSource::kLastGood:
+      return v1::BOOT_SOURCE_LAST_GOOD;
+    case DecisionSource::kOffline:
+      return v1::BOOT_SOURCE_OFFLINE;
+  }
+  return v1::BOOT_SOURCE_UNSPECIFIED;
+}
+
+v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome outcome,
+                                    const DecisionRecord& booted, const std::string& detail,
+                                    absl::Time observed_at) {
+  v1::ReportOutcomeRequest request =
+      OutcomeReport(device_id, outcome, booted.response, detail, observed_at);
+  request.set_boot_source(BootSourceOf(booted.source));
+  return request;
+}
+
+std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request) {
+  return absl::StrCat(request.device_id(), "/", request.rollout_id(), "/",
+                      v1::Outcome_Name(request.outcome()), "/", request.observed_at().seconds(), ".",
+                      request.observed_at().nanos());
+}
+
+}  // namespace weightpath::agent
