@@ -112,17 +112,12 @@ int DescriptorLimit() {
 
 }  // namespace
 
-absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) {
+absl::StatusOr<HostPort> ListenAddress(const std::string& address) {
+  HostPort split = SplitHostPort(address);
+  if (split.port.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(address, " is not HOST:PORT"));
   }
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  return absl::OkStatus();
+  return split;
 }
 
 int GrpcListener::ReservedDescriptors(int limit) { return std::clamp(limit / 16, 16, 1024); }
@@ -134,9 +129,10 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(
     return absl::UnavailableError(absl::StrCat("--listen=", address, ": cannot listen: ",
                                                status.message()));
   };
-  std::string host;
-  std::string port;
-  if (absl::Status split = SplitHostPort(address, &host, &port); !split.ok()) return refused(split);
+  absl::StatusOr<HostPort> split = ListenAddress(address);
+  if (!split.ok()) return refused(split.status());
+  const std::string& host = split->host;
+  const std::string& port = split->port;
   std::vector<UniqueFd> sockets;
   if (IsWildcard(host)) {
     // As gRPC does for both spellings of the wildcard: one IPv6 socket that

@@ -41,14 +41,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/host_port.h"
 #include "common/unique_fd.h"
 #include "grpcpp/server_builder.h"
 #include "server/observability/metrics.h"
 
 namespace weightpath::server {
 
-// "HOST:PORT" or "[V6]:PORT" split; the host may be empty ("":PORT).
-absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port);
+// "HOST:PORT", "[V6]:PORT" or ":PORT" split (common/host_port.h);
+// INVALID_ARGUMENT when it names no port.
+absl::StatusOr<HostPort> ListenAddress(const std::string& address);
 
 class GrpcListener {
  public:

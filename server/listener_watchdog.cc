@@ -63,9 +63,9 @@ absl::StatusOr<std::string> TlsClientHello() {
 // "0.0.0.0:50051" -> 127.0.0.1, "[::]:50051" -> ::1, else the host as bound.
 absl::Status ResolveLoopbackTarget(const std::string& address, sockaddr_storage* target,
                                    socklen_t* length) {
-  std::string host;
-  std::string port;
-  RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
+  ASSIGN_OR_RETURN(const HostPort split, ListenAddress(address));
+  std::string host = split.host;
+  const std::string& port = split.port;
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::") host = "::1";
   addrinfo hints{};

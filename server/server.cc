@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "grpc/grpc.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -100,13 +101,6 @@ void LimitConnections(const ServerConfig& config, grpc::ServerBuilder* builder) 
 std::vector<std::string> MetricsListenerOptions(const std::string& listen) {
   return {"listening_ports", listen, "num_threads", "8", "request_timeout_ms", "3000",
           "connection_queue", "16", "enable_keep_alive", "no"};
-}
-
-// "127.0.0.1:0" + 41234 -> "127.0.0.1:41234"
-std::string WithPort(const std::string& host_port, int port) {
-  const size_t colon = host_port.rfind(':');
-  return absl::StrCat(colon == std::string::npos ? host_port : host_port.substr(0, colon), ":",
-                      port);
 }
 
 // The server's own state (the trusted TUF metadata, the generated admin

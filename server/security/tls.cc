@@ -9,28 +9,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/host_port.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 
 namespace weightpath::server {
-namespace {
-
-absl::string_view HostOf(absl::string_view host_port) {
-  if (absl::StartsWith(host_port, "[")) {
-    const size_t close = host_port.find(']');
-    return close == absl::string_view::npos ? host_port : host_port.substr(1, close - 1);
-  }
-  const size_t colon = host_port.rfind(':');
-  // More than one colon without brackets is a bare IPv6 address.
-  if (colon == absl::string_view::npos || host_port.find(':') != colon) return host_port;
-  return host_port.substr(0, colon);
-}
-
-}  // namespace
 
 bool IsLoopbackAddress(absl::string_view host_port) {
-  const absl::string_view host = HostOf(host_port);
+  const std::string host = SplitHostPort(host_port).host;
   if (host == "localhost" || host == "::1") return true;
   const std::vector<absl::string_view> octets = absl::StrSplit(host, '.');
   if (octets.size() != 4 || octets[0] != "127") return false;
