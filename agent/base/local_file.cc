@@ -10,22 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_type.h"
 #include "common/unique_fd.h"
 
 namespace weightpath::agent {
-namespace {
-
-absl::string_view FileTypeName(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> ReadLocalFile(const std::string& path, absl::string_view what,
                                           size_t max_bytes, FinalSymlink symlink) {
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of

@@ -24,6 +24,7 @@
 #include "agent/net/curl_library.h"
 #include "agent/base/log.h"
 #include "agent/fetch/sha256_file.h"
+#include "common/file_type.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 
@@ -238,15 +239,6 @@ absl::Status TransferError(const v1::Artifact& artifact, const TransferOutcome& 
                                                  " interrupted with ", progress, kept, ": ",
                                                  outcome.error_text));
   }
-}
-
-absl::string_view FileTypeName(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
 }
 
 // The local path a file:// URI names, as libcurl would read it: an empty or

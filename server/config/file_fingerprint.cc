@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_type.h"
 #include "common/unique_fd.h"
 
 namespace weightpath::server {
@@ -36,19 +37,6 @@ FileFingerprint TakeFingerprint(const std::string& path) {
   fingerprint.size = info.st_size;
   return fingerprint;
 }
-
-namespace {
-
-absl::string_view FileTypeName(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   // One descriptor for every check and for the read. Checking the path and
