@@ -127,6 +127,12 @@ absl::Status ValidateForEngine(const DecisionRecord& record) {
       return status;
     }
   }
+  // Arguments of their own on the engine's command line (hand-over's
+  // --served-model-name and --tokenizer).
+  for (const Field& field : {Field{"model", &response.model()},
+                             Field{"artifact.tokenizer", &response.artifact().tokenizer()}}) {
+    if (absl::Status status = CheckArgument(*field.value, field.name); !status.ok()) return status;
+  }
   // The decision file is the record of what the engine runs: a decision with
   // no JSON form (a non-finite number anywhere) could not be written.
   if (absl::StatusOr<std::string> json = DecisionToJson(record); !json.ok()) {

@@ -17,6 +17,8 @@ v1::ResolveWeightPathRequest ResolveRequest(const AgentConfig& config,
   request.set_model(config.model);
   *request.mutable_labels() = config.labels;
   request.set_agent_version(agent_version);
+  // The build cache stages directory builds (fetch/build_cache.h).
+  request.set_accepts_directory_builds(true);
   return request;
 }
 

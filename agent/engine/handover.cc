@@ -81,13 +81,31 @@ std::string EngineArgs(const DecisionRecord& record) {
   for (const auto& entry : kwargs) keys.push_back(entry.first);
   std::sort(keys.begin(), keys.end());
   std::vector<std::string> args;
+  const bool has_build = !record.artifact_path.empty();
+  const auto set_by_kwargs = [&kwargs](absl::string_view flag) {
+    return kwargs.count(std::string(flag)) > 0 ||
+           kwargs.count(absl::StrReplaceAll(flag, {{"_", "-"}})) > 0;
+  };
   for (const std::string& key : keys) {
-    if (key == "model" && !record.artifact_path.empty()) continue;  // the artifact decides
+    if (key == "model" && has_build) continue;  // the artifact decides
     AppendKwarg(key, kwargs.at(key), &args);
   }
-  if (!record.artifact_path.empty()) {
+  if (has_build) {
     args.push_back("--model");
     args.push_back(ShellQuote(record.artifact_path));
+    // The engine's API and metrics carry the model's name, not a cache path
+    // that changes with every build (unless the policy names it itself).
+    const std::string& model = record.response.model();
+    if (!model.empty() && !set_by_kwargs("served_model_name")) {
+      args.push_back("--served-model-name");
+      args.push_back(ShellQuote(model));
+    }
+    // A single-file GGUF build holds no tokenizer of its own.
+    const std::string& tokenizer = record.response.artifact().tokenizer();
+    if (!tokenizer.empty() && !set_by_kwargs("tokenizer")) {
+      args.push_back("--tokenizer");
+      args.push_back(ShellQuote(tokenizer));
+    }
   }
   return absl::StrJoin(args, " ");
 }

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "agent/config/agent_config.h"
 #include "agent/fetch/artifact_fetcher.h"
+#include "agent/fetch/build_cache.h"
 #include "common/clock.h"
 #include "agent/decision/decision_record.h"
 #include "agent/base/random_source.h"
@@ -70,6 +71,9 @@ struct BootDependencies {
   // (OUTCOME_ARTIFACT_VERIFICATION_FAILED); unset: nothing is reported.
   std::function<absl::Status(const v1::ReportOutcomeRequest& request, absl::Duration timeout)>
       report;
+  // The build cache (fetch/build_cache.h) builds are staged into. Null: the
+  // flow makes the real one on config.cache_dir with the injected clock.
+  BuildCache* builds = nullptr;
 };
 
 struct BootOutcome {

@@ -90,7 +90,41 @@ TEST(AgentHandover, EngineArgsCarryKwargsThenTheModelPath) {
   fields["disable_log_stats"].set_bool_value(false);
   fields["max_model_len"].set_number_value(8192);
   EXPECT_EQ(EngineArgs(record), "--enforce-eager --max-model-len 8192 --quantization gptq --model "
-                                "/var/cache/weightpath/" + std::string(64, 'a'));
+                                "/var/cache/weightpath/" + std::string(64, 'a') +
+                                " --served-model-name Spark-X2.5-1.7B");
+}
+
+TEST(AgentHandover, ADirectoryBuildIsTheModelAndTheEngineServesItUnderTheModelsName) {
+  DecisionRecord record = SampleRecord("/var/cache/weightpath/builds/" + std::string(64, 'b'));
+  v1::Artifact& artifact = *record.response.mutable_artifact();
+  artifact.clear_uri();
+  v1::BuildFile* config = artifact.add_files();
+  config->set_path("config.json");
+  config->set_sha256(std::string(64, 'c'));
+  config->set_size_bytes(700);
+  config->set_uri("https://weights.example/b/config.json");
+  EXPECT_EQ(EngineArgs(record), "--quantization gptq --model /var/cache/weightpath/builds/" +
+                                    std::string(64, 'b') + " --served-model-name Spark-X2.5-1.7B");
+  // The policy may name the served model itself.
+  (*record.response.mutable_engine_kwargs()->mutable_fields())["served_model_name"]
+      .set_string_value("spark");
+  EXPECT_EQ(EngineArgs(record), "--quantization gptq --served-model-name spark --model "
+                                "/var/cache/weightpath/builds/" + std::string(64, 'b'));
+}
+
+TEST(AgentHandover, AGgufBuildGetsTheTokenizerTheCatalogNames) {
+  DecisionRecord record = SampleRecord("/cache/" + std::string(64, 'a'));
+  record.response.mutable_artifact()->set_tokenizer("Spark/Spark-X2.5-1.7B");
+  EXPECT_EQ(EngineArgs(record), "--quantization gptq --model /cache/" + std::string(64, 'a') +
+                                    " --served-model-name Spark-X2.5-1.7B --tokenizer "
+                                    "Spark/Spark-X2.5-1.7B");
+  record.response.mutable_artifact()->set_tokenizer("--trust-remote-code");
+  EXPECT_THAT(ValidateForEngine(record),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("artifact.tokenizer")));
+  record.response.mutable_artifact()->clear_tokenizer();
+  record.response.set_model("-evil");
+  EXPECT_THAT(ValidateForEngine(record),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model")));
 }
 
 TEST(AgentHandover, EngineArgsWithoutArtifactHaveNoModel) {
@@ -111,7 +145,8 @@ TEST(AgentHandover, EnvFileSourcesExactlyInAPosixShell) {
   const std::string argv = RunShell(". " + ShellQuote(dir.Sub("engine.env")) +
                                     " && eval \"set -- $WEIGHTPATH_ENGINE_ARGS\" && "
                                     "printf '<%s>' \"$@\"");
-  EXPECT_EQ(argv, "<--quantization><gptq><--model><" + awkward_path + ">");
+  EXPECT_EQ(argv, "<--quantization><gptq><--model><" + awkward_path +
+                      "><--served-model-name><Spark-X2.5-1.7B>");
 }
 
 TEST(AgentHandover, DecisionJsonUsesProtoFieldNamesAndAddsSourceAndPath) {
