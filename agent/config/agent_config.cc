@@ -20,10 +20,12 @@ constexpr size_t kMaxConfigNodes = 10000;
 
 // The keys of an agent config, as an unknown one's refusal lists them.
 constexpr absl::string_view kConfigKeys[] = {
-    "apply_command", "budget", "cache_dir", "cache_reserve_bytes", "call_timeout",
-    "decision_file", "device_id", "engine_check_command", "env_file", "labels",
-    "max_resolve_interval", "min_resolve_interval", "model", "priority", "resolve_interval",
-    "retry_base_delay", "retry_max_delay", "server", "state_dir", "tls", "trust"};
+    "apply_command", "budget", "cache_dir", "cache_max_bytes", "cache_min_free_bytes",
+    "cache_reserve_bytes", "call_timeout", "decision_file", "device_id",
+    "engine_check_command", "env_file", "labels", "max_download_rate",
+    "max_resolve_interval", "min_resolve_interval", "model", "parallel_downloads", "priority",
+    "resolve_interval", "retry_base_delay", "retry_max_delay", "server", "state_dir", "tls",
+    "trust"};
 
 absl::StatusOr<v1::Priority> ParsePriority(const yaml::Reader& reader, const yaml::Entry& entry) {
   ASSIGN_OR_RETURN(std::string text, yaml::ReadString(reader, entry));
@@ -142,9 +144,32 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
       ASSIGN_OR_RETURN(*value, yaml::ReadPositiveDuration(reader, *entry));
     }
   }
+  // cache_reserve_bytes is the older name of cache_min_free_bytes: a config
+  // written before it still boots, and one naming both is ambiguous.
+  const yaml::Entry* min_free = map.Find("cache_min_free_bytes");
   if (const yaml::Entry* reserve = map.Find("cache_reserve_bytes")) {
-    ASSIGN_OR_RETURN(const int64_t bytes, yaml::ReadInt64(reader, *reserve, 0, int64_t{1} << 50));
+    if (min_free != nullptr) {
+      return yaml::Fault(reader, *reserve,
+                         "cache_reserve_bytes is the older name of cache_min_free_bytes; give "
+                         "one of them");
+    }
+    min_free = reserve;
+  }
+  if (min_free != nullptr) {
+    ASSIGN_OR_RETURN(const int64_t bytes, yaml::ReadInt64(reader, *min_free, 0, int64_t{1} << 50));
     config.cache_reserve_bytes = static_cast<uint64_t>(bytes);
+  }
+  if (const yaml::Entry* max_bytes = map.Find("cache_max_bytes")) {
+    ASSIGN_OR_RETURN(const int64_t bytes, yaml::ReadInt64(reader, *max_bytes, 0, int64_t{1} << 50));
+    config.cache_max_bytes = static_cast<uint64_t>(bytes);
+  }
+  if (const yaml::Entry* parallel = map.Find("parallel_downloads")) {
+    ASSIGN_OR_RETURN(const int64_t count, yaml::ReadInt64(reader, *parallel, 1, 16));
+    config.parallel_downloads = static_cast<int>(count);
+  }
+  if (const yaml::Entry* rate = map.Find("max_download_rate")) {
+    ASSIGN_OR_RETURN(const int64_t bytes, yaml::ReadInt64(reader, *rate, 0, int64_t{1} << 40));
+    config.max_download_rate = static_cast<uint64_t>(bytes);
   }
   if (config.retry_base_delay > config.retry_max_delay) {
     const yaml::Entry* given = map.Find("retry_base_delay");

@@ -34,8 +34,16 @@ struct AgentConfig {
   std::string decision_file = "/run/weightpath/decision.json";
   std::string env_file = "/run/weightpath/engine.env";
   // Bytes a download must leave free on cache_dir's volume, for the state
-  // files written after it (ArtifactFetcher::set_free_space_reserve).
+  // files written after it (config cache_min_free_bytes, or its older name
+  // cache_reserve_bytes; BuildCacheOptions::min_free_bytes).
   uint64_t cache_reserve_bytes = uint64_t{32} << 20;
+  // Blobs and partial downloads in cache_dir together at most this many
+  // bytes; 0: no cap (BuildCacheOptions::max_bytes).
+  uint64_t cache_max_bytes = 0;
+  // Files of one build downloaded at once, 1 to 16.
+  int parallel_downloads = 4;
+  // Bytes per second over all downloads together; 0: no cap.
+  uint64_t max_download_rate = 0;
   // Bounds the whole boot: resolve with its retries, then the download.
   absl::Duration budget = absl::Seconds(30);
   // Deadline of a single ResolveWeightPath call (clipped to what is left of

@@ -1,12 +1,14 @@
 #include "agent/fetch/artifact_fetcher.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,9 +26,12 @@
 #include "agent/net/curl_library.h"
 #include "agent/base/log.h"
 #include "agent/fetch/sha256_file.h"
+#include "agent/fetch/transfer_rate.h"
+#include "common/control_characters.h"
 #include "common/file_type.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
+#include "trust/build_manifest.h"
 
 namespace weightpath::agent {
 namespace {
@@ -37,20 +42,50 @@ struct CurlDeleter {
   const CurlApi* curl;
   void operator()(CURL* handle) const { curl->easy_cleanup(handle); }
 };
-struct FileCloser {
-  void operator()(FILE* file) const { std::fclose(file); }
-};
 
-// Where the bytes of one transfer go, and the guard that stops a source
-// from filling the disk with more than the artifact's declared size.
+// libcurl hands the body over in pieces of up to this many bytes: large
+// enough that a gigabyte is a few thousand writes and hash updates, small
+// enough for a device's memory with several transfers at once.
+constexpr long kTransferBufferBytes = 256 * 1024;
+
+// Where the bytes of one transfer go, the hash they feed as they stream,
+// and the guard that stops a source from filling the disk with more than
+// the artifact's declared size.
 struct TransferSink {
-  FILE* file = nullptr;
+  int fd = -1;
+  Sha256Stream* hash = nullptr;
+  TransferRate* rate = nullptr;  // null: no cap
+  std::chrono::steady_clock::time_point until;
   uint64_t offset = 0;        // bytes in the file so far
   uint64_t expected_size = 0;
   uint64_t received = 0;
   bool oversized = false;
   int write_errno = 0;        // why the partial file took fewer bytes than sent
 };
+
+// Appends `bytes` to the sink's file and hash; the count written (fewer on
+// a write error, whose errno is kept).
+size_t AppendToSink(TransferSink* sink, const char* data, size_t bytes) {
+  size_t written = 0;
+  while (written < bytes) {
+    const ssize_t put = ::write(sink->fd, data + written, bytes - written);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      // libcurl only says "Failure writing output to destination": the
+      // reason (a full volume) is kept for the error.
+      sink->write_errno = errno;
+      break;
+    }
+    written += static_cast<size_t>(put);
+  }
+  // Exactly the bytes the file took are hashed, so the digest always
+  // describes the partial file, also after a failed write.
+  sink->hash->Update(data, written);
+  sink->offset += written;
+  sink->received += written;
+  if (sink->rate != nullptr) sink->rate->Take(written, sink->until);
+  return written;
+}
 
 size_t WriteToSink(char* data, size_t size, size_t count, void* user) {
   auto* sink = static_cast<TransferSink*>(user);
@@ -59,13 +94,7 @@ size_t WriteToSink(char* data, size_t size, size_t count, void* user) {
     sink->oversized = true;
     return 0;  // makes libcurl abort with CURLE_WRITE_ERROR
   }
-  const size_t written = std::fwrite(data, 1, bytes, sink->file);
-  // libcurl only says "Failure writing output to destination": the reason
-  // (a full volume) is kept for the error.
-  if (written < bytes) sink->write_errno = errno;
-  sink->offset += written;
-  sink->received += written;
-  return written;
+  return AppendToSink(sink, data, bytes);
 }
 
 // Bytes an unprivileged process may still write on the volume of `path`;
@@ -140,18 +169,77 @@ absl::Status PartialWriteError(int error, const std::string& partial_path,
       " bytes) was removed so the volume is not left full"));
 }
 
-// One libcurl transfer appending to `partial_path` from byte `offset`.
-absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact& artifact,
-                                         const std::string& partial_path, uint64_t offset,
-                                         absl::Duration time_limit) {
-  std::unique_ptr<FILE, FileCloser> file(std::fopen(partial_path.c_str(), offset > 0 ? "ab" : "wb"));
-  if (!file) {
+// The partial file of one download, open and locked for this process.
+struct PartialDownload {
+  std::string path;
+  UniqueFd fd;
+  Sha256Stream hash;  // of every byte in the file
+};
+
+// Opens (creating) `path` for appending and takes its lock. The lock says
+// the file is being written: eviction (build_cache.h) prunes only partial
+// files nobody holds, and a second agent process does not interleave its
+// bytes with this one's (UNAVAILABLE, tried again later).
+absl::Status OpenPartial(const std::string& path, PartialDownload* partial) {
+  partial->path = path;
+  partial->fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!partial->fd.valid()) {
     return absl::InternalError(
-        absl::StrCat("cannot open ", partial_path, " for writing: ", std::strerror(errno)));
+        absl::StrCat("cannot open ", path, " for writing: ", std::strerror(errno)));
   }
+  if (::flock(partial->fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::UnavailableError(
+          absl::StrCat(path, " is being written by another download; tried again later"));
+    }
+    return absl::InternalError(absl::StrCat("cannot lock ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SizeOf(const PartialDownload& partial) {
+  struct stat info;
+  return ::fstat(partial.fd.get(), &info) == 0 ? static_cast<uint64_t>(info.st_size) : 0;
+}
+
+// Empties the partial file to download it again from its first byte.
+absl::Status StartOver(PartialDownload* partial) {
+  partial->hash.Reset();
+  if (::ftruncate(partial->fd.get(), 0) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot truncate ", partial->path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Every byte received stays in the partial file for a resume, whatever
+// happened to the transfer; an fsync that fails out of space is reported as
+// the write that failed.
+absl::Status SyncPartial(const PartialDownload& partial, TransferOutcome* outcome) {
+  if (::fsync(partial.fd.get()) == 0) return absl::OkStatus();
+  if (IsOutOfSpace(errno)) {
+    outcome->write_errno = errno;
+    if (outcome->code == CURLE_OK) outcome->code = CURLE_WRITE_ERROR;
+    return absl::OkStatus();
+  }
+  return absl::InternalError(
+      absl::StrCat("cannot flush ", partial.path, ": ", std::strerror(errno)));
+}
+
+// One libcurl transfer appending to the partial file from byte `offset`.
+absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact& artifact,
+                                         PartialDownload* partial, uint64_t offset,
+                                         absl::Duration time_limit, TransferRate* rate) {
   std::unique_ptr<CURL, CurlDeleter> curl(api.easy_init(), CurlDeleter{&api});
   if (!curl) return absl::InternalError("curl_easy_init failed");
-  TransferSink sink{file.get(), offset, artifact.size_bytes(), 0, false};
+  TransferSink sink;
+  sink.fd = partial->fd.get();
+  sink.hash = &partial->hash;
+  sink.rate = rate;
+  sink.until = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(absl::ToInt64Milliseconds(time_limit));
+  sink.offset = offset;
+  sink.expected_size = artifact.size_bytes();
   char error_buffer[CURL_ERROR_SIZE] = {0};
   CURL* handle = curl.get();
   api.easy_setopt(handle, CURLOPT_URL, artifact.uri().c_str());
@@ -161,7 +249,9 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
   api.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
   api.easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
   api.easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
+  // No signals: several transfers run in threads of one process.
   api.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+  api.easy_setopt(handle, CURLOPT_BUFFERSIZE, kTransferBufferBytes);
   api.easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
   api.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &WriteToSink);
   api.easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
@@ -177,18 +267,7 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
   outcome.oversized = sink.oversized;
   outcome.received = sink.received;
   outcome.write_errno = sink.write_errno;
-  // The partial file must hold every byte received so far, whatever
-  // happened to the transfer, or a resume would leave a hole. What stdio
-  // still buffers may be what no longer fits.
-  if (std::fflush(file.get()) != 0 || ::fsync(fileno(file.get())) != 0) {
-    if (IsOutOfSpace(errno)) {
-      outcome.write_errno = errno;
-      if (outcome.code == CURLE_OK) outcome.code = CURLE_WRITE_ERROR;
-      return outcome;
-    }
-    return absl::InternalError(
-        absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
-  }
+  RETURN_IF_ERROR(SyncPartial(*partial, &outcome));
   return outcome;
 }
 
@@ -284,9 +363,10 @@ absl::StatusOr<std::string> LocalPathOf(const std::string& uri) {
 // blocking, must be a regular file by fstat of that descriptor (so a path
 // swapped after a check cannot slip through), and the clock is looked at
 // between chunks.
-absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& partial_path,
+absl::Status CopyLocalSource(const v1::Artifact& artifact, PartialDownload* partial,
                              uint64_t offset, Clock& clock, MonotonicTime deadline,
-                             TransferOutcome* outcome, uint64_t* resumed_from) {
+                             TransferRate* rate, TransferOutcome* outcome,
+                             uint64_t* resumed_from) {
   ASSIGN_OR_RETURN(const std::string source_path, LocalPathOf(artifact.uri()));
   UniqueFd source(::open(source_path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (source.get() < 0) {
@@ -304,16 +384,20 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
                                                    ", not a regular file"));
   }
   // A partial file longer than the source cannot be continued: start over.
-  if (offset > static_cast<uint64_t>(info.st_size)) offset = 0;
-  *resumed_from = offset;
-  UniqueFd partial(::open(partial_path.c_str(),
-                            O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                                (offset > 0 ? O_APPEND : O_TRUNC),
-                            0644));
-  if (partial.get() < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot open ", partial_path, " for writing: ", std::strerror(errno)));
+  if (offset > static_cast<uint64_t>(info.st_size)) {
+    RETURN_IF_ERROR(StartOver(partial));
+    offset = 0;
   }
+  *resumed_from = offset;
+  TransferSink sink;
+  sink.fd = partial->fd.get();
+  sink.hash = &partial->hash;
+  sink.rate = rate;
+  sink.until = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(
+                   std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - clock.MonotonicNow())));
+  sink.offset = offset;
+  sink.expected_size = artifact.size_bytes();
   constexpr size_t kChunkBytes = 1 << 20;
   std::vector<char> buffer(kChunkBytes);
   uint64_t position = offset;
@@ -336,31 +420,16 @@ absl::Status CopyLocalSource(const v1::Artifact& artifact, const std::string& pa
       outcome->code = CURLE_WRITE_ERROR;
       break;
     }
-    for (size_t written = 0; written < static_cast<size_t>(got);) {
-      const ssize_t put = ::write(partial.get(), buffer.data() + written,
-                                  static_cast<size_t>(got) - written);
-      if (put < 0) {
-        if (errno == EINTR) continue;
-        outcome->write_errno = errno;
-        outcome->code = CURLE_WRITE_ERROR;
-        return absl::OkStatus();
-      }
-      written += static_cast<size_t>(put);
-    }
-    position += static_cast<uint64_t>(got);
-    outcome->received += static_cast<uint64_t>(got);
-  }
-  // As for a network transfer: every byte received stays for a resume.
-  if (::fsync(partial.get()) != 0) {
-    if (IsOutOfSpace(errno)) {
-      outcome->write_errno = errno;
+    const size_t put = AppendToSink(&sink, buffer.data(), static_cast<size_t>(got));
+    outcome->received += put;
+    if (put < static_cast<size_t>(got)) {
+      outcome->write_errno = sink.write_errno;
       outcome->code = CURLE_WRITE_ERROR;
       return absl::OkStatus();
     }
-    return absl::InternalError(
-        absl::StrCat("cannot flush ", partial_path, ": ", std::strerror(errno)));
+    position += static_cast<uint64_t>(got);
   }
-  return absl::OkStatus();
+  return SyncPartial(*partial, outcome);
 }
 
 // A partial download must be a file the agent wrote; anything else in its
@@ -370,20 +439,27 @@ void RemoveIfNotARegularFile(const std::string& path) {
   if (::lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) RemoveQuietly(path);
 }
 
-// Checks a complete download against the catalog entry; installs it or
-// deletes it.
-absl::Status VerifyAndInstall(const v1::Artifact& artifact, const std::string& partial_path,
+// Checks a complete download against the catalog entry, by the digest its
+// bytes fed as they arrived (no second pass over them); installs it with a
+// rename or deletes it.
+absl::Status VerifyAndInstall(const v1::Artifact& artifact, PartialDownload* partial,
                               const std::string& final_path, const std::string& cache_dir) {
-  const uint64_t size = FileSizeOrZero(partial_path);
+  const uint64_t size = SizeOf(*partial);
   if (size != artifact.size_bytes()) {
-    RemoveQuietly(partial_path);
+    RemoveQuietly(partial->path);
     return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(), " is truncated: got ",
                                             size, " bytes, artifact.size_bytes is ",
                                             artifact.size_bytes(), "; download discarded"));
   }
-  ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(partial_path));
+  if (partial->hash.bytes() != size) {
+    // The stream did not see every byte (it cannot happen, but a digest of
+    // other bytes must never vouch for these): hash the file itself.
+    partial->hash.Reset();
+    RETURN_IF_ERROR(HashFilePrefix(partial->fd.get(), size, partial->path, &partial->hash));
+  }
+  ASSIGN_OR_RETURN(std::string digest, partial->hash.FinishHex());
   if (digest != artifact.sha256()) {
-    RemoveQuietly(partial_path);
+    RemoveQuietly(partial->path);
     return absl::DataLossError(absl::StrCat("artifact ", artifact.uri(),
                                             " is corrupted: sha256 is ", digest,
                                             ", artifact.sha256 is ", artifact.sha256(),
@@ -392,29 +468,65 @@ absl::Status VerifyAndInstall(const v1::Artifact& artifact, const std::string& p
   // A fresh download is not stamped: its ctime is too recent to trust (see
   // ChangedTooRecentlyToStamp), so the next check hashes and stamps it.
   RemoveQuietly(StampPathFor(final_path));
-  if (::rename(partial_path.c_str(), final_path.c_str()) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", partial_path, " to ", final_path, ": ", std::strerror(errno)));
+  if (::rename(partial->path.c_str(), final_path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", partial->path, " to ", final_path,
+                                            ": ", std::strerror(errno)));
   }
   return SyncDirectory(cache_dir);
 }
 
 }  // namespace
 
-absl::Status ValidateArtifact(const v1::Artifact& artifact) {
-  const std::string& uri = artifact.uri();
-  if (uri.empty()) return absl::InvalidArgumentError("artifact.uri: empty");
+namespace {
+
+absl::Status ValidateUri(const std::string& uri, absl::string_view field) {
+  if (uri.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
   if (!absl::StartsWith(uri, "https://") && !absl::StartsWith(uri, "http://") &&
       !absl::StartsWith(uri, "file://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("artifact.uri: '", uri, "' is not https://, http:// or file://"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", ControlEscaped(uri),
+                                                   "' is not https://, http:// or file://"));
   }
+  return absl::OkStatus();
+}
+
+// One file's source: what Fetch downloads.
+absl::Status ValidateBlob(const v1::Artifact& artifact) {
+  RETURN_IF_ERROR(ValidateUri(artifact.uri(), "artifact.uri"));
   if (!IsSha256Hex(artifact.sha256())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "artifact.sha256: '", artifact.sha256(), "' is not 64 lowercase hex digits"));
+        "artifact.sha256: '", ControlEscaped(artifact.sha256()), "' is not 64 lowercase hex digits"));
   }
   if (artifact.size_bytes() == 0) {
     return absl::InvalidArgumentError("artifact.size_bytes: must be positive");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateArtifact(const v1::Artifact& artifact) {
+  if (artifact.files().empty()) return ValidateBlob(artifact);
+  if (!artifact.uri().empty()) {
+    return absl::InvalidArgumentError(
+        "artifact.uri: must be empty for a directory build (each of artifact.files has its own)");
+  }
+  const std::vector<trust::BuildManifestFile> files = trust::ToBuildManifestFiles(artifact.files());
+  if (absl::Status valid = trust::ValidateBuildFiles(files); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact.files: ", valid.message()));
+  }
+  for (const v1::BuildFile& file : artifact.files()) {
+    RETURN_IF_ERROR(ValidateUri(
+        file.uri(), absl::StrCat("artifact.files[", ControlEscaped(file.path()), "].uri")));
+  }
+  const trust::BuildManifestDigest digest = trust::DigestBuildManifest(files);
+  if (digest.sha256 != artifact.sha256() || digest.size_bytes != artifact.size_bytes()) {
+    // The signed (sha256, size_bytes) stands for the whole file list: files
+    // that are not what it was computed from are another build.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact.files: their manifest has sha256 ", digest.sha256, " and ", digest.size_bytes,
+        " bytes, but artifact.sha256 is ", ControlEscaped(artifact.sha256()),
+        " and artifact.size_bytes ", artifact.size_bytes(),
+        " (the files listed are not the build the digest names)"));
   }
   return absl::OkStatus();
 }
@@ -436,7 +548,7 @@ absl::StatusOr<std::string> ArtifactFetcher::VerifyCached(const v1::Artifact& ar
 }
 
 absl::StatusOr<CachedArtifact> ArtifactFetcher::CheckCached(const v1::Artifact& artifact) {
-  RETURN_IF_ERROR(ValidateArtifact(artifact));
+  RETURN_IF_ERROR(ValidateBlob(artifact));
   const std::string path = CachedPath(artifact.sha256());
   absl::StatusOr<FileIdentity> identity = StatFileIdentity(path);
   if (absl::IsNotFound(identity.status())) {
@@ -529,7 +641,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
                                                    absl::Duration time_limit) {
   // Monotonic, from the start of the call: checking the cache counts too.
   const MonotonicTime deadline = clock_->MonotonicNow() + time_limit;
-  RETURN_IF_ERROR(ValidateArtifact(artifact));
+  RETURN_IF_ERROR(ValidateBlob(artifact));
   std::error_code error;
   fs::create_directories(cache_dir_, error);
   if (error) {
@@ -555,15 +667,34 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
 
   const std::string partial_path = result.path + ".partial";
   RemoveIfNotARegularFile(partial_path);
-  uint64_t offset = FileSizeOrZero(partial_path);
+  PartialDownload partial;
+  RETURN_IF_ERROR(OpenPartial(partial_path, &partial));
+  // Whatever ends this call, an empty partial file (nothing received, a
+  // source refused before any byte) is nothing to resume: it goes, while
+  // still locked.
+  struct RemoveIfEmpty {
+    const PartialDownload& partial;
+    ~RemoveIfEmpty() {
+      if (SizeOf(partial) == 0) RemoveQuietly(partial.path);
+    }
+  } remove_if_empty{partial};
+  uint64_t offset = SizeOf(partial);
+  if (offset > 0 && offset <= artifact.size_bytes()) {
+    // What an earlier attempt left is hashed once, then the stream goes on
+    // from its end: every byte is hashed exactly once.
+    if (!HashFilePrefix(partial.fd.get(), offset, partial_path, &partial.hash).ok()) {
+      RETURN_IF_ERROR(StartOver(&partial));
+      offset = 0;
+    }
+  }
   if (offset >= artifact.size_bytes()) {
     // Complete but never renamed (a crash between the two), or garbage:
     // the digest decides; a bad one is started over rather than resumed.
     if (offset == artifact.size_bytes() &&
-        VerifyAndInstall(artifact, partial_path, result.path, cache_dir_).ok()) {
+        VerifyAndInstall(artifact, &partial, result.path, cache_dir_).ok()) {
       return result;
     }
-    RemoveQuietly(partial_path);
+    RETURN_IF_ERROR(StartOver(&partial));
     offset = 0;
   }
   RETURN_IF_ERROR(CheckRoomFor(artifact, partial_path, offset));
@@ -571,19 +702,19 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
   result.resumed_from = offset;
   if (absl::StartsWith(artifact.uri(), "file://")) {
     TransferOutcome outcome;
-    RETURN_IF_ERROR(CopyLocalSource(artifact, partial_path, offset, *clock_, deadline, &outcome,
-                                    &result.resumed_from));
+    RETURN_IF_ERROR(CopyLocalSource(artifact, &partial, offset, *clock_, deadline, rate_,
+                                    &outcome, &result.resumed_from));
     result.bytes_transferred = outcome.received;
     if (outcome.code != CURLE_OK) return TransferError(artifact, outcome, partial_path, cache_dir_);
-    RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+    RETURN_IF_ERROR(VerifyAndInstall(artifact, &partial, result.path, cache_dir_));
     return result;
   }
   ASSIGN_OR_RETURN(const CurlApi* curl, LoadCurl());
   // libcurl enforces the limit itself (CURLOPT_TIMEOUT_MS, on its own
   // monotonic clock) over the whole transfer: resolving, connecting, and a
   // server that sends nothing or trickles.
-  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, partial_path, offset,
-                                                     deadline - clock_->MonotonicNow()));
+  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, &partial, offset,
+                                                     deadline - clock_->MonotonicNow(), rate_));
   const bool range_refused =
       outcome.code == CURLE_RANGE_ERROR ||
       (outcome.code == CURLE_HTTP_RETURNED_ERROR && outcome.http_status == 416);
@@ -597,7 +728,8 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
       return absl::DeadlineExceededError(absl::StrCat(
           "no time left in the budget to download ", artifact.uri(), " again from the start"));
     }
-    ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, partial_path, 0, time_left));
+    RETURN_IF_ERROR(StartOver(&partial));
+    ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, &partial, 0, time_left, rate_));
   }
   result.bytes_transferred = outcome.received;
   if (outcome.code != CURLE_OK) {
@@ -606,15 +738,15 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
     // the last bytes came in) left the whole artifact: the size and digest
     // decide, as at a clean end, instead of a fallback with every byte here.
     if (!outcome.oversized && outcome.write_errno == 0 &&
-        FileSizeOrZero(partial_path) == artifact.size_bytes()) {
+        SizeOf(partial) == artifact.size_bytes()) {
       log::Info("artifact: transfer of {} ended early ({}) with all {} bytes; verifying them",
                    artifact.uri(), outcome.error_text, artifact.size_bytes());
-      RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+      RETURN_IF_ERROR(VerifyAndInstall(artifact, &partial, result.path, cache_dir_));
       return result;
     }
     return TransferError(artifact, outcome, partial_path, cache_dir_);
   }
-  RETURN_IF_ERROR(VerifyAndInstall(artifact, partial_path, result.path, cache_dir_));
+  RETURN_IF_ERROR(VerifyAndInstall(artifact, &partial, result.path, cache_dir_));
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "agent/fetch/transfer_rate.h"
 #include "agent/fetch/verified_stamp.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -88,6 +89,10 @@ class ArtifactFetcher {
   // report why it is stuck.
   void set_free_space_reserve(uint64_t bytes) { free_space_reserve_ = bytes; }
 
+  // One cap shared by every transfer that uses it (transfer_rate.h); null,
+  // the default: none. Not owned.
+  void set_transfer_rate(TransferRate* rate) { rate_ = rate; }
+
  private:
   // RESOURCE_EXHAUSTED, naming ENOSPC, the free and the needed bytes, when
   // the rest of the artifact (from `offset`) would leave less than the
@@ -110,9 +115,16 @@ class ArtifactFetcher {
   Clock* clock_;
   absl::Duration reverify_after_;
   uint64_t free_space_reserve_ = 0;
+  TransferRate* rate_ = nullptr;
 };
 
 // INVALID_ARGUMENT naming the field when an artifact entry is unusable.
+// A single-file build needs uri, sha256 and size_bytes. A directory build
+// (files set) has no uri; its files must pass trust::ValidateBuildFiles,
+// each with a uri like a single file's, and their manifest's digest and
+// length (trust::DigestBuildManifest) must be artifact.sha256 and
+// size_bytes: so a check of (target_path, sha256, size_bytes) against the
+// signed targets covers every file.
 absl::Status ValidateArtifact(const v1::Artifact& artifact);
 
 }  // namespace weightpath::agent

@@ -113,6 +113,11 @@ class BuildCache {
 // reading file:// sources, on `clock`.
 std::unique_ptr<BuildCache> MakeBuildCache(BuildCacheOptions options, Clock* clock);
 
+// The cache options the agent's config sets (cache_dir, cache_max_bytes,
+// cache_min_free_bytes, parallel_downloads, max_download_rate).
+struct AgentConfig;
+BuildCacheOptions BuildCacheOptionsFor(const AgentConfig& config);
+
 // Whether a decision's artifact names anything to fetch: a uri (single file)
 // or files (directory build).
 bool HasArtifact(const v1::Artifact& artifact);
