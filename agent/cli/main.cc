@@ -5,11 +5,13 @@
 //   weightpath-agent outcome --config FILE --outcome ... [--tasks-* N]
 //   weightpath-agent report --file FILE [--config FILE]
 //   weightpath-agent trust status [--config FILE] [-o json]
+//   weightpath-agent cache [list|gc] [--config FILE] [-o json]
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 
 #include "agent/cli/boot_command.h"
+#include "agent/cli/cache_command.h"
 #include "agent/flow/boot_flow.h"
 #include "agent/cli/outcome_command.h"
 #include "agent/cli/run_command.h"
@@ -28,6 +30,7 @@ void PrintUsage(FILE* stream) {
       "  outcome --config FILE --outcome X   report engine_started/engine_start_failed/tasks\n"
       "  report --file FILE [--config FILE]  send one measurement the engine benchmark wrote\n"
       "  trust status [--config FILE]        what this device trusts of the signed metadata\n"
+      "  cache [list|gc] [--config FILE]     what the build cache holds; evict by hand\n"
       "Run `weightpath-agent <command> --help` for a command's options and exit codes.\n",
       stream);
 }
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(command, "trust") == 0) {
     return weightpath::agent::RunTrustCommand(argc - 1, argv + 1);
+  }
+  if (std::strcmp(command, "cache") == 0) {
+    return weightpath::agent::RunCacheCommand(argc - 1, argv + 1);
   }
   if (std::strcmp(command, "--help") == 0 || std::strcmp(command, "-h") == 0 ||
       std::strcmp(command, "help") == 0) {

@@ -169,6 +169,42 @@ TEST(AgentConfig, ResolveIntervalBoundsHaveDefaultsAndMustHoldTogether) {
                        AllOf(HasSubstr("a.yaml:3"), HasSubstr("cache_reserve_bytes"))));
 }
 
+// The build cache's keys (agent/fetch/build_cache.h): defaults, values,
+// bounds, and cache_reserve_bytes as the older name of cache_min_free_bytes.
+TEST(AgentConfig, BuildCacheKeys) {
+  absl::StatusOr<AgentConfig> defaults = ParseAgentConfig("server: a:1\ndevice_id: d\n", "a.yaml");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->cache_max_bytes, 0u);
+  EXPECT_EQ(defaults->parallel_downloads, 4);
+  EXPECT_EQ(defaults->max_download_rate, 0u);
+  absl::StatusOr<AgentConfig> set = ParseAgentConfig(
+      "server: a:1\ndevice_id: d\ncache_max_bytes: 8000000000\ncache_min_free_bytes: 1048576\n"
+      "parallel_downloads: 16\nmax_download_rate: 1250000\n",
+      "a.yaml");
+  ASSERT_THAT(set, IsOk());
+  EXPECT_EQ(set->cache_max_bytes, 8000000000u);
+  EXPECT_EQ(set->cache_reserve_bytes, 1048576u);
+  EXPECT_EQ(set->parallel_downloads, 16);
+  EXPECT_EQ(set->max_download_rate, 1250000u);
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"parallel_downloads: 0", "parallel_downloads"},
+           {"parallel_downloads: 17", "parallel_downloads"},
+           {"max_download_rate: -1", "max_download_rate"},
+           {"cache_max_bytes: lots", "cache_max_bytes"},
+           {"cache_min_free_bytes: -5", "cache_min_free_bytes"}}) {
+    EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\n" + text + "\n", "a.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("a.yaml:3"), HasSubstr(key))))
+        << text;
+  }
+  EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ncache_min_free_bytes: 1\n"
+                               "cache_reserve_bytes: 2\n",
+                               "a.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("a.yaml:4"), HasSubstr("cache_reserve_bytes is the older "
+                                                              "name of cache_min_free_bytes"))));
+}
+
 TEST(AgentConfig, TlsCertWithoutKeyIsRefused) {
   EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\ntls:\n  cert: /c.pem\n", "agent.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -16,6 +16,8 @@ the connection open: a mirror that hangs mid-transfer.
 Hostile mirrors (tests/README.md, "Faults with real processes"):
   ?status=500        answers that status (a short text body) to every GET
   ?trickle=N         sends the body N bytes at a time, 100 ms apart
+  ?delay_ms=N        waits N ms before answering (a slow mirror, to see
+                     parallel downloads overlap)
   ?claim_length=N    announces Content-Length: N whatever the file's length;
                      sends min(N, length) bytes of the file, then (with
                      &pad=1 and N > length) N - length bytes of garbage, then
@@ -60,6 +62,8 @@ class RangeHandler(BaseHTTPRequestHandler):
             self.record(404, 0)
             self.send_error(404)
             return
+        if "delay_ms" in query:
+            time.sleep(int(query["delay_ms"][0]) / 1000.0)
         if "status" in query:
             fault = int(query["status"][0])
             body = "mirror fault {}\n".format(fault).encode()
