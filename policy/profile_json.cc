@@ -188,6 +188,25 @@ absl::Status ReadAccelerator(const JsonFieldReader& reader, const std::string& f
   return absl::OkStatus();
 }
 
+// A GPU is read with protobuf's own JSON reader: its fields are the
+// probe's, printed by protobuf, and none is one the seed's files used.
+absl::Status ReadGpu(const JsonFieldReader& reader, const std::string& field, const Value& value,
+                     v1::GpuDevice* gpu) {
+  RETURN_IF_ERROR(reader.ExpectObject(field, value));
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(value, &json).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": cannot be read"));
+  }
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // newer probes keep working with older tools
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, gpu, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": not a GPU: ", std::string(parsed.message())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadStrings(const JsonFieldReader& reader, absl::string_view field,
                          const Value& value, google::protobuf::RepeatedPtrField<std::string>* out) {
   return reader.ForEach(field, value, [&](const std::string& item_field, const Value& item) {
@@ -206,12 +225,17 @@ absl::Status ReadProfileField(const JsonFieldReader& reader, const std::string& 
       {"arch", &P::set_arch},         {"cpu_model", &P::set_cpu_model},
       {"accelerator", &P::set_accelerator}, {"gpu_name", &P::set_gpu_name},
       {"host_os", &P::set_host_os},   {"source", &P::set_source},
+      {"gpu_driver_version", &P::set_gpu_driver_version},
+      {"cuda_driver_version", &P::set_cuda_driver_version},
+      {"l4t_release", &P::set_l4t_release},
+      {"cuda_visible_devices", &P::set_cuda_visible_devices},
+      {"gpu_inventory_source", &P::set_gpu_inventory_source},
   };
   using Uint32Setter = void (P::*)(uint32_t);
   static const std::pair<absl::string_view, Uint32Setter> kUint32s[] = {
       {"n_logical", &P::set_n_logical},       {"n_physical", &P::set_n_physical},
       {"numa_nodes", &P::set_numa_nodes},     {"gpu_sm_count", &P::set_gpu_sm_count},
-      {"thermal_zones", &P::set_thermal_zones},
+      {"thermal_zones", &P::set_thermal_zones}, {"l4t_major", &P::set_l4t_major},
   };
   using Uint64Setter = void (P::*)(uint64_t);
   static const std::pair<absl::string_view, Uint64Setter> kUint64s[] = {
@@ -257,6 +281,17 @@ absl::Status ReadProfileField(const JsonFieldReader& reader, const std::string& 
   if (key == "clusters") {
     return reader.ForEach(key, value, [&](const std::string& item_field, const Value& item) {
       return ReadCluster(reader, item_field, item, profile->add_clusters());
+    });
+  }
+  if (key == "gpus_probed_unix_seconds") {
+    uint64_t seconds = 0;
+    RETURN_IF_ERROR(reader.Read(key, value, &seconds));
+    profile->set_gpus_probed_unix_seconds(static_cast<int64_t>(seconds));
+    return absl::OkStatus();
+  }
+  if (key == "gpus") {
+    return reader.ForEach(key, value, [&](const std::string& item_field, const Value& item) {
+      return ReadGpu(reader, item_field, item, profile->add_gpus());
     });
   }
   if (key == "accelerators") {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/config/agent_config.h"
+#include "agent/fetch/build_cache.h"
 #include "agent/flow/boot_flow.h"
 #include "agent/cli/command_options.h"
 #include "agent/cli/live_device.h"
@@ -117,13 +118,16 @@ int RunBootCommand(int argc, char** argv) {
     return kExitNothingUsable;
   }
 
-  LiveDevice device(root);
+  LiveDevice device(root, config->state_dir);
   // An unusable TLS file is a reason to fall back, not to leave the device
   // without a decision, so the error surfaces as a failed resolve.
   absl::StatusOr<std::unique_ptr<WeightPathClient>> client =
       WeightPathClient::Create(config->server, config->tls);
   BootDependencies dependencies;
   device.Bind(dependencies);
+  const std::unique_ptr<BuildCache> builds =
+      MakeBuildCache(BuildCacheOptionsFor(*config), dependencies.clock);
+  dependencies.builds = builds.get();
   const std::unique_ptr<TrustClient> trust = MakeTrustClient(*config, dependencies.clock);
   dependencies.trust = trust.get();
   // A refusal is reported over the channel the resolve used.

@@ -10,15 +10,17 @@
 
 namespace weightpath::agent {
 
-LiveDevice::LiveDevice(const std::string& root)
-    : random_(std::random_device{}()), filesystem_(probe::MakeRootedFilesystem(root)) {}
+LiveDevice::LiveDevice(const std::string& root, const std::string& state_dir)
+    : random_(std::random_device{}()),
+      filesystem_(probe::MakeRootedFilesystem(root)),
+      state_dir_(state_dir) {}
 
 void LiveDevice::Bind(BootDependencies& dependencies) {
   dependencies.clock = &clock_;
   dependencies.random = &random_;
   dependencies.agent_version = WEIGHTPATH_AGENT_VERSION;
   dependencies.probe = [this]() {
-    return probe::ProbeHardware(probe::LiveProbeEnvironment(*filesystem_));
+    return probe::ProbeHardware(probe::LiveProbeEnvironment(*filesystem_, state_dir_));
   };
 }
 

@@ -16,7 +16,9 @@ namespace weightpath::agent {
 
 class LiveDevice {
  public:
-  explicit LiveDevice(const std::string& root);
+  // `state_dir` keeps the probe's GPU inventory between boots (a probe of
+  // "/" only).
+  LiveDevice(const std::string& root, const std::string& state_dir);
   LiveDevice(const LiveDevice&) = delete;
   LiveDevice& operator=(const LiveDevice&) = delete;
 
@@ -28,6 +30,7 @@ class LiveDevice {
   SystemClock clock_;
   SeededRandomSource random_;
   std::unique_ptr<probe::Filesystem> filesystem_;
+  std::string state_dir_;
 };
 
 }  // namespace weightpath::agent

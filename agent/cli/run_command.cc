@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/config/agent_config.h"
+#include "agent/fetch/build_cache.h"
 #include "agent/flow/boot_flow.h"
 #include "agent/cli/command_options.h"
 #include "agent/decision/decision_record.h"
@@ -78,9 +79,12 @@ int RunRunCommand(int argc, char** argv) {
     return kExitNothingUsable;
   }
 
-  LiveDevice device(root);
+  LiveDevice device(root, config->state_dir);
   RunDependencies dependencies;
   device.Bind(dependencies);
+  const std::unique_ptr<BuildCache> builds =
+      MakeBuildCache(BuildCacheOptionsFor(*config), dependencies.clock);
+  dependencies.builds = builds.get();
   dependencies.resolve = [&client](const v1::ResolveWeightPathRequest& request,
                                    absl::Duration timeout) {
     return (*client)->Resolve(request, timeout);

@@ -52,15 +52,19 @@ ProbeEnvironment TreeProbeEnvironment(const Filesystem& filesystem) {
   return environment;
 }
 
-ProbeEnvironment LiveProbeEnvironment(const Filesystem& filesystem) {
+ProbeEnvironment LiveProbeEnvironment(const Filesystem& filesystem, const std::string& state_dir) {
   ProbeEnvironment environment = TreeProbeEnvironment(filesystem);
-  for (const char* variable : {kProfileFileVariable, kSeedProfileFileVariable}) {
+  for (const char* variable : {kProfileFileVariable, kSeedProfileFileVariable,
+                               kCudaVisibleDevicesVariable, kCudaDeviceOrderVariable}) {
     if (const char* value = std::getenv(variable)) environment.environment_variables[variable] = value;
   }
   if (filesystem.root() != "/") return environment;
   environment.kernel_arch = UnameMachine();
   environment.gpu_libraries.cuda = {"libcuda.so.1"};
   environment.gpu_libraries.nvml = {"libnvidia-ml.so.1"};
+  if (!state_dir.empty()) {
+    environment.gpu_inventory_cache = state_dir + "/" + kGpuInventoryFileName;
+  }
   environment.request_amx_permission = RequestAmxPermissionFromKernel;
   environment.allowed_cpu_count = AllowedCpuCountFromKernel;
   return environment;

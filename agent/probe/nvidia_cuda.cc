@@ -1,10 +1,17 @@
 // CUDA driver API, declared here by hand: only the handful of entry points
 // the probe calls, with the ABI the driver has kept stable since CUDA 3.2.
+#include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "agent/probe/nvidia_gpu.h"
 #include "agent/probe/shared_library.h"
+
+// cuda.h's CUuuid, at global scope under its own name (see nvidia_nvml.cc).
+struct CUuuid_st {
+  char bytes[16];
+};
 
 namespace weightpath::probe {
 namespace {
@@ -12,6 +19,7 @@ namespace {
 using CuResult = int;  // CUresult; 0 is CUDA_SUCCESS
 using CuDevice = int;
 constexpr CuResult kCudaSuccess = 0;
+constexpr CuResult kCudaErrorNoDevice = 100;
 constexpr int kAttributeMultiprocessorCount = 16;
 constexpr int kAttributeIntegrated = 18;
 constexpr int kAttributeCapabilityMajor = 75;
@@ -23,6 +31,9 @@ using CuDeviceGet = CuResult (*)(CuDevice*, int);
 using CuDeviceGetName = CuResult (*)(char*, int, CuDevice);
 using CuDeviceTotalMem = CuResult (*)(size_t*, CuDevice);
 using CuDeviceGetAttribute = CuResult (*)(int*, int, CuDevice);
+using CuDeviceGetUuid = CuResult (*)(CUuuid_st*, CuDevice);
+using CuDeviceGetPciBusId = CuResult (*)(char*, int, CuDevice);
+using CuDriverGetVersion = CuResult (*)(int*);
 
 struct CudaApi {
   CuInit init;
@@ -31,6 +42,10 @@ struct CudaApi {
   CuDeviceGetName get_name;
   CuDeviceTotalMem total_mem;
   CuDeviceGetAttribute get_attribute;
+  // Optional: left unknown when the driver lacks them.
+  CuDeviceGetUuid get_uuid = nullptr;
+  CuDeviceGetPciBusId get_pci_bus_id = nullptr;
+  CuDriverGetVersion get_version = nullptr;
 };
 
 absl::StatusOr<CudaApi> ResolveCudaApi(const SharedLibrary& library) {
@@ -47,13 +62,34 @@ absl::StatusOr<CudaApi> ResolveCudaApi(const SharedLibrary& library) {
     if (!status.ok()) return status;
   }
   api = {*init, *get_count, *get_device, *get_name, *total_mem, *get_attribute};
+  if (auto uuid = library.Function<CuDeviceGetUuid>("cuDeviceGetUuid_v2"); uuid.ok()) {
+    api.get_uuid = *uuid;
+  }
+  if (auto bus = library.Function<CuDeviceGetPciBusId>("cuDeviceGetPCIBusId"); bus.ok()) {
+    api.get_pci_bus_id = *bus;
+  }
+  if (auto version = library.Function<CuDriverGetVersion>("cuDriverGetVersion"); version.ok()) {
+    api.get_version = *version;
+  }
   return api;
+}
+
+// nvidia-smi's spelling: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string UuidText(const CUuuid_st& uuid) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    char hex[3];
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+    text += hex;
+  }
+  return text;
 }
 
 std::optional<NvidiaGpu> DescribeDevice(const CudaApi& api, int ordinal, const std::string& library,
                                         std::vector<std::string>* notes) {
   CuDevice device = 0;
-  char name[256] = {};
+  char name[96] = {};
   size_t memory = 0;
   int major = 0, minor = 0, sm_count = 0, integrated = 0;
   if (api.get_device(&device, ordinal) != kCudaSuccess ||
@@ -62,18 +98,29 @@ std::optional<NvidiaGpu> DescribeDevice(const CudaApi& api, int ordinal, const s
       api.get_attribute(&major, kAttributeCapabilityMajor, device) != kCudaSuccess ||
       api.get_attribute(&minor, kAttributeCapabilityMinor, device) != kCudaSuccess ||
       api.get_attribute(&sm_count, kAttributeMultiprocessorCount, device) != kCudaSuccess ||
-      api.get_attribute(&integrated, kAttributeIntegrated, device) != kCudaSuccess) {
+      api.get_attribute(&integrated, kAttributeIntegrated, device) != kCudaSuccess || major < 0 ||
+      minor < 0 || sm_count < 0) {
     notes->push_back(absl::StrCat(library, ": CUDA device ", ordinal, " could not be described"));
     return std::nullopt;
   }
   NvidiaGpu gpu;
-  gpu.name = name;
+  gpu.index = static_cast<uint32_t>(ordinal);
+  gpu.name = std::string(name, strnlen(name, sizeof(name)));
   gpu.memory_bytes = memory;
   gpu.capability_major = static_cast<uint32_t>(major);
   gpu.capability_minor = static_cast<uint32_t>(minor);
   gpu.sm_count = static_cast<uint32_t>(sm_count);
   gpu.integrated = integrated != 0;
   gpu.library = library;
+  CUuuid_st uuid = {};
+  if (api.get_uuid != nullptr && api.get_uuid(&uuid, device) == kCudaSuccess) {
+    gpu.uuid = UuidText(uuid);
+  }
+  char bus[32] = {};
+  if (api.get_pci_bus_id != nullptr &&
+      api.get_pci_bus_id(bus, sizeof(bus) - 1, device) == kCudaSuccess) {
+    gpu.pci_bus_id = std::string(bus, strnlen(bus, sizeof(bus)));
+  }
   return gpu;
 }
 
@@ -90,18 +137,32 @@ NvidiaQuery QueryWithCuda(const std::vector<std::string>& names) {
       continue;
     }
     if (const CuResult result = api->init(0); result != kCudaSuccess) {
+      query.cuda_saw_no_device = result == kCudaErrorNoDevice;
       query.notes.push_back(
           absl::StrCat(name, ": cuInit failed with CUresult ", result, ", so no CUDA GPU is usable"));
       return query;
+    }
+    query.source = "cuda";
+    query.visibility_applied_by_driver = true;
+    int version = 0;
+    if (api->get_version != nullptr && api->get_version(&version) == kCudaSuccess) {
+      query.cuda_driver_version = CudaVersionText(version);
     }
     int count = 0;
     if (api->get_count(&count) != kCudaSuccess) {
       query.notes.push_back(absl::StrCat(name, ": cuDeviceGetCount failed"));
       return query;
     }
+    if (count > static_cast<int>(kMaxNvidiaGpus)) {
+      query.notes.push_back(absl::StrCat(name, ": CUDA reports ", count, " GPUs; the first ",
+                                         kMaxNvidiaGpus, " are described"));
+      count = static_cast<int>(kMaxNvidiaGpus);
+    }
     for (int ordinal = 0; ordinal < count; ++ordinal) {
       if (auto gpu = DescribeDevice(*api, ordinal, name, &query.notes)) {
         query.gpus.push_back(std::move(*gpu));
+      } else {
+        query.complete = false;
       }
     }
     // The CUDA driver stays loaded once initialised: it registers

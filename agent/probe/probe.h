@@ -31,6 +31,15 @@ struct AmxPermission {
 inline constexpr char kProfileFileVariable[] = "WEIGHTPATH_HW_PROFILE";
 inline constexpr char kSeedProfileFileVariable[] = "VLLM_OMNI_HW_PROFILE";
 
+// The engine's view of the GPUs: which ones it may use and in what order it
+// numbers them. The probe applies them to what NVML lists, as the CUDA
+// driver would for the engine (see README.md, "Which GPUs").
+inline constexpr char kCudaVisibleDevicesVariable[] = "CUDA_VISIBLE_DEVICES";
+inline constexpr char kCudaDeviceOrderVariable[] = "CUDA_DEVICE_ORDER";
+
+// The GPU inventory cache's name in the agent's state_dir.
+inline constexpr char kGpuInventoryFileName[] = "gpu-inventory";
+
 struct ProbeEnvironment {
   // Required. /proc, /sys, /dev and /etc of the probed system.
   const Filesystem* filesystem = nullptr;
@@ -41,6 +50,10 @@ struct ProbeEnvironment {
 
   // NVIDIA driver libraries to dlopen. Empty: not consulted.
   GpuLibraryNames gpu_libraries;
+
+  // Where the last full GPU inventory is kept, with the fingerprint it was
+  // taken under (gpu_inventory.h). Empty: the driver is asked every time.
+  std::string gpu_inventory_cache;
 
   // Asks the kernel for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM).
   // Unset: not asked; the cpuinfo flags are kept and a probe note says they
@@ -54,6 +67,8 @@ struct ProbeEnvironment {
   // WEIGHTPATH_HW_PROFILE / VLLM_OMNI_HW_PROFILE, when set and non-empty:
   // the profile is read from that JSON file (on the real filesystem: it is
   // an operator's path, not part of the probed tree) instead of probed.
+  // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER: the engine's, applied to the
+  // GPUs the driver lists (absent: every GPU visible, fastest first).
   std::map<std::string, std::string> environment_variables;
 };
 
@@ -62,11 +77,14 @@ struct ProbeEnvironment {
 AmxPermission RequestAmxPermissionFromKernel();
 std::optional<uint32_t> AllowedCpuCountFromKernel();
 
-// This machine: root "/" (or `root`), uname, libcuda.so.1/libnvidia-ml.so.1,
+// This machine: root "/" (or `root`), uname, libnvidia-ml.so.1/libcuda.so.1,
 // the AMX request, sched_getaffinity and the process's environment. For a
 // root other than "/" only the environment variables are taken from the
 // live machine; the rest would describe this machine, not the tree.
-ProbeEnvironment LiveProbeEnvironment(const Filesystem& filesystem);
+// `state_dir` (the agent's): where the GPU inventory is cached, for a probe
+// of "/" only; empty: not cached.
+ProbeEnvironment LiveProbeEnvironment(const Filesystem& filesystem,
+                                      const std::string& state_dir = "");
 
 // A captured tree: nothing of this machine is consulted (no uname, driver
 // libraries, AMX request, affinity or environment variables). Tests set the

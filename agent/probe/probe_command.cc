@@ -13,12 +13,14 @@
 namespace weightpath::probe {
 namespace {
 
-constexpr char kUsage[] = "usage: weightpath-agent probe [--root DIR] [-o json|text]";
+constexpr char kUsage[] =
+    "usage: weightpath-agent probe [--root DIR] [--state-dir DIR] [-o json|text]";
 
 constexpr char kWho[] = "weightpath-agent probe";
 
 struct ProbeArguments {
   std::string root = "/";
+  std::string state_dir;
   std::string output = "text";
   bool help = false;
 };
@@ -27,6 +29,7 @@ struct ProbeArguments {
 absl::StatusOr<ProbeArguments> ParseProbeArguments(const std::vector<std::string>& arguments) {
   static const std::vector<FlagSpec> kFlags = {
       {"root", '\0', true, "probe a captured tree instead of /", false},
+      {"state-dir", '\0', true, "keep the GPU inventory there between probes", false},
       {"output", 'o', true, "json or text (default)", false},
   };
   absl::StatusOr<ParsedArguments> parsed = ParseArguments(
@@ -38,6 +41,7 @@ absl::StatusOr<ProbeArguments> ParseProbeArguments(const std::vector<std::string
   result.help = parsed->help();
   result.root = parsed->ValueOr("root", "/");
   if (result.root.empty()) return absl::InvalidArgumentError("--root must not be empty");
+  result.state_dir = parsed->ValueOr("state-dir", "");
   result.output = parsed->ValueOr("output", "text");
   if (result.output != "json" && result.output != "text") {
     return absl::InvalidArgumentError(
@@ -54,7 +58,7 @@ int RunProbeCommand(const std::vector<std::string>& arguments, std::ostream& out
   if (!parsed.ok()) return UsageError(err, kWho, parsed.status().message(), kUsage);
   if (parsed->help) return ShowHelp(out, absl::StrCat(kUsage, "\n"));
   const auto filesystem = MakeRootedFilesystem(parsed->root);
-  const auto profile = ProbeHardware(LiveProbeEnvironment(*filesystem));
+  const auto profile = ProbeHardware(LiveProbeEnvironment(*filesystem, parsed->state_dir));
   if (!profile.ok()) {
     err << "probe: " << profile.status() << "\n";
     return 1;

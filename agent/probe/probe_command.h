@@ -5,6 +5,9 @@
 //   --root DIR   probe a captured tree instead of "/" (default "/"). Only a
 //                probe of "/" consults this machine's GPU driver, AMX
 //                permission and CPU affinity.
+//   --state-dir DIR  keep the GPU inventory in DIR/gpu-inventory and reuse
+//                it while nothing the driver exposes has changed (as boot
+//                does with the config's state_dir); default: not kept.
 //   -o json      the profile as protobuf JSON with the proto field names
 //   -o text      a human summary (default)
 //

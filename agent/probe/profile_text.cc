@@ -58,6 +58,32 @@ std::string ProfileText(const v1::HardwareProfile& profile) {
     if (profile.gpu_sm_count() > 0) absl::StrAppend(&text, ", ", profile.gpu_sm_count(), " SMs");
     absl::StrAppend(&text, "\n");
   }
+  for (const v1::GpuDevice& gpu : profile.gpus()) {
+    absl::StrAppend(&text, "gpu ", gpu.index(), ":          ", gpu.name(), ", ",
+                    GiB(gpu.memory_total_bytes()));
+    if (gpu.has_memory_free_bytes()) {
+      absl::StrAppend(&text, " (", GiB(gpu.memory_free_bytes()), " free)");
+    }
+    if (gpu.capability_size() == 2) {
+      absl::StrAppend(&text, ", capability ", gpu.capability(0), ".", gpu.capability(1));
+    }
+    absl::StrAppend(&text, gpu.pci_bus_id().empty() ? "" : ", ", gpu.pci_bus_id(),
+                    gpu.mig_enabled() ? ", MIG" : "", ", ", gpu.usable() ? "usable" : "not usable",
+                    " (", gpu.reason(), ")\n");
+    for (const v1::MigInstance& instance : gpu.mig_instances()) {
+      absl::StrAppend(&text, "  mig ", instance.profile(), ": ", GiB(instance.memory_total_bytes()),
+                      ", ", instance.sm_count(), " SMs, ", instance.uuid(), ", ",
+                      instance.usable() ? "usable" : "not usable", " (", instance.reason(), ")\n");
+    }
+  }
+  if (!profile.gpu_driver_version().empty() || !profile.cuda_driver_version().empty()) {
+    absl::StrAppend(&text, "nvidia driver:  ", profile.gpu_driver_version(), ", CUDA ",
+                    profile.cuda_driver_version(), ", inventory from ",
+                    profile.gpu_inventory_source(), "\n");
+  }
+  if (!profile.l4t_release().empty()) {
+    absl::StrAppend(&text, "l4t:            R", profile.l4t_release(), "\n");
+  }
   absl::StrAppend(&text, "precision:      bf16 ", profile.supports_bf16() ? "yes" : "no",
                   ", fp16 ", profile.supports_fp16() ? "yes" : "no", "\n");
   absl::StrAppend(&text, "host_os:        ", profile.host_os(), ", ", profile.thermal_zones(),
@@ -97,7 +123,7 @@ absl::StatusOr<std::string> ProfileJson(const v1::HardwareProfile& profile) {
   // Quotes inside string values are escaped (\"), so this only matches the
   // fields themselves.
   static const std::regex kQuotedCount(
-      R"re("(max_khz|ram_total_bytes|ram_available_bytes|gpu_mem_bytes)": "([0-9]+)")re");
+      R"re("(max_khz|ram_total_bytes|ram_available_bytes|gpu_mem_bytes|memory_total_bytes|memory_free_bytes|gpus_probed_unix_seconds)": "([0-9]+)")re");
   return std::regex_replace(json, kQuotedCount, R"re("$1": $2)re");
 }
 

@@ -2,9 +2,11 @@
 // has no PCI identity, so the SoC's own markers are the evidence.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "agent/probe/filesystem.h"
 
 namespace weightpath::probe {
@@ -18,5 +20,13 @@ struct TegraSoc {
 // /proc/device-tree/compatible (NUL-separated strings such as
 // "nvidia,tegra234"). Either one is enough.
 std::optional<TegraSoc> DetectTegra(const Filesystem& filesystem);
+
+// The L4T release in /etc/nv_tegra_release's first line, as jetson-containers
+// reads it: "# R36 (release), REVISION: 4.3, ..." -> {36, "36.4.3"}.
+struct L4tRelease {
+  uint32_t major = 0;
+  std::string text;
+};
+std::optional<L4tRelease> ParseL4tRelease(absl::string_view release_file);
 
 }  // namespace weightpath::probe

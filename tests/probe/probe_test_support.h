@@ -24,6 +24,11 @@ inline std::string HardwareData(const std::string& device) {
   return std::string(WEIGHTPATH_HARDWARE_DATA) + "/" + device;
 }
 
+// A fake NVIDIA library built by tests/probe/CMakeLists.txt ("fake_nvml_h200").
+inline std::string FakeNvidia(const std::string& name) {
+  return std::string(WEIGHTPATH_FAKE_NVIDIA_DIR) + "/" + name + ".so";
+}
+
 // Probes `root` with nothing of this machine consulted, after `customize`
 // has set whatever seams the test needs.
 inline absl::StatusOr<v1::HardwareProfile> ProbeTree(

@@ -1,36 +1,77 @@
-// A stand-in for libcuda.so.1 with one canned GPU, so the probe's dlopen path
-// runs for real on a machine without an NVIDIA GPU. The GPU's figures come
-// from compile definitions set in tests/probe/CMakeLists.txt.
+// A stand-in for libcuda.so.1 describing one of fake_machines.h's machines,
+// so the probe's dlopen path runs for real on a machine without an NVIDIA
+// GPU. FAKE_INIT_DELAY_MS makes cuInit as slow as a real one (about 250 ms
+// on an H200 with persistence mode on); an empty CUDA_VISIBLE_DEVICES makes
+// it fail with CUDA_ERROR_NO_DEVICE, as the real driver does.
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+
+#include "fake_machines.h"
+
+#ifndef FAKE_INIT_DELAY_MS
+#define FAKE_INIT_DELAY_MS 0
+#endif
+
+struct CUuuid_st {
+  char bytes[16];
+};
+
+namespace {
+bool Valid(int device) { return device >= 0 && device < kGpuCount; }
+}  // namespace
 
 extern "C" {
 
-int cuInit(unsigned int) { return 0; }
+int cuInit(unsigned int) {
+  if (FAKE_INIT_DELAY_MS > 0) usleep(FAKE_INIT_DELAY_MS * 1000);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (kGpuCount == 0 || (visible != nullptr && *visible == '\0')) return 100;
+  return 0;
+}
+int cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return 0;
+}
 int cuDeviceGetCount(int* count) {
-  *count = 1;
+  *count = kGpuCount;
   return 0;
 }
 int cuDeviceGet(int* device, int ordinal) {
-  if (ordinal != 0) return 101;  // CUDA_ERROR_INVALID_DEVICE
-  *device = 0;
+  if (!Valid(ordinal)) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  *device = ordinal;
   return 0;
 }
-int cuDeviceGetName(char* name, int length, int) {
-  std::strncpy(name, FAKE_GPU_NAME, static_cast<size_t>(length));
+int cuDeviceGetName(char* name, int length, int device) {
+  if (!Valid(device)) return 101;
+  std::strncpy(name, kGpus[device].name, static_cast<size_t>(length));
   return 0;
 }
-int cuDeviceTotalMem_v2(size_t* bytes, int) {
-  *bytes = FAKE_GPU_MEMORY;
+int cuDeviceTotalMem_v2(size_t* bytes, int device) {
+  if (!Valid(device)) return 101;
+  *bytes = kGpus[device].memory;
   return 0;
 }
-int cuDeviceGetAttribute(int* value, int attribute, int) {
+int cuDeviceGetUuid_v2(CUuuid_st* uuid, int device) {
+  if (!Valid(device)) return 101;
+  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(0x10 * device + i);
+  return 0;
+}
+int cuDeviceGetPCIBusId(char* bus, int length, int device) {
+  if (!Valid(device)) return 101;
+  std::strncpy(bus, kGpus[device].pci_bus_id, static_cast<size_t>(length));
+  return 0;
+}
+int cuDeviceGetAttribute(int* value, int attribute, int device) {
+  if (!Valid(device)) return 101;
   switch (attribute) {
-    case 16: *value = FAKE_SM_COUNT; return 0;   // MULTIPROCESSOR_COUNT
-    case 18: *value = FAKE_INTEGRATED; return 0;  // INTEGRATED
-    case 75: *value = FAKE_CC_MAJOR; return 0;   // COMPUTE_CAPABILITY_MAJOR
-    case 76: *value = FAKE_CC_MINOR; return 0;   // COMPUTE_CAPABILITY_MINOR
-    default: return 1;                           // CUDA_ERROR_INVALID_VALUE
+    case 16: *value = static_cast<int>(kGpus[device].sms); return 0;  // MULTIPROCESSOR_COUNT
+    case 18: *value = kGpus[device].integrated; return 0;            // INTEGRATED
+    case 75: *value = kGpus[device].cc_major; return 0;              // COMPUTE_CAPABILITY_MAJOR
+    case 76: *value = kGpus[device].cc_minor; return 0;              // COMPUTE_CAPABILITY_MINOR
+    default: return 1;                                               // CUDA_ERROR_INVALID_VALUE
   }
 }
 
