@@ -27,6 +27,10 @@ struct EngineDevice {
   std::string reason;
 };
 
+// Servers accept at most 64 accelerators a profile (NPUs and DRM devices
+// come after the GPUs); every GPU and slice is in profile.gpus anyway.
+constexpr size_t kMaxGpuAccelerators = 32;
+
 // bf16 tensor-core support arrived with Ampere (compute capability 8.0).
 bool CapabilityHasBf16(uint32_t major) { return major >= 8; }
 
@@ -208,7 +212,13 @@ void DescribeDiscreteGpus(const std::vector<EngineDevice>& devices, v1::Hardware
     profile->set_supports_bf16(CapabilityHasBf16(largest->capability_major));
     profile->set_supports_fp16(true);  // every CUDA GPU computes in fp16
   }
-  for (const EngineDevice& device : devices) {
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const EngineDevice& device = devices[i];
+    if (i == kMaxGpuAccelerators) {
+      profile->add_probe_notes(absl::StrCat(devices.size() - i,
+                                            " more GPU devices are listed in gpus only"));
+      break;
+    }
     v1::AcceleratorInfo& info = *profile->add_accelerators();
     info.set_kind("gpu");
     info.set_vendor("nvidia");

@@ -113,6 +113,36 @@ absl::StatusOr<policy::HardwareClass> ValidateProfile(const v1::HardwareProfile&
     RETURN_IF_ERROR(CheckLengthAt(info.route(), "profile.accelerators", i, "route"));
     RETURN_IF_ERROR(CheckLengthAt(info.driver(), "profile.accelerators", i, "driver"));
   }
+  RETURN_IF_ERROR(CheckLength(profile.gpu_driver_version(), "profile.gpu_driver_version"));
+  RETURN_IF_ERROR(CheckLength(profile.cuda_driver_version(), "profile.cuda_driver_version"));
+  RETURN_IF_ERROR(CheckLength(profile.l4t_release(), "profile.l4t_release"));
+  RETURN_IF_ERROR(CheckLength(profile.cuda_visible_devices(), "profile.cuda_visible_devices"));
+  RETURN_IF_ERROR(CheckLength(profile.gpu_inventory_source(), "profile.gpu_inventory_source"));
+  RETURN_IF_ERROR(CheckCount(profile.gpus_size(), kMaxGpus, "profile.gpus"));
+  for (int i = 0; i < profile.gpus_size(); ++i) {
+    const v1::GpuDevice& gpu = profile.gpus(i);
+    RETURN_IF_ERROR(CheckLengthAt(gpu.uuid(), "profile.gpus", i, "uuid"));
+    RETURN_IF_ERROR(CheckLengthAt(gpu.name(), "profile.gpus", i, "name"));
+    RETURN_IF_ERROR(CheckLengthAt(gpu.pci_bus_id(), "profile.gpus", i, "pci_bus_id"));
+    RETURN_IF_ERROR(CheckLengthAt(gpu.reason(), "profile.gpus", i, "reason"));
+    RETURN_IF_ERROR(CheckLengthAt(gpu.source(), "profile.gpus", i, "source"));
+    if (gpu.capability_size() > kMaxGpuCapability) {
+      return CheckCount(gpu.capability_size(), kMaxGpuCapability,
+                        absl::StrCat("profile.gpus[", i, "].capability"));
+    }
+    if (gpu.mig_instances_size() > kMaxMigInstancesPerGpu) {
+      return CheckCount(gpu.mig_instances_size(), kMaxMigInstancesPerGpu,
+                        absl::StrCat("profile.gpus[", i, "].mig_instances"));
+    }
+    for (int m = 0; m < gpu.mig_instances_size(); ++m) {
+      const v1::MigInstance& instance = gpu.mig_instances(m);
+      for (const std::string* text : {&instance.uuid(), &instance.profile(), &instance.reason()}) {
+        if (text->size() > kMaxStringBytes) {
+          return CheckLength(*text, absl::StrCat("profile.gpus[", i, "].mig_instances[", m, "]"));
+        }
+      }
+    }
+  }
   RETURN_IF_ERROR(CheckCount(profile.probe_notes_size(), kMaxProbeNotes, "profile.probe_notes"));
   for (int i = 0; i < profile.probe_notes_size(); ++i) {
     RETURN_IF_ERROR(CheckLengthAt(profile.probe_notes(i), "profile.probe_notes", i));

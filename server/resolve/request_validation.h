@@ -21,6 +21,8 @@ inline constexpr int kMaxClusters = 1024;
 inline constexpr int kMaxCpusPerCluster = 4096;
 inline constexpr int kMaxAccelerators = 64;
 inline constexpr int kMaxGpuCapability = 4;
+inline constexpr int kMaxGpus = 64;                // agent/probe/nvidia_gpu.h's bound
+inline constexpr int kMaxMigInstancesPerGpu = 8;
 inline constexpr int kMaxProbeNotes = 64;
 inline constexpr int kMaxLabels = 64;
 

@@ -129,6 +129,23 @@ TEST(ServerRequestValidationTest, EachOversizedFieldIsNamed) {
        },
        "profile.gpu_capability"},
       {[&](auto* r) {
+         for (int i = 0; i < 65; ++i) r->mutable_profile()->add_gpus();
+       },
+       "profile.gpus has 65 entries"},
+      {[&](auto* r) { r->mutable_profile()->add_gpus()->set_name(long_text); },
+       "profile.gpus[0].name"},
+      {[&](auto* r) {
+         auto* gpu = r->mutable_profile()->add_gpus();
+         for (int i = 0; i < 9; ++i) gpu->add_mig_instances();
+       },
+       "profile.gpus[0].mig_instances has 9"},
+      {[&](auto* r) {
+         r->mutable_profile()->add_gpus()->add_mig_instances()->set_profile(long_text);
+       },
+       "profile.gpus[0].mig_instances[0]"},
+      {[&](auto* r) { r->mutable_profile()->set_cuda_visible_devices(long_text); },
+       "profile.cuda_visible_devices"},
+      {[&](auto* r) {
          for (int i = 0; i < 4097; ++i) r->mutable_profile()->add_clusters()->add_cpus(i);
        },
        "profile.clusters has 4097"},
