@@ -27,8 +27,15 @@ extern "C" {
 
 int cuInit(unsigned int) {
   if (FAKE_INIT_DELAY_MS > 0) usleep(FAKE_INIT_DELAY_MS * 1000);
+  // The driver's reading, as far as these one-GPU machines need it: an
+  // empty variable or an index past the GPUs leaves no device.
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (kGpuCount == 0 || (visible != nullptr && *visible == '\0')) return 100;
+  if (visible != nullptr) {
+    char* end = nullptr;
+    const long index = std::strtol(visible, &end, 10);
+    if (end != visible && index >= kGpuCount) return 100;
+  }
   return 0;
 }
 int cuDriverGetVersion(int* version) {
