@@ -87,9 +87,10 @@ std::optional<NvidiaGpu> FromGpuDevice(const v1::GpuDevice& device) {
   return gpu;
 }
 
-// The inventory in `text` if it is a well-formed file for `fingerprint`;
-// otherwise why not.
-absl::StatusOr<NvidiaInventory> ParseCache(absl::string_view text, const std::string& fingerprint) {
+}  // namespace
+
+absl::StatusOr<NvidiaInventory> ParseGpuInventory(absl::string_view text,
+                                                  const std::string& fingerprint) {
   if (!absl::ConsumePrefix(&text, kHeader)) return absl::InvalidArgumentError("not a GPU inventory");
   const size_t newline = text.find('\n');
   size_t length = 0;
@@ -126,6 +127,8 @@ absl::StatusOr<NvidiaInventory> ParseCache(absl::string_view text, const std::st
   }
   return inventory;
 }
+
+namespace {
 
 std::string CacheText(const NvidiaInventory& inventory, const std::string& fingerprint) {
   v1::HardwareProfile stored;
@@ -243,7 +246,7 @@ NvidiaInventory ReadNvidiaInventory(const ProbeEnvironment& environment) {
       absl::StatusOr<std::string> text = agent::ReadLocalFile(
           path, "GPU inventory cache", kMaxGpuInventoryFileBytes, agent::FinalSymlink::kRefuse);
       if (text.ok()) {
-        absl::StatusOr<NvidiaInventory> cached = ParseCache(*text, *fingerprint);
+        absl::StatusOr<NvidiaInventory> cached = ParseGpuInventory(*text, *fingerprint);
         if (cached.ok()) return std::move(*cached);
         if (!absl::IsFailedPrecondition(cached.status())) {
           note = absl::StrCat("GPU inventory cache ", ControlEscaped(path), " ignored (",

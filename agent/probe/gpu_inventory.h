@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "agent/probe/nvidia_gpu.h"
 #include "agent/probe/probe.h"
 #include "weightpath/v1/weightpath.pb.h"
@@ -42,6 +44,12 @@ std::optional<std::string> GpuFingerprint(const ProbeEnvironment& environment);
 // malformed in any way is ignored (a probe note says why, except when
 // missing) and the driver asked.
 NvidiaInventory ReadNvidiaInventory(const ProbeEnvironment& environment);
+
+// The inventory in a cache file's text, if it is a well-formed file written
+// for `fingerprint`: FAILED_PRECONDITION when the fingerprint differs,
+// INVALID_ARGUMENT naming what is malformed or out of bounds otherwise.
+absl::StatusOr<NvidiaInventory> ParseGpuInventory(absl::string_view text,
+                                                  const std::string& fingerprint);
 
 // Conversions between the driver's view and the API's.
 v1::GpuDevice ToGpuDevice(const NvidiaGpu& gpu);

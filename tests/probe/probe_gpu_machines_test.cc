@@ -8,6 +8,9 @@
 #include <string>
 
 #include "agent/probe/probe.h"
+#include "agent/probe/profile_text.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "policy/profile_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/hardware_class.h"
@@ -176,6 +179,20 @@ TEST(ProbeMachineA100Mig, EachSliceIsADeviceOfItsOwnSize) {
   }
   EXPECT_EQ(gpu.mig_instances(1).memory_free_bytes(), 30000000000u);
   EXPECT_THAT(profile->accelerators(), SizeIs(2));
+}
+
+TEST(ProbeMachineA100Mig, ProfileJsonCarriesEveryGpuAndSliceBack) {
+  // `probe -o json` written to WEIGHTPATH_HW_PROFILE (or weightpathctl's
+  // --profile) must give the same GPUs back.
+  auto profile = ProbeWith("fake_nvml_a100_mig", "MIG-c0ffee");
+  ASSERT_THAT(profile, IsOk());
+  const auto json = ProfileJson(*profile);
+  ASSERT_THAT(json, IsOk());
+  auto parsed = policy::ParseProfileJson(*json, "probe.json");
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*parsed, *profile))
+      << parsed->DebugString();
+  EXPECT_THAT(*json, HasSubstr("\"memory_total_bytes\": 42144366592"));
 }
 
 TEST(ProbeMachineA100Mig, VisibleDevicesNameASliceNotTheParent) {
