@@ -7,12 +7,16 @@
 
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -29,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "agent/fetch/artifact_fetcher.h"
 #include "agent/fetch/cache_directory.h"
+#include "agent/fetch/sha256_file.h"
 #include "common/clock.h"
 #include "tests/agent/artifact_files.h"
 #include "tests/agent/model_build.h"
@@ -487,6 +492,89 @@ TEST_F(AgentBuildCache, OutOfSpaceMidDownloadLeavesNoBuildDirectory) {
   ASSERT_THAT(contents, IsOk());
   EXPECT_THAT(contents->staging, IsEmpty());
   EXPECT_THAT(contents->builds, IsEmpty());
+}
+
+// Not a test: the figures of agent/README.md ("The build cache"). Run with
+//   [WEIGHTPATH_BENCH_SHARD_MIB=64] agent_build_cache_tests
+//     --gtest_also_run_disabled_tests --gtest_filter='*StageBenchmark'
+// A build of 4 safetensors shards from the local mirror, staged with 4
+// parallel downloads, against `curl` fetching the same files in parallel
+// then `openssl dgst -sha256` over them, rounds alternating which goes
+// first; the Stage's peak RSS (VmHWM, reset before it) and CPU seconds.
+TEST_F(AgentBuildCache, DISABLED_StageBenchmark) {
+  const char* mib_text = std::getenv("WEIGHTPATH_BENCH_SHARD_MIB");
+  const size_t shard_mib = mib_text != nullptr ? std::strtoul(mib_text, nullptr, 10) : 64;
+  Files small = {{"config.json", "{}"}};
+  v1::Artifact build = Build("bench", small);
+  std::string curl_args, files_list;
+  for (int shard = 0; shard < 4; ++shard) {
+    const std::string path = absl::StrCat("model-0000", shard + 1, "-of-00004.safetensors");
+    const std::string local = served_.Sub("bench/" + path);
+    {
+      // Streamed to disk, 1 MiB at a time: the test's own memory stays small.
+      std::ofstream out(local, std::ios::binary);
+      const std::string header = Safetensors(0, 0);
+      out << header;
+      for (size_t mib = 0; mib < shard_mib; ++mib) {
+        out << ArtifactBytes(1 << 20, static_cast<uint32_t>(shard * 100000 + mib));
+      }
+    }
+    v1::BuildFile* file = build.add_files();
+    file->set_path(path);
+    file->set_sha256(Sha256OfFile(local).value());
+    file->set_size_bytes(fs::file_size(local));
+    file->set_uri(server_->Url("bench/" + path));
+    absl::StrAppend(&curl_args, " -o ", work_.Sub("curl-" + path), " ", file->uri());
+    absl::StrAppend(&files_list, " ", work_.Sub("curl-" + path));
+  }
+  const trust::BuildManifestDigest digest =
+      trust::DigestBuildManifest(trust::ToBuildManifestFiles(build.files()));
+  build.set_sha256(digest.sha256);
+  build.set_size_bytes(digest.size_bytes);
+  const std::string curl_then_hash = absl::StrCat("curl -s --parallel --parallel-max 4", curl_args,
+                                                  " && openssl dgst -sha256", files_list,
+                                                  " >/dev/null");
+  auto VmKib = [](absl::string_view key) {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (absl::StartsWith(line, key)) return std::strtol(line.c_str() + key.size(), nullptr, 10);
+    }
+    return 0L;
+  };
+  auto seconds = [](absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); };
+  for (int round = 0; round < 2; ++round) {
+    double curl_s = 0, stage_s = 0, stage_cpu = 0;
+    long hwm_kib = 0, rss_before_kib = 0;
+    for (int arm = 0; arm < 2; ++arm) {
+      if ((arm == 0) == (round % 2 == 0)) {
+        const absl::Time start = absl::Now();
+        ASSERT_EQ(std::system(curl_then_hash.c_str()), 0);
+        curl_s = seconds(start);
+        for (absl::string_view name : absl::StrSplit(files_list.substr(1), ' ')) {
+          fs::remove(std::string(name));
+        }
+      } else {
+        fs::remove_all(options_.cache_dir);
+        std::ofstream("/proc/self/clear_refs") << "5";
+        rss_before_kib = VmKib("VmRSS:");
+        struct rusage before, after;
+        ::getrusage(RUSAGE_SELF, &before);
+        const absl::Time start = absl::Now();
+        ASSERT_THAT(Cache()->Stage(build, {}, absl::Minutes(10)), IsOk());
+        stage_s = seconds(start);
+        ::getrusage(RUSAGE_SELF, &after);
+        auto cpu = [](const struct rusage& usage) {
+          return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                 (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+        };
+        stage_cpu = cpu(after) - cpu(before);
+        hwm_kib = VmKib("VmHWM:");
+      }
+    }
+    std::printf("round %d: %zu MiB x4: Stage %.2f s (CPU %.2f s, process peak RSS %ld KiB, %ld before); "
+                "curl --parallel + openssl dgst %.2f s; ratio %.2f\n",
+                round, shard_mib, stage_s, stage_cpu, hwm_kib, rss_before_kib, curl_s, stage_s / curl_s);
+  }
 }
 
 }  // namespace
