@@ -199,6 +199,31 @@ TEST_F(AgentBuildCache, UpgradeWithOneShardChangedDownloadsOnlyThatShard) {
   EXPECT_EQ(contents->builds.size(), 2u);
 }
 
+// Linking a blob into another build's directory (or removing one) moves
+// its ctime; the verified stamp follows the agent's own link changes, so a
+// cached boot does not hash every shared shard again after an upgrade.
+TEST_F(AgentBuildCache, StampsFollowTheLinksSoSharedBlobsAreNotHashedAgain) {
+  const v1::Artifact v1 = Build("v1", ModelFiles(2));
+  const v1::Artifact v2 = Build("v2", ModelFiles(3));
+  auto cache = Cache();
+  ASSERT_THAT(cache->Stage(v1, {}, kTimeLimit), IsOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the ctime window
+  absl::StatusOr<CachedBuild> first = cache->CheckCached(v1);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->files_hashed, 6) << "fresh downloads are hashed and stamped once";
+  absl::StatusOr<CachedBuild> stamped = cache->CheckCached(v1);
+  ASSERT_THAT(stamped, IsOk());
+  EXPECT_EQ(stamped->files_hashed, 0);
+  ASSERT_THAT(cache->Stage(v2, {&v1}, kTimeLimit), IsOk());
+  absl::StatusOr<CachedBuild> after_upgrade = cache->CheckCached(v1);
+  ASSERT_THAT(after_upgrade, IsOk());
+  EXPECT_EQ(after_upgrade->files_hashed, 0) << "the five shared blobs kept their stamps";
+  ASSERT_THAT(cache->Collect({&v1}), IsOk());  // v2's directory goes
+  absl::StatusOr<CachedBuild> after_collect = cache->CheckCached(v1);
+  ASSERT_THAT(after_collect, IsOk());
+  EXPECT_EQ(after_collect->files_hashed, 0);
+}
+
 // Each file's mirror answers after 300 ms: four files in parallel take
 // about 0.3 s, not the 1.2 s of one after the other.
 TEST_F(AgentBuildCache, FilesDownloadInParallel) {
