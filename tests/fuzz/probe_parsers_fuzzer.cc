@@ -1,6 +1,8 @@
 // The probe's pure parsers of kernel text: /proc/cpuinfo, /proc/meminfo,
 // /proc/self/cgroup, cgroup v2 cpu.max and memory.max, cgroup v1
-// cpu.cfs_quota_us + cpu.cfs_period_us, and /proc/version. Each gets the
+// cpu.cfs_quota_us + cpu.cfs_period_us, /proc/version, /etc/nv_tegra_release,
+// CUDA_VISIBLE_DEVICES (against a DGX-like list of GPUs and MIG slices) and
+// the GPU inventory cache file (behind its header, and raw). Each gets the
 // whole input (the quota pair gets its two first lines), so one corpus
 // serves all of them. A container runtime, a kernel module or a captured
 // tree writes these files; none of them may crash the agent or make it
@@ -22,8 +24,11 @@
 #include "agent/probe/cpu_flags.h"
 #include "agent/probe/cpu_model_name.h"
 #include "agent/probe/cpuinfo.h"
+#include "agent/probe/gpu_inventory.h"
+#include "agent/probe/gpu_visibility.h"
 #include "agent/probe/host_os.h"
 #include "agent/probe/meminfo.h"
+#include "agent/probe/tegra.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace weightpath::fuzz {
@@ -93,6 +98,62 @@ void CheckCpuLimit(const absl::StatusOr<std::optional<uint32_t>>& cpus, absl::st
   FUZZ_CHECK(!cpus->has_value() || **cpus >= 1, absl::StrCat(what, " allowed 0 CPUs"));
 }
 
+// Four GPUs, two sharing a UUID prefix, one in MIG mode with two slices.
+const std::vector<probe::NvidiaGpu>& FuzzGpus() {
+  static const std::vector<probe::NvidiaGpu>* gpus = [] {
+    auto* list = new std::vector<probe::NvidiaGpu>(4);
+    const char* uuids[] = {"GPU-0a1b", "GPU-6e7f", "GPU-6f80", "GPU-a100"};
+    for (size_t i = 0; i < list->size(); ++i) {
+      (*list)[i].index = static_cast<uint32_t>(i);
+      (*list)[i].uuid = uuids[i];
+      (*list)[i].capability_major = i == 0 ? 7 : 9;
+    }
+    (*list)[3].mig_enabled = true;
+    (*list)[3].mig_instances.resize(2);
+    (*list)[3].mig_instances[0].uuid = "MIG-c0ff";
+    (*list)[3].mig_instances[1].uuid = "MIG-d00d";
+    (*list)[3].mig_instances[1].gpu_instance_id = 2;
+    return list;
+  }();
+  return *gpus;
+}
+
+void CheckVisibility(absl::string_view text) {
+  for (const char* order : {"PCI_BUS_ID", "FASTEST_FIRST"}) {
+    const probe::GpuVisibility visibility =
+        probe::ResolveCudaVisibleDevices(FuzzGpus(), std::string(text), std::string(order));
+    // Each device at most once, never a whole MIG-enabled GPU, never more
+    // devices than exist, and a refusal shows nothing.
+    FUZZ_CHECK(visibility.visible.size() <= 5, "more visible devices than exist");
+    FUZZ_CHECK(visibility.refused.empty() || visibility.visible.empty(),
+               "a refused list shows devices");
+    for (size_t i = 0; i < visibility.visible.size(); ++i) {
+      const probe::CudaDeviceRef& ref = visibility.visible[i];
+      FUZZ_CHECK(ref.gpu < FuzzGpus().size(), "a device past the list");
+      FUZZ_CHECK(FuzzGpus()[ref.gpu].mig_enabled == ref.mig.has_value(),
+                 "a MIG-enabled GPU as a device, or a slice of a plain GPU");
+      for (size_t j = 0; j < i; ++j) FUZZ_CHECK(!(visibility.visible[j] == ref), "a device twice");
+    }
+    for (const std::string& note : visibility.notes) FUZZ_CHECK(note.size() < 1024, "a huge note");
+  }
+}
+
+void CheckGpuInventory(absl::string_view text) {
+  for (const std::string& candidate :
+       {std::string(text), absl::StrCat("weightpath-gpu-inventory 1\n2\nfp", text)}) {
+    absl::StatusOr<probe::NvidiaInventory> inventory = probe::ParseGpuInventory(candidate, "fp");
+    if (!inventory.ok()) continue;  // refused: the driver is asked instead
+    FUZZ_CHECK(!inventory->query.gpus.empty() &&
+                   inventory->query.gpus.size() <= probe::kMaxNvidiaGpus,
+               "an inventory out of bounds accepted");
+    for (const probe::NvidiaGpu& gpu : inventory->query.gpus) {
+      FUZZ_CHECK(gpu.name.size() <= 256 && gpu.uuid.size() <= 256 &&
+                     gpu.mig_instances.size() <= probe::kMaxMigInstancesPerGpu,
+                 "a GPU out of bounds accepted");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weightpath::fuzz
 
@@ -113,6 +174,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   absl::StatusOr<std::optional<uint64_t>> memory = probe::ParseMemoryLimit(text);
   if (!memory.ok()) FUZZ_CHECK(fuzz::IsCleanRefusal(memory.status()), memory.status().ToString());
+
+  fuzz::CheckVisibility(text);
+  fuzz::CheckGpuInventory(text);
+  if (auto release = probe::ParseL4tRelease(text)) {
+    FUZZ_CHECK(release->text.size() <= 4 + 1 + 16, "an L4T release past its bound");
+  }
 
   for (bool android : {false, true}) {
     const std::string os = probe::HostOsFromKernel(text, android);
