@@ -624,18 +624,25 @@ absl::Status LocalBuildCache::Publish(const v1::Artifact& artifact) {
     if (S_ISDIR(existing.st_mode)) {
       // An incomplete or garbled directory is swapped out in one step (the
       // path never lacks a directory), then removed.
+      log::Warn("build cache: {} was incomplete or not the agent's; replacing it",
+                BuildPath(name));
       if (::renameat2(builds.get(), staging_name.c_str(), builds.get(), name.c_str(),
-                      RENAME_EXCHANGE) != 0) {
-        return abandon(Errno("replace", BuildPath(name)));
+                      RENAME_EXCHANGE) == 0) {
+        (void)RemoveEntryAt(builds.get(), staging_name, staging_label);
+        ::fsync(builds.get());
+        carrier.Carry();
+        return absl::OkStatus();
       }
-      log::Warn("build cache: {} was incomplete or not the agent's; replaced", BuildPath(name));
-      (void)RemoveEntryAt(builds.get(), staging_name, staging_label);
-      ::fsync(builds.get());
-      carrier.Carry();
-      return absl::OkStatus();
+      if (errno != EINVAL && errno != ENOSYS) return abandon(Errno("replace", BuildPath(name)));
+      // A filesystem without RENAME_EXCHANGE: the old one goes first.
+      if (absl::Status removed = RemoveEntryAt(builds.get(), name, BuildPath(name));
+          !removed.ok()) {
+        return abandon(removed);
+      }
+    } else {
+      // A symlink or other node planted there goes as what it is.
+      ::unlinkat(builds.get(), name.c_str(), 0);
     }
-    // A symlink or other node planted there goes as what it is.
-    ::unlinkat(builds.get(), name.c_str(), 0);
   }
   if (::renameat(builds.get(), staging_name.c_str(), builds.get(), name.c_str()) != 0) {
     return abandon(Errno("publish", BuildPath(name)));
