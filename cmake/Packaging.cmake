@@ -7,11 +7,13 @@
 # and runs them.
 include(GNUInstallDirs)
 
-install(TARGETS weightpath-server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT server)
-install(FILES deploy/systemd/weightpath-server.service DESTINATION lib/systemd/system
-        COMPONENT server)
-install(FILES deploy/packaging/server/server.yaml DESTINATION /etc/weightpath COMPONENT server)
-install(FILES README.md DESTINATION share/doc/weightpath-server COMPONENT server)
+if(NOT WEIGHTPATH_AGENT_ONLY)
+  install(TARGETS weightpath-server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT server)
+  install(FILES deploy/systemd/weightpath-server.service DESTINATION lib/systemd/system
+          COMPONENT server)
+  install(FILES deploy/packaging/server/server.yaml DESTINATION /etc/weightpath COMPONENT server)
+  install(FILES README.md DESTINATION share/doc/weightpath-server COMPONENT server)
+endif()
 
 install(TARGETS weightpath-agent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT agent)
 install(FILES deploy/systemd/weightpath-agent.service deploy/systemd/weightpath-agent-run.service
@@ -19,7 +21,9 @@ install(FILES deploy/systemd/weightpath-agent.service deploy/systemd/weightpath-
 install(FILES examples/agent.yaml DESTINATION /etc/weightpath COMPONENT agent)
 install(FILES agent/README.md DESTINATION share/doc/weightpath-agent COMPONENT agent)
 
-install(TARGETS weightpathctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ctl)
+if(NOT WEIGHTPATH_AGENT_ONLY)
+  install(TARGETS weightpathctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ctl)
+endif()
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME weightpath)
@@ -45,4 +49,36 @@ set(CPACK_DEBIAN_CTL_PACKAGE_NAME weightpathctl)
 set(CPACK_COMPONENT_SERVER_DESCRIPTION "weightpath-server: the policy server over gRPC")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION "weightpath-agent: picks, fetches and verifies a device's weight build")
 set(CPACK_COMPONENT_CTL_DESCRIPTION "weightpathctl: the operators' command line")
+# An agent-only tree installs one component, which cpack packages as one
+# monolithic package: give it the agent package's name, summary and
+# conffiles, so it is the same weightpath-agent as the full tree's.
+if(WEIGHTPATH_AGENT_ONLY)
+  set(CPACK_DEB_COMPONENT_INSTALL OFF)
+  set(CPACK_DEBIAN_PACKAGE_NAME ${CPACK_DEBIAN_AGENT_PACKAGE_NAME})
+  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CPACK_COMPONENT_AGENT_DESCRIPTION}")
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA})
+endif()
+# Cross-built (the arm64 agent of scripts/build-arm64): the package is for
+# the target's architecture, and dpkg-shlibdeps names its dependencies from
+# the sysroot's arm64 libraries and the dpkg database scripts/build-arm64
+# keeps of the packages unpacked there (WEIGHTPATH_CROSS_DPKG_ADMINDIR), not
+# from the host's. cpack reads the environment it hands dpkg-shlibdeps from
+# CPACK_PROJECT_CONFIG_FILE at packaging time.
+if(CMAKE_CROSSCOMPILING)
+  set(WEIGHTPATH_CROSS_DEB_ARCH "" CACHE STRING "the Debian architecture cross-built for (arm64)")
+  set(WEIGHTPATH_CROSS_DPKG_ADMINDIR "" CACHE PATH
+      "dpkg database of the sysroot's packages, for dpkg-shlibdeps")
+  if(WEIGHTPATH_CROSS_DEB_ARCH STREQUAL "" OR NOT IS_DIRECTORY "${WEIGHTPATH_CROSS_DPKG_ADMINDIR}")
+    message(FATAL_ERROR "a cross build needs WEIGHTPATH_CROSS_DEB_ARCH and "
+                        "WEIGHTPATH_CROSS_DPKG_ADMINDIR to package (scripts/build-arm64)")
+  endif()
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${WEIGHTPATH_CROSS_DEB_ARCH})
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
+      ${CMAKE_SYSROOT}/lib/${CMAKE_LIBRARY_ARCHITECTURE}
+      ${CMAKE_SYSROOT}/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
+  file(WRITE ${CMAKE_BINARY_DIR}/CPackCrossEnvironment.cmake
+    "set(ENV{DEB_HOST_ARCH} \"${WEIGHTPATH_CROSS_DEB_ARCH}\")\n"
+    "set(ENV{DPKG_ADMINDIR} \"${WEIGHTPATH_CROSS_DPKG_ADMINDIR}\")\n")
+  set(CPACK_PROJECT_CONFIG_FILE ${CMAKE_BINARY_DIR}/CPackCrossEnvironment.cmake)
+endif()
 include(CPack)
