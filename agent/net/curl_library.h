@@ -26,7 +26,12 @@ struct CurlApi {
 inline constexpr char kCurlLibraryName[] = "libcurl.so.4";
 
 // Loads libcurl and runs curl_global_init, once per process; later calls
-// return the same answer. FAILED_PRECONDITION naming the library (and the
+// return the same answer. Callable from several threads: the first call runs
+// the set-up while the others wait (a function-local static), so no curl
+// call runs beside curl_global_init, which libcurl before 7.84 did not make
+// thread-safe. After it, each thread may use its own easy handle
+// (CURLOPT_NOSIGNAL set: no SIGALRM for name resolution); the TLS backend
+// (OpenSSL 3 in Debian 12's libcurl 7.88) needs no locking callbacks. FAILED_PRECONDITION naming the library (and the
 // missing symbol, if that is what failed) when it cannot be loaded.
 absl::StatusOr<const CurlApi*> LoadCurl();
 
