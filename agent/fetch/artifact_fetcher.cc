@@ -182,19 +182,32 @@ struct PartialDownload {
 // bytes with this one's (UNAVAILABLE, tried again later).
 absl::Status OpenPartial(const std::string& path, PartialDownload* partial) {
   partial->path = path;
-  partial->fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!partial->fd.valid()) {
-    return absl::InternalError(
-        absl::StrCat("cannot open ", path, " for writing: ", std::strerror(errno)));
-  }
-  if (::flock(partial->fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+  // `cache list` and eviction look at the lock for an instant: a few short
+  // waits tell that from a download holding it. A file pruned while this
+  // waited (unlinked under its lock) is not the one at the path any more:
+  // it is opened again.
+  for (int tries = 0;; ++tries) {
+    partial->fd.reset(
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!partial->fd.valid()) {
+      return absl::InternalError(
+          absl::StrCat("cannot open ", path, " for writing: ", std::strerror(errno)));
+    }
+    if (::flock(partial->fd.get(), LOCK_EX | LOCK_NB) == 0) {
+      struct stat held, named;
+      if (::fstat(partial->fd.get(), &held) == 0 && ::lstat(path.c_str(), &named) == 0 &&
+          held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+        return absl::OkStatus();
+      }
+    } else if (errno != EWOULDBLOCK) {
+      return absl::InternalError(absl::StrCat("cannot lock ", path, ": ", std::strerror(errno)));
+    }
+    if (tries >= 20) {
       return absl::UnavailableError(
           absl::StrCat(path, " is being written by another download; tried again later"));
     }
-    return absl::InternalError(absl::StrCat("cannot lock ", path, ": ", std::strerror(errno)));
+    ::usleep(10'000);
   }
-  return absl::OkStatus();
 }
 
 uint64_t SizeOf(const PartialDownload& partial) {
