@@ -653,7 +653,8 @@ absl::Status LocalBuildCache::Publish(const v1::Artifact& artifact) {
 }
 
 void LocalBuildCache::MarkUsed(const v1::Artifact& artifact) {
-  if (!HasArtifact(artifact)) return;
+  // Its digests name the files touched: only a well-formed artifact's.
+  if (!HasArtifact(artifact) || !ValidateArtifact(artifact).ok()) return;
   // The blobs' own mtimes are never touched: their stamps record them, and
   // a change would force a full re-hash. Their stamps' and the build
   // directory's mtimes are the record.
