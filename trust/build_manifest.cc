@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/control_characters.h"
+#include "common/status_macros.h"
 #include "trust/crypto.h"
 #include "trust/json.h"
 
@@ -120,7 +121,7 @@ absl::Status ValidateBuildFiles(const std::vector<BuildManifestFile>& files) {
   return absl::OkStatus();
 }
 
-std::string CanonicalBuildManifest(std::vector<BuildManifestFile> files) {
+Json BuildFilesToJson(std::vector<BuildManifestFile> files) {
   std::sort(files.begin(), files.end(), ByPath);
   Json list = Json::MakeArray();
   list.array().reserve(files.size());
@@ -131,8 +132,43 @@ std::string CanonicalBuildManifest(std::vector<BuildManifestFile> files) {
     entry.Set("size_bytes", Json::Int(static_cast<int64_t>(file.size_bytes)));
     list.array().push_back(std::move(entry));
   }
+  return list;
+}
+
+absl::StatusOr<std::vector<BuildManifestFile>> BuildFilesFromJson(const Json& list,
+                                                                  absl::string_view label) {
+  const auto fault = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", what));
+  };
+  if (!list.is_array()) return fault("files must be an array");
+  if (list.array().size() > kMaxBuildFiles) {
+    return fault(absl::StrCat("lists ", list.array().size(), " files; at most ", kMaxBuildFiles));
+  }
+  std::vector<BuildManifestFile> files;
+  files.reserve(list.array().size());
+  for (size_t i = 0; i < list.array().size(); ++i) {
+    const Json& entry = list.array()[i];
+    if (!entry.is_object() || entry.object().size() != 3) {
+      return fault(absl::StrCat("files[", i, "]: must be an object of path, sha256 and size_bytes"));
+    }
+    const Json* path = entry.Find("path");
+    const Json* sha256 = entry.Find("sha256");
+    const Json* size = entry.Find("size_bytes");
+    if (path == nullptr || !path->is_string() || sha256 == nullptr || !sha256->is_string() ||
+        size == nullptr || !size->is_int() || size->int_value() < 0) {
+      return fault(absl::StrCat("files[", i,
+                                "]: path and sha256 must be strings, size_bytes a count"));
+    }
+    files.push_back({path->string_value(), sha256->string_value(),
+                     static_cast<uint64_t>(size->int_value())});
+  }
+  if (absl::Status valid = ValidateBuildFiles(files); !valid.ok()) return fault(valid.message());
+  return files;
+}
+
+std::string CanonicalBuildManifest(std::vector<BuildManifestFile> files) {
   Json manifest = Json::MakeObject();
-  manifest.Set("files", std::move(list));
+  manifest.Set("files", BuildFilesToJson(std::move(files)));
   manifest.Set("format", Json::String(kBuildManifestFormat));
   return CanonicalJson(manifest);
 }
@@ -164,29 +200,8 @@ absl::StatusOr<std::vector<BuildManifestFile>> ParseBuildManifest(absl::string_v
     return fault(absl::StrCat("format must be \"", kBuildManifestFormat, "\""));
   }
   const Json* list = document->Find("files");
-  if (list == nullptr || !list->is_array()) return fault("files must be an array");
-  if (list->array().size() > kMaxBuildFiles) {
-    return fault(absl::StrCat("lists ", list->array().size(), " files; at most ", kMaxBuildFiles));
-  }
-  std::vector<BuildManifestFile> files;
-  files.reserve(list->array().size());
-  for (size_t i = 0; i < list->array().size(); ++i) {
-    const Json& entry = list->array()[i];
-    if (!entry.is_object() || entry.object().size() != 3) {
-      return fault(absl::StrCat("files[", i, "]: must be an object of path, sha256 and size_bytes"));
-    }
-    const Json* path = entry.Find("path");
-    const Json* sha256 = entry.Find("sha256");
-    const Json* size = entry.Find("size_bytes");
-    if (path == nullptr || !path->is_string() || sha256 == nullptr || !sha256->is_string() ||
-        size == nullptr || !size->is_int() || size->int_value() < 0) {
-      return fault(absl::StrCat("files[", i,
-                                "]: path and sha256 must be strings, size_bytes a count"));
-    }
-    files.push_back({path->string_value(), sha256->string_value(),
-                     static_cast<uint64_t>(size->int_value())});
-  }
-  if (absl::Status valid = ValidateBuildFiles(files); !valid.ok()) return fault(valid.message());
+  if (list == nullptr) return fault("files must be an array");
+  ASSIGN_OR_RETURN(std::vector<BuildManifestFile> files, BuildFilesFromJson(*list, label));
   if (CanonicalBuildManifest(files) != bytes) {
     return fault(absl::StrCat("not in canonical form (", kBuildManifestFormat,
                               ": canonical JSON, files sorted by path); it would have two digests"));

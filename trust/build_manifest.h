@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trust/json.h"
 
 namespace weightpath::trust {
 
@@ -68,6 +69,14 @@ absl::Status ValidateBuildFiles(const std::vector<BuildManifestFile>& files);
 // The canonical manifest of `files` (in any order; sorted here). Call
 // ValidateBuildFiles first: this writes whatever it is given.
 std::string CanonicalBuildManifest(std::vector<BuildManifestFile> files);
+
+// The files as the manifest lists them (sorted by path): the array a
+// signed target's custom "files" holds too.
+Json BuildFilesToJson(std::vector<BuildManifestFile> files);
+// That array back, bounded (kMaxBuildFiles, checked before any entry is
+// read) and checked (ValidateBuildFiles); INVALID_ARGUMENT "<label>: ...".
+absl::StatusOr<std::vector<BuildManifestFile>> BuildFilesFromJson(const Json& list,
+                                                                  absl::string_view label);
 
 // The manifest's SHA-256 (lowercase hex) and length: what a directory
 // build's Artifact.sha256 and size_bytes are.

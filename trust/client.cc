@@ -183,6 +183,13 @@ absl::StatusOr<WeightpathTarget> ParseWeightpathTarget(const TargetInfo& target)
     }
     custom.hardware_classes.push_back(value.string_value());
   }
+  // Optional: a single-file build has none. Bounded before any entry is read.
+  if (const Json* files = target.file.custom.Find("files"); files != nullptr) {
+    absl::StatusOr<std::vector<BuildManifestFile>> parsed = BuildFilesFromJson(
+        *files, absl::StrCat("target \"", target.path, "\" (", target.role, ".json): custom"));
+    if (!parsed.ok()) return parsed.status();
+    custom.files = *std::move(parsed);
+  }
   return custom;
 }
 
@@ -194,6 +201,7 @@ Json WeightpathTargetToJson(const WeightpathTarget& custom) {
   Json classes = Json::MakeArray();
   for (const std::string& name : custom.hardware_classes) classes.array().push_back(Json::String(name));
   out.Set("hardware_classes", std::move(classes));
+  if (!custom.files.empty()) out.Set("files", BuildFilesToJson(custom.files));
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trust/build_manifest.h"
 #include "trust/metadata.h"
 #include "trust/trusted_metadata_set.h"
 
@@ -78,11 +79,16 @@ absl::StatusOr<std::vector<TargetInfo>> ListTargets(TrustedMetadataSet& set,
 // The `custom` object of a weightpath artifact:
 //   {"model": "spark-x2.5-1.7b", "weight_path": "w4a8-amx",
 //    "version": "2026.11.1", "hardware_classes": ["x86_cpu"]}
+// and, for a directory build, "files": [{"path", "sha256", "size_bytes"}, ...]
+// (trust/build_manifest.h): the target's length and sha256 are then its
+// manifest's, and the files let a server list the build without fetching
+// the manifest (it checks the digest matches before trusting the list).
 struct WeightpathTarget {
   std::string model;
   std::string weight_path;
   std::string version;
   std::vector<std::string> hardware_classes;
+  std::vector<BuildManifestFile> files = {};  // empty for a single-file build
 };
 // INVALID_ARGUMENT naming the target and the field.
 absl::StatusOr<WeightpathTarget> ParseWeightpathTarget(const TargetInfo& target);

@@ -1,5 +1,7 @@
 #include "server/config/catalog.h"
 
+#include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "server/config/content_hash.h"
+#include "trust/build_manifest.h"
 #include "weightpath/v1/weightpath.pb.h"
 #include "yaml-cpp/yaml.h"
 
@@ -36,32 +39,124 @@ bool HasSupportedScheme(absl::string_view uri) {
   return false;
 }
 
+absl::StatusOr<std::string> ReadUri(const yaml::Reader& reader, const yaml::Entry& entry) {
+  ASSIGN_OR_RETURN(std::string uri, yaml::ReadString(reader, entry));
+  if (!HasSupportedScheme(uri)) {
+    return yaml::Fault(reader, entry,
+                       absl::StrCat("\"", uri, "\" must start with https://, http:// or file://"));
+  }
+  return uri;
+}
+
+absl::StatusOr<std::string> ReadSha256(const yaml::Reader& reader, const yaml::Entry& entry) {
+  ASSIGN_OR_RETURN(std::string sha256, yaml::ReadString(reader, entry));
+  if (!IsLowercaseHexSha256(sha256)) {
+    return yaml::Fault(reader, entry, "must be 64 lowercase hex digits");
+  }
+  return sha256;
+}
+
+// One file of `files:`; its uri is left empty when it gives none.
+absl::StatusOr<CatalogBuildFile> ParseBuildFile(const yaml::Reader& reader,
+                                                const yaml::Entry& file_entry) {
+  ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::Read(reader, file_entry,
+                                                        {"path", "sha256", "size_bytes", "uri"}));
+  CatalogBuildFile file;
+  for (const yaml::Entry& entry : map.entries()) {
+    if (entry.key == "path") {
+      ASSIGN_OR_RETURN(file.path, yaml::ReadString(reader, entry));
+      if (absl::Status valid = trust::CheckBuildFilePath(file.path); !valid.ok()) {
+        return yaml::Fault(reader, entry, absl::StrCat("\"", file.path, "\": ", valid.message()));
+      }
+    } else if (entry.key == "sha256") {
+      ASSIGN_OR_RETURN(file.sha256, ReadSha256(reader, entry));
+    } else if (entry.key == "size_bytes") {
+      // A file of a model directory may be empty; the manifest writes sizes
+      // as signed 64-bit integers.
+      ASSIGN_OR_RETURN(const int64_t size, yaml::ReadInt64(reader, entry, 0,
+                                                           std::numeric_limits<int64_t>::max()));
+      file.size_bytes = static_cast<uint64_t>(size);
+    } else if (entry.key == "uri") {
+      ASSIGN_OR_RETURN(file.uri, ReadUri(reader, entry));
+    }
+  }
+  for (absl::string_view required : {"path", "sha256", "size_bytes"}) {
+    RETURN_IF_ERROR(map.Require(required, "is missing").status());
+  }
+  return file;
+}
+
+// `files:` (and `base_uri`) of a directory build: every file with its uri,
+// sorted by path, and the artifact's digest made the manifest's.
+absl::Status ParseBuildFiles(const yaml::Reader& reader, const yaml::Map& map,
+                             CatalogArtifact* artifact) {
+  const yaml::Entry& files_entry = *map.Find("files");
+  for (absl::string_view single : {"uri", "sha256", "size_bytes", "tokenizer"}) {
+    if (const yaml::Entry* entry = map.Find(single); entry != nullptr) {
+      return reader.FaultAt(entry->key_mark, entry->path,
+                            absl::StrCat("a directory build (`files`) takes no `", single,
+                                         "`: ", single == "tokenizer"
+                                                    ? "the engine reads the tokenizer files of "
+                                                      "the directory"
+                                                    : "each file gives its own, and the build's "
+                                                      "sha256 and size are its manifest's"));
+    }
+  }
+  std::string base_uri;
+  if (const yaml::Entry* entry = map.Find("base_uri"); entry != nullptr) {
+    ASSIGN_OR_RETURN(base_uri, ReadUri(reader, *entry));
+  }
+  if (!files_entry.value.IsSequence() || files_entry.value.size() == 0) {
+    return yaml::Fault(reader, files_entry, "must list at least one file");
+  }
+  // Counted before any item is read: a hostile list costs nothing more.
+  if (files_entry.value.size() > trust::kMaxBuildFiles) {
+    return yaml::Fault(reader, files_entry,
+                       absl::StrCat("lists ", files_entry.value.size(), " files; at most ",
+                                    trust::kMaxBuildFiles, " are accepted"));
+  }
+  ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items,
+                   yaml::ReadList(reader, files_entry, "a list of files"));
+  std::vector<CatalogBuildFile> files;
+  files.reserve(items.size());
+  for (const yaml::Entry& item : items) {
+    ASSIGN_OR_RETURN(CatalogBuildFile file, ParseBuildFile(reader, item));
+    if (file.uri.empty()) {
+      if (base_uri.empty()) {
+        return yaml::Fault(reader, item, "has no uri, and the build gives no base_uri to join "
+                                         "its path to");
+      }
+      file.uri = JoinUrl(base_uri, file.path);
+    }
+    files.push_back(std::move(file));
+  }
+  std::vector<trust::BuildManifestFile> manifest;
+  manifest.reserve(files.size());
+  for (const CatalogBuildFile& file : files) {
+    manifest.push_back({file.path, file.sha256, file.size_bytes});
+  }
+  // Duplicates, case clashes, a file under another: the list as a whole.
+  if (absl::Status valid = trust::ValidateBuildFiles(manifest); !valid.ok()) {
+    return yaml::Fault(reader, files_entry, valid.message());
+  }
+  std::sort(files.begin(), files.end(),
+            [](const CatalogBuildFile& a, const CatalogBuildFile& b) { return a.path < b.path; });
+  const trust::BuildManifestDigest digest = trust::DigestBuildManifest(manifest);
+  artifact->sha256 = digest.sha256;
+  artifact->size_bytes = digest.size_bytes;
+  artifact->files = std::move(files);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CatalogArtifact> ParseArtifact(const yaml::Reader& reader,
                                               const yaml::Entry& artifact_entry) {
   ASSIGN_OR_RETURN(const yaml::Map map,
                    yaml::Map::Read(reader, artifact_entry,
-                                   {"uri", "sha256", "size_bytes", "version", "target_path"}));
+                                   {"uri", "sha256", "size_bytes", "version", "target_path",
+                                    "tokenizer", "files", "base_uri"}));
   CatalogArtifact artifact;
   for (const yaml::Entry& entry : map.entries()) {
-    if (entry.key == "uri") {
-      ASSIGN_OR_RETURN(artifact.uri, yaml::ReadString(reader, entry));
-      if (!HasSupportedScheme(artifact.uri)) {
-        return yaml::Fault(reader, entry,
-                           absl::StrCat("\"", artifact.uri,
-                                        "\" must start with https://, http:// or file://"));
-      }
-    } else if (entry.key == "sha256") {
-      ASSIGN_OR_RETURN(artifact.sha256, yaml::ReadString(reader, entry));
-      if (!IsLowercaseHexSha256(artifact.sha256)) {
-        return yaml::Fault(reader, entry, "must be 64 lowercase hex digits");
-      }
-    } else if (entry.key == "size_bytes") {
-      ASSIGN_OR_RETURN(const std::string text, yaml::ReadString(reader, entry));
-      if (!absl::SimpleAtoi(text, &artifact.size_bytes) || artifact.size_bytes == 0) {
-        return yaml::Fault(reader, entry,
-                           absl::StrCat("\"", text, "\" must be a positive whole number of bytes"));
-      }
-    } else if (entry.key == "version") {
+    if (entry.key == "version") {
       ASSIGN_OR_RETURN(artifact.version, yaml::ReadString(reader, entry));
     } else if (entry.key == "target_path") {
       ASSIGN_OR_RETURN(artifact.target_path, yaml::ReadString(reader, entry));
@@ -71,8 +166,31 @@ absl::StatusOr<CatalogArtifact> ParseArtifact(const yaml::Reader& reader,
       }
     }
   }
+  if (map.Find("files") != nullptr) {
+    RETURN_IF_ERROR(ParseBuildFiles(reader, map, &artifact));
+    return artifact;
+  }
+  for (const yaml::Entry& entry : map.entries()) {
+    if (entry.key == "uri") {
+      ASSIGN_OR_RETURN(artifact.uri, ReadUri(reader, entry));
+    } else if (entry.key == "sha256") {
+      ASSIGN_OR_RETURN(artifact.sha256, ReadSha256(reader, entry));
+    } else if (entry.key == "size_bytes") {
+      ASSIGN_OR_RETURN(const std::string text, yaml::ReadString(reader, entry));
+      if (!absl::SimpleAtoi(text, &artifact.size_bytes) || artifact.size_bytes == 0) {
+        return yaml::Fault(reader, entry,
+                           absl::StrCat("\"", text, "\" must be a positive whole number of bytes"));
+      }
+    } else if (entry.key == "tokenizer") {
+      ASSIGN_OR_RETURN(artifact.tokenizer, yaml::ReadNonEmptyString(reader, entry));
+    } else if (entry.key == "base_uri") {
+      return reader.FaultAt(entry.key_mark, entry.path,
+                            "only a directory build (`files`) takes a base_uri");
+    }
+  }
   for (absl::string_view required : {"uri", "sha256", "size_bytes"}) {
-    RETURN_IF_ERROR(map.Require(required, "is missing").status());
+    RETURN_IF_ERROR(map.Require(required, "is missing (or give `files` for a directory build)")
+                        .status());
   }
   return artifact;
 }
@@ -134,6 +252,25 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const yaml::Reader& 
 
 }  // namespace
 
+std::string UrlPath(absl::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (unsigned char c : path) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~' || c == '/') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+std::string JoinUrl(absl::string_view base_url, absl::string_view path) {
+  while (!base_url.empty() && base_url.back() == '/') base_url.remove_suffix(1);
+  return absl::StrCat(base_url, "/", UrlPath(path));
+}
+
 void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out) {
   out->set_uri(artifact.uri);
   out->set_sha256(artifact.sha256);
@@ -141,6 +278,14 @@ void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out) {
   out->set_version(artifact.version);
   out->set_target_path(artifact.target_path);
   out->set_signed_target(artifact.signed_target);
+  out->set_tokenizer(artifact.tokenizer);
+  for (const CatalogBuildFile& file : artifact.files) {
+    v1::BuildFile* built = out->add_files();
+    built->set_path(file.path);
+    built->set_sha256(file.sha256);
+    built->set_size_bytes(file.size_bytes);
+    built->set_uri(file.uri);
+  }
 }
 
 absl::Status CheckTargetPath(absl::string_view path) {

@@ -1,12 +1,26 @@
-// The artifact catalog: for every model, the weight file each path name is
-// built into. Loaded from YAML and checked against the policy it will serve
-// with, so a reachable path can never lack an artifact.
+// The artifact catalog: for every model, the build each path name is built
+// into. Loaded from YAML and checked against the policy it will serve with,
+// so a reachable path can never lack an artifact.
 //
 //   default_model: Spark-X2.5-1.7B
 //   models:
 //     Spark-X2.5-1.7B:
 //       w4a8-amx: {uri: https://..., sha256: <64 hex>, size_bytes: 123, version: "1",
-//                  target_path: models/spark-x2.5-1.7b/w4a8-amx.bin}   # optional
+//                  target_path: models/spark-x2.5-1.7b/w4a8-amx.bin,   # optional
+//                  tokenizer: Spark/Spark-X2.5-1.7B}                   # optional (GGUF)
+//       w4a16-gptq:                                                    # a directory build
+//         version: "2"
+//         base_uri: https://mirror.example/spark/w4a16-gptq            # optional
+//         files:
+//           - {path: config.json, sha256: <64 hex>, size_bytes: 812}   # base_uri/config.json
+//           - {path: model-00001-of-00002.safetensors, sha256: <64 hex>, size_bytes: 2147483648,
+//              uri: https://other.example/shard1}                      # its own uri
+//
+// A directory build gives `files` instead of uri/sha256/size_bytes (never
+// both): every file of the model directory the engine loads, each fetched
+// from its `uri` or from base_uri joined with its percent-encoded path. Its
+// sha256 and size_bytes are those of the build's canonical manifest
+// (trust/build_manifest.h), what TUF signs and a device checks.
 //
 // `target_path` is the artifact's path among the targets of a TUF image
 // repository, the name a device with its own trust root looks up; a plain
@@ -21,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -39,8 +54,18 @@ namespace weightpath::server {
 inline constexpr size_t kMaxCatalogBytes = 16 * 1024 * 1024;
 inline constexpr size_t kMaxCatalogNodes = 200000;
 
+// One file of a directory build, with where it is fetched from.
+struct CatalogBuildFile {
+  std::string path;    // trust::CheckBuildFilePath
+  std::string sha256;  // 64 lowercase hex digits
+  uint64_t size_bytes = 0;
+  std::string uri;     // https://, http:// or file://
+};
+
 struct CatalogArtifact {
-  std::string uri;      // https://, http:// or file://
+  std::string uri;      // https://, http:// or file://; empty for a directory build
+  // The file's, or for a directory build its manifest's
+  // (trust::DigestBuildManifest of `files`).
   std::string sha256;   // 64 lowercase hex digits
   uint64_t size_bytes = 0;
   std::string version;  // free-form, may be empty
@@ -50,7 +75,20 @@ struct CatalogArtifact {
   // Taken from targets metadata the server verified against its trusted
   // root; always false for a plain YAML catalog.
   bool signed_target = false;
+  // A directory build: every file, sorted by path; empty for one file.
+  std::vector<CatalogBuildFile> files;
+  // A single-file build only: the engine's --tokenizer; empty: none.
+  std::string tokenizer;
+
+  bool directory_build() const { return !files.empty(); }
 };
+
+// A path in a URL: unreserved characters and '/' as they are, the rest
+// percent-encoded, so a mirror is asked for exactly the named file.
+std::string UrlPath(absl::string_view path);
+// `base_url` (trailing '/' dropped) + "/" + UrlPath(path): where a signed
+// target, or a file of a directory build under a base URI, is fetched from.
+std::string JoinUrl(absl::string_view base_url, absl::string_view path);
 
 // The catalog -> response mapping: what a decision's Artifact carries.
 void FillArtifact(const CatalogArtifact& artifact, v1::Artifact* out);

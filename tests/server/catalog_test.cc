@@ -11,6 +11,7 @@
 #include "policy/policy.h"
 #include "server/config/demo_catalog.h"
 #include "tests/testing/status_matchers.h"
+#include "trust/build_manifest.h"
 #include "weightpath/v1/weightpath.pb.h"
 
 namespace weightpath::server {
@@ -144,6 +145,153 @@ TEST(ServerCatalogTest, ATargetPathOutsideTheMirrorIsRefused) {
                          ::testing::AllOf(HasSubstr("models.Spark-X2.5-1.7B.bf16.target_path"),
                                           HasSubstr(reason))));
   }
+}
+
+// The bf16 entry of the demo catalog replaced by `entry` (indented for its
+// place, six spaces), the rest as it is.
+std::string WithBf16(const std::string& entry) {
+  std::string text = DemoText();
+  const size_t at = text.find("    bf16:\n");
+  const size_t end = text.find("    export-qnn-w8a16:");
+  text.replace(at, end - at, absl::StrCat("    bf16:\n", entry));
+  return text;
+}
+
+constexpr char kShaA[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+constexpr char kShaB[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+std::string DirectoryBuild(const std::string& extra = "") {
+  return absl::StrCat("      version: \"dir-1\"\n"
+                      "      base_uri: https://mirror.example/spark/bf16/\n",
+                      extra,
+                      "      files:\n"
+                      "        - {path: model-00001-of-00002.safetensors, sha256: ", kShaB,
+                      ", size_bytes: 4096}\n"
+                      "        - {path: config.json, sha256: ", kShaA, ", size_bytes: 0}\n"
+                      "        - {path: \"tokenizer dir/t+k.json\", sha256: ", kShaA,
+                      ", size_bytes: 12, uri: \"file:///srv/tok.json\"}\n");
+}
+
+TEST(ServerCatalogTest, ADirectoryBuildListsItsFilesAndIsItsManifest) {
+  absl::StatusOr<std::shared_ptr<const Catalog>> catalog = Load(WithBf16(DirectoryBuild()));
+  ASSERT_THAT(catalog, IsOk());
+  const CatalogArtifact& artifact = (*catalog)->FindModel("Spark-X2.5-1.7B")->at("bf16");
+  ASSERT_TRUE(artifact.directory_build());
+  EXPECT_EQ(artifact.uri, "");
+  ASSERT_EQ(artifact.files.size(), 3u);
+  // Sorted by path; base_uri joined with the percent-encoded path, a file's
+  // own uri kept.
+  EXPECT_EQ(artifact.files[0].path, "config.json");
+  EXPECT_EQ(artifact.files[0].uri, "https://mirror.example/spark/bf16/config.json");
+  EXPECT_EQ(artifact.files[1].path, "model-00001-of-00002.safetensors");
+  EXPECT_EQ(artifact.files[2].uri, "file:///srv/tok.json");
+  const trust::BuildManifestDigest manifest = trust::DigestBuildManifest(
+      {{"config.json", kShaA, 0},
+       {"model-00001-of-00002.safetensors", kShaB, 4096},
+       {"tokenizer dir/t+k.json", kShaA, 12}});
+  EXPECT_EQ(artifact.sha256, manifest.sha256);
+  EXPECT_EQ(artifact.size_bytes, manifest.size_bytes);
+
+  v1::Artifact out;
+  FillArtifact(artifact, &out);
+  EXPECT_EQ(out.uri(), "");
+  EXPECT_EQ(out.sha256(), manifest.sha256);
+  EXPECT_EQ(out.size_bytes(), manifest.size_bytes);
+  EXPECT_EQ(out.version(), "dir-1");
+  ASSERT_EQ(out.files_size(), 3);
+  EXPECT_EQ(out.files(1).sha256(), kShaB);
+  EXPECT_EQ(out.files(1).size_bytes(), 4096u);
+  EXPECT_EQ(out.files(1).uri(),
+            "https://mirror.example/spark/bf16/model-00001-of-00002.safetensors");
+  EXPECT_EQ(out.files(0).uri(), "https://mirror.example/spark/bf16/config.json");
+  EXPECT_EQ(JoinUrl("https://m.example/a/", "tokenizer dir/t+k.json"),
+            "https://m.example/a/tokenizer%20dir/t%2bk.json");
+  // The same build answered from the catalog and from a device's own list
+  // has one digest.
+  EXPECT_EQ(trust::DigestBuildManifest(trust::ToBuildManifestFiles(out.files())).sha256,
+            out.sha256());
+}
+
+TEST(ServerCatalogTest, ASingleFileBuildMayNameItsTokenizer) {
+  absl::StatusOr<std::shared_ptr<const Catalog>> catalog =
+      Load(WithBf16(absl::StrCat("      uri: https://m.example/spark.gguf\n      sha256: ", kShaA,
+                                 "\n      size_bytes: 10\n      tokenizer: Spark/Spark-X2.5-1.7B\n")));
+  ASSERT_THAT(catalog, IsOk());
+  v1::Artifact out;
+  FillArtifact((*catalog)->FindModel("Spark-X2.5-1.7B")->at("bf16"), &out);
+  EXPECT_EQ(out.tokenizer(), "Spark/Spark-X2.5-1.7B");
+  EXPECT_EQ(out.files_size(), 0);
+  EXPECT_EQ(out.uri(), "https://m.example/spark.gguf");
+}
+
+TEST(ServerCatalogTest, EachDirectoryBuildFaultIsRefusedNamingLineAndField) {
+  const std::string file = absl::StrCat("sha256: ", kShaA, ", size_bytes: 1");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {WithBf16(DirectoryBuild(absl::StrCat("      sha256: ", kShaA, "\n"))),
+       "catalog.yaml:11:7: models.Spark-X2.5-1.7B.bf16.sha256: a directory build (`files`) takes "
+       "no `sha256`"},
+      {WithBf16(DirectoryBuild("      uri: https://m.example/x\n")),
+       "models.Spark-X2.5-1.7B.bf16.uri: a directory build"},
+      {WithBf16(DirectoryBuild("      tokenizer: Spark/x\n")),
+       "models.Spark-X2.5-1.7B.bf16.tokenizer: a directory build"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      uri: https://m.example/x\n"
+                             "      sha256: ", kShaA, "\n      size_bytes: 1\n")),
+       "models.Spark-X2.5-1.7B.bf16.base_uri: only a directory build"},
+      {WithBf16(absl::StrCat("      files:\n        - {path: config.json, ", file, "}\n")),
+       "catalog.yaml:10:11: models.Spark-X2.5-1.7B.bf16.files[0]: has no uri, and the build gives "
+       "no base_uri"},
+      {WithBf16("      base_uri: ftp://m.example/\n      files: []\n"),
+       "models.Spark-X2.5-1.7B.bf16.base_uri: \"ftp://m.example/\" must start with"},
+      {WithBf16("      base_uri: https://m.example/\n      files: []\n"),
+       "models.Spark-X2.5-1.7B.bf16.files: must list at least one file"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: ../../etc/passwd, ", file, "}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files[0].path: \"../../etc/passwd\": "},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: \"a\\nb\", ", file, "}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files[0].path: \"a\\x0ab\""},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: /etc/passwd, ", file, "}\n")),
+       "files[0].path"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: Config.json, ", file, "}\n"
+                             "        - {path: config.json, ", file, "}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files: files \"Config.json\" and \"config.json\": differ "
+       "only in case"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: a, ", file, "}\n"
+                             "        - {path: a/b, ", file, "}\n")),
+       "lies under \"a\""},
+      {WithBf16("      base_uri: https://m.example/\n      files:\n"
+                "        - {path: a, sha256: ABC, size_bytes: 1}\n"),
+       "models.Spark-X2.5-1.7B.bf16.files[0].sha256: must be 64 lowercase hex digits"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: a, sha256: ", kShaA, ", size_bytes: -1}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files[0].size_bytes"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: a, sha256: ", kShaA, "}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files[0].size_bytes: is missing"},
+      {WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n"
+                             "        - {path: a, mirror: x, ", file, "}\n")),
+       "models.Spark-X2.5-1.7B.bf16.files[0].mirror: unknown key"},
+      {WithBf16("      base_uri: https://m.example/\n      files: {path: a}\n"),
+       "models.Spark-X2.5-1.7B.bf16.files: must list at least one file"},
+  };
+  for (const auto& [text, message] : cases) {
+    SCOPED_TRACE(message);
+    EXPECT_THAT(Load(text), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+  }
+}
+
+TEST(ServerCatalogTest, ADirectoryBuildOfMoreThanTheMostFilesIsRefusedBeforeReadingThem) {
+  std::string files;
+  for (size_t i = 0; i <= trust::kMaxBuildFiles; ++i) {
+    absl::StrAppend(&files, "        - {path: f", i, ", sha256: ", kShaA, ", size_bytes: 1}\n");
+  }
+  EXPECT_THAT(Load(WithBf16(absl::StrCat("      base_uri: https://m.example/\n      files:\n", files))),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("models.Spark-X2.5-1.7B.bf16.files: lists 4097 files; at most "
+                                 "4096")));
 }
 
 TEST(ServerCatalogTest, CheckTargetPathAcceptsWhatReposAddTargetAccepts) {

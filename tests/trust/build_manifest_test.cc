@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "trust/client.h"
 #include "trust/crypto.h"
 
 namespace weightpath::trust {
@@ -124,6 +125,64 @@ TEST(TrustBuildManifestTest, ParsingRefusesWhatIsNotOneCanonicalManifest) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown member")));
   EXPECT_THAT(ParseBuildManifest(std::string(kMaxBuildManifestBytes + 1, ' '), "m.json"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most")));
+}
+
+}  // namespace
+}  // namespace weightpath::trust
+
+namespace weightpath::trust {
+namespace {
+
+TargetInfo Target(Json custom) {
+  TargetInfo target;
+  target.path = "models/spark/w4a16/1";
+  target.role = "targets";
+  target.file.length = 10;
+  target.file.custom = std::move(custom);
+  return target;
+}
+
+TEST(TrustWeightpathTargetTest, FilesAreOptionalAndRoundTrip) {
+  WeightpathTarget single{"spark", "w4a16", "1", {"x86_cpu"}};
+  absl::StatusOr<WeightpathTarget> parsed = ParseWeightpathTarget(Target(WeightpathTargetToJson(single)));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_TRUE(parsed->files.empty());
+  EXPECT_EQ(WeightpathTargetToJson(single).Find("files"), nullptr);
+
+  WeightpathTarget build = single;
+  build.files = {{"model.safetensors", std::string(64, 'b'), 4096},
+                 {"config.json", std::string(64, 'a'), 0}};
+  parsed = ParseWeightpathTarget(Target(WeightpathTargetToJson(build)));
+  ASSERT_THAT(parsed, IsOk());
+  ASSERT_EQ(parsed->files.size(), 2u);
+  EXPECT_EQ(parsed->files[0].path, "config.json");  // as the manifest lists them: sorted
+  EXPECT_EQ(DigestBuildManifest(parsed->files).sha256, DigestBuildManifest(build.files).sha256);
+}
+
+TEST(TrustWeightpathTargetTest, AHostileFileListIsRefusedNamingTheTarget) {
+  const auto with_files = [](Json files) {
+    Json custom = WeightpathTargetToJson({"spark", "w4a16", "1", {"x86_cpu"}});
+    custom.Set("files", std::move(files));
+    return Target(std::move(custom));
+  };
+  const auto file = [](const std::string& path) {
+    Json entry = Json::MakeObject();
+    entry.Set("path", Json::String(path));
+    entry.Set("sha256", Json::String(std::string(64, 'a')));
+    entry.Set("size_bytes", Json::Int(1));
+    return entry;
+  };
+  EXPECT_THAT(ParseWeightpathTarget(with_files(Json::String("x"))),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("target \"models/spark/w4a16/1\" (targets.json): custom: files "
+                                 "must be an array")));
+  EXPECT_THAT(ParseWeightpathTarget(with_files(Json::MakeArray({file("../etc/passwd")}))),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"../etc/passwd\"")));
+  EXPECT_THAT(ParseWeightpathTarget(with_files(Json::MakeArray({file("a"), file("A")}))),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("differ only in case")));
+  Json::Array many(kMaxBuildFiles + 1, Json::Int(0));  // refused before any entry is read
+  EXPECT_THAT(ParseWeightpathTarget(with_files(Json::MakeArray(std::move(many)))),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lists 4097 files")));
 }
 
 }  // namespace
