@@ -7,9 +7,13 @@
 // directory is opened with O_NOFOLLOW relative to its parent's descriptor,
 // and only names of the agent's own forms are touched (`<sha256>`,
 // `<sha256>.verified`, `<sha256>.partial`, `builds/<sha256>`,
-// `builds/.staging-<sha256>-<suffix>`). A symlink, FIFO or device under such
-// a name is removed as the link or node it is, never followed or opened for
-// reading; anything else is left alone and listed as ignored.
+// `builds/.staging-<sha256>-<suffix>`). A symlink, FIFO or device is never
+// followed or opened for reading: at a partial file's, a staging
+// directory's or a build directory's name (or as `builds/` itself) it is
+// removed as the link or node it is when that entry is pruned or replaced;
+// at a blob's name it is listed as ignored (a build needing that blob finds
+// it unusable and replaces it). Names of no form of the agent's are left
+// alone and listed as ignored.
 #pragma once
 
 #include <cstdint>
