@@ -29,7 +29,23 @@ absl::Status TooMany(absl::string_view where, absl::string_view what, size_t lim
       "; the policy is too complex to evaluate"));
 }
 
+constexpr std::pair<uint64_t, uint64_t> kAnyValue = {0, UINT64_MAX};
+
 }  // namespace
+
+uint64_t GpuFactValue(const GpuFacts& facts, GpuFact fact) {
+  switch (fact) {
+    case GpuFact::kCount:
+      return facts.count;
+    case GpuFact::kCapability:
+      return facts.capability_tenths;
+    case GpuFact::kMemory:
+      return facts.memory_total_bytes;
+    case GpuFact::kL4tMajor:
+      return facts.l4t_major;
+  }
+  return 0;
+}
 
 absl::string_view RuleConditionField(RuleCondition condition) {
   switch (condition) {
@@ -51,6 +67,16 @@ absl::string_view RuleConditionField(RuleCondition condition) {
       return "cpu_flags_none";
     case RuleCondition::kLabels:
       return "labels";
+    case RuleCondition::kGpuCount:
+      return "gpu_count";
+    case RuleCondition::kGpuCapability:
+      return "gpu_capability";
+    case RuleCondition::kGpuMemory:
+      return "gpu_memory_gib";
+    case RuleCondition::kL4tMajor:
+      return "l4t_major";
+    case RuleCondition::kMig:
+      return "mig";
   }
   return "";
 }
@@ -115,7 +141,31 @@ absl::StatusOr<CompiledRules> CompiledRules::Compile(const std::vector<Rule>& ru
       compiled.labels.emplace_back(static_cast<uint16_t>(key_index),
                                    static_cast<int16_t>(value_index));
     }
+
+    compiled.gpu_ranges.fill(kAnyValue);
+    const std::optional<std::pair<uint64_t, uint64_t>>* ranges[kGpuFactCount] = {
+        &match.gpu_count, &match.gpu_capability, &match.gpu_memory, &match.l4t_major};
+    for (size_t fact = 0; fact < kGpuFactCount; ++fact) {
+      if (!ranges[fact]->has_value()) continue;
+      compiled.tests_gpu = true;
+      compiled.gpu_ranges[fact] = **ranges[fact];
+      std::vector<uint64_t>& points = result.gpu_points_[fact];
+      points.push_back(compiled.gpu_ranges[fact].first);
+      if (compiled.gpu_ranges[fact].second != UINT64_MAX) {
+        points.push_back(compiled.gpu_ranges[fact].second);
+      }
+    }
+    if (match.mig.has_value()) {
+      compiled.tests_gpu = true;
+      compiled.mig_mask = *match.mig ? 0b10 : 0b01;
+      result.tests_mig_ = true;
+    }
     result.compiled_.push_back(std::move(compiled));
+  }
+  for (std::vector<uint64_t>& points : result.gpu_points_) {
+    points.push_back(0);
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
   }
   for (const std::string& flag : result.flag_names_) {
     if (flag.size() < 64) {
@@ -188,6 +238,24 @@ RuleCondition CompiledRules::FirstFailedCondition(size_t rule_index,
     return RuleCondition::kSupportsBf16;
   }
   if ((rule.priority_mask & PriorityBit(facts.priority)) == 0) return RuleCondition::kPriority;
+  if (rule.tests_gpu) {
+    if (!facts.gpu_known) {
+      const GpuFacts gpu = facts.profile != nullptr ? GpuFactsOf(*facts.profile) : GpuFacts{};
+      for (size_t fact = 0; fact < kGpuFactCount; ++fact) {
+        facts.gpu[fact] = GpuFactValue(gpu, static_cast<GpuFact>(fact));
+      }
+      facts.mig = gpu.mig;
+      facts.gpu_known = true;
+    }
+    static constexpr RuleCondition kConditions[kGpuFactCount] = {
+        RuleCondition::kGpuCount, RuleCondition::kGpuCapability, RuleCondition::kGpuMemory,
+        RuleCondition::kL4tMajor};
+    for (size_t fact = 0; fact < kGpuFactCount; ++fact) {
+      const auto& [lo, hi] = rule.gpu_ranges[fact];
+      if (facts.gpu[fact] < lo || facts.gpu[fact] >= hi) return kConditions[fact];
+    }
+    if ((rule.mig_mask & (facts.mig ? 0b10 : 0b01)) == 0) return RuleCondition::kMig;
+  }
   const bool tests_flags = (rule.flags_any | rule.flags_all | rule.flags_none) != 0;
   if (tests_flags && !facts.flags_known) {
     facts.flags = facts.profile != nullptr ? FlagMask(*facts.profile) : 0;

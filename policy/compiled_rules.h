@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/map.h"
+#include "policy/gpu_facts.h"
 #include "policy/policy_types.h"
 
 namespace weightpath::policy {
@@ -24,6 +25,10 @@ inline constexpr size_t kMaxRuleArchs = 62;
 inline constexpr size_t kMaxRuleLabelKeys = 16;
 inline constexpr int16_t kLabelAbsent = -1;
 inline constexpr int16_t kLabelOtherValue = -2;
+
+// The GPU facts a rule can test as a range (RuleMatch), by index.
+enum class GpuFact : uint8_t { kCount, kCapability, kMemory, kL4tMajor };
+inline constexpr size_t kGpuFactCount = 4;
 
 // A profile reduced to what the rules can see.
 struct ProfileFacts {
@@ -40,7 +45,15 @@ struct ProfileFacts {
   // Per rule-named label key: index of its value among the rule-named values
   // for that key, kLabelAbsent, or kLabelOtherValue.
   std::array<int16_t, kMaxRuleLabelKeys> label_values{};
+  // The GPU facts (gpu_facts.h), by GpuFact, and MIG; read from the
+  // profile's GPU list only when a rule with GPU conditions is reached.
+  mutable std::array<uint64_t, kGpuFactCount> gpu{};
+  mutable bool mig = false;
+  mutable bool gpu_known = false;
 };
+
+// The values of one GPU fact as a rule compares them.
+uint64_t GpuFactValue(const GpuFacts& facts, GpuFact fact);
 
 // The condition that stopped a rule from matching, for traces.
 enum class RuleCondition {
@@ -53,6 +66,11 @@ enum class RuleCondition {
   kCpuFlagsAll,
   kCpuFlagsNone,
   kLabels,
+  kGpuCount,
+  kGpuCapability,
+  kGpuMemory,
+  kL4tMajor,
+  kMig,
 };
 absl::string_view RuleConditionField(RuleCondition condition);
 
@@ -77,6 +95,12 @@ class CompiledRules {
   const std::vector<std::string>& label_keys() const { return label_keys_; }
   const std::vector<std::vector<std::string>>& label_values() const { return label_values_; }
   size_t rule_count() const { return compiled_.size(); }
+  // Per GpuFact: 0 and every bound a rule names, ascending: one value from
+  // each stretch the rules tell apart. Only 0 when no rule tests the fact.
+  const std::array<std::vector<uint64_t>, kGpuFactCount>& gpu_points() const {
+    return gpu_points_;
+  }
+  bool tests_mig() const { return tests_mig_; }
 
  private:
   struct CompiledRule {
@@ -88,6 +112,10 @@ class CompiledRules {
     uint8_t bf16_mask = 0;      // bit 0: false allowed, bit 1: true allowed
     uint8_t priority_mask = 0;  // bit 1 << Priority value
     std::vector<std::pair<uint16_t, int16_t>> labels;  // key index, value index
+    bool tests_gpu = false;
+    // Per GpuFact, [lo, hi); {0, UINT64_MAX} when not tested.
+    std::array<std::pair<uint64_t, uint64_t>, kGpuFactCount> gpu_ranges{};
+    uint8_t mig_mask = 0b11;  // bit 0: false allowed, bit 1: true allowed
   };
 
   uint64_t FlagMask(const v1::HardwareProfile& profile) const;
@@ -103,6 +131,8 @@ class CompiledRules {
   bool has_long_flag_names_ = false;
   std::vector<std::string> label_keys_;
   std::vector<std::vector<std::string>> label_values_;
+  std::array<std::vector<uint64_t>, kGpuFactCount> gpu_points_;
+  bool tests_mig_ = false;
 };
 
 }  // namespace weightpath::policy

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,43 @@ std::string HardwareMismatch(const Rule& rule, RuleCondition condition,
       return absl::StrCat(head, "none of the CPU flags ", absl::StrJoin(match.cpu_flags_none, ", "),
                           "; this device has ", absl::StrJoin(present, ", "));
     }
+    case RuleCondition::kGpuCount:
+    case RuleCondition::kGpuCapability:
+    case RuleCondition::kGpuMemory:
+    case RuleCondition::kL4tMajor: {
+      const GpuFacts gpu = GpuFactsOf(profile);
+      const auto [field, range] =
+          condition == RuleCondition::kGpuCount        ? std::make_pair("gpu_count", match.gpu_count)
+          : condition == RuleCondition::kGpuCapability ? std::make_pair("gpu_capability",
+                                                                        match.gpu_capability)
+          : condition == RuleCondition::kGpuMemory     ? std::make_pair("gpu_memory_gib",
+                                                                        match.gpu_memory)
+                                                       : std::make_pair("l4t_major", match.l4t_major);
+      const GpuFact fact = condition == RuleCondition::kGpuCount        ? GpuFact::kCount
+                           : condition == RuleCondition::kGpuCapability ? GpuFact::kCapability
+                           : condition == RuleCondition::kGpuMemory     ? GpuFact::kMemory
+                                                                        : GpuFact::kL4tMajor;
+      auto shown = [fact](uint64_t value) {
+        if (fact == GpuFact::kCapability) return absl::StrCat(value / 10, ".", value % 10);
+        if (fact == GpuFact::kMemory) {
+          return absl::StrCat(std::round(static_cast<double>(value) / 1073741824.0 * 10) / 10);
+        }
+        return absl::StrCat(value);
+      };
+      std::vector<std::string> bounds;
+      if (range.has_value() && range->first > 0) {
+        bounds.push_back(absl::StrCat("at least ", shown(range->first)));
+      }
+      if (range.has_value() && range->second != UINT64_MAX) {
+        bounds.push_back(absl::StrCat("below ", shown(range->second)));
+      }
+      return absl::StrCat(head, field, " ", absl::StrJoin(bounds, " and "), "; this device has ",
+                          shown(GpuFactValue(gpu, fact)));
+    }
+    case RuleCondition::kMig:
+      return absl::StrCat(head, match.mig.value_or(false) ? "a MIG instance" : "a whole GPU (no MIG)",
+                          "; this device's GPU is ",
+                          GpuFactsOf(profile).mig ? "a MIG instance" : "not a MIG instance");
     default:
       return absl::StrCat("rule ", rule.name, " does not match");
   }
@@ -110,7 +148,8 @@ std::string NotChosenBecause(const Rule& rule, const std::array<RuleCondition, 2
 }  // namespace
 
 absl::StatusOr<PathStanding> JudgePath(const Policy& policy, const PathDefinition& path,
-                                       const v1::HardwareProfile& profile, const Labels& labels) {
+                                       const v1::HardwareProfile& profile, const Labels& labels,
+                                       const ModelFacts& model) {
   ASSIGN_OR_RETURN(const HardwareClass hardware_class, ClassifyHardware(profile));
   const CompiledRules& compiled = policy.compiled_rules();
   std::array<ProfileFacts, 2> facts;
@@ -129,6 +168,7 @@ absl::StatusOr<PathStanding> JudgePath(const Policy& policy, const PathDefinitio
     chosen_by.push_back(absl::StrCat("rule ", decisions[i].rule->name, " at priority ",
                                      PriorityWord(kPriorities[i])));
   }
+  standing.fit = JudgeFit(path, profile, model);
   if (!standing.chosen_for.empty()) {
     standing.standing = PathStandingKind::kChosen;
     standing.reason = absl::StrCat("chosen by ", absl::StrJoin(chosen_by, "; "));
@@ -151,6 +191,11 @@ absl::StatusOr<PathStanding> JudgePath(const Policy& policy, const PathDefinitio
       mismatches.push_back(HardwareMismatch(rule, hardware, hardware_class, profile));
       continue;
     }
+    if (standing.fit.kind == FitKind::kIncompatible) {
+      standing.standing = PathStandingKind::kIncompatible;
+      standing.reason = absl::StrCat(standing.fit.requirement, ": ", standing.fit.reason);
+      return standing;
+    }
     standing.standing = PathStandingKind::kCompatible;
     standing.reason = NotChosenBecause(rule, failed, decisions);
     return standing;
@@ -163,11 +208,12 @@ absl::StatusOr<PathStanding> JudgePath(const Policy& policy, const PathDefinitio
 
 absl::StatusOr<std::vector<PathStanding>> JudgePaths(const Policy& policy,
                                                      const v1::HardwareProfile& profile,
-                                                     const Labels& labels) {
+                                                     const Labels& labels,
+                                                     const ModelFacts& model) {
   std::vector<PathStanding> standings;
   standings.reserve(policy.paths().size());
   for (const PathDefinition& path : policy.paths()) {
-    ASSIGN_OR_RETURN(PathStanding standing, JudgePath(policy, path, profile, labels));
+    ASSIGN_OR_RETURN(PathStanding standing, JudgePath(policy, path, profile, labels, model));
     standings.push_back(std::move(standing));
   }
   return standings;

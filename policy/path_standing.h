@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "policy/engine_args.h"
+#include "policy/model_facts.h"
 #include "policy/policy.h"
 
 namespace weightpath::policy {
@@ -30,16 +32,23 @@ struct PathStanding {
   // not chosen. Incompatible: each rule routing to it and the hardware
   // condition it fails, or that no rule routes to it.
   std::string reason;
+  // The path's requirements (`requires`) judged for this device and model
+  // (engine_args.h). A path the rules would choose or allow but whose
+  // requirement fails is incompatible unless chosen; a chosen one keeps
+  // its standing and carries the failure here.
+  PathFit fit;
 };
 
 // `path` judged for a profile and labels. INVALID_ARGUMENT when the profile
 // cannot be classified (as Evaluate).
 absl::StatusOr<PathStanding> JudgePath(const Policy& policy, const PathDefinition& path,
-                                       const v1::HardwareProfile& profile, const Labels& labels);
+                                       const v1::HardwareProfile& profile, const Labels& labels,
+                                       const ModelFacts& model = {});
 
 // Every path definition of the policy, in document order.
 absl::StatusOr<std::vector<PathStanding>> JudgePaths(const Policy& policy,
                                                      const v1::HardwareProfile& profile,
-                                                     const Labels& labels);
+                                                     const Labels& labels,
+                                                     const ModelFacts& model = {});
 
 }  // namespace weightpath::policy

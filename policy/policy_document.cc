@@ -9,6 +9,7 @@
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
 #include "common/status_macros.h"
+#include "policy/engine_args.h"
 #include "policy/policy_limits.h"
 
 namespace weightpath::policy {
@@ -67,15 +68,100 @@ absl::StatusOr<ExpectedFigures> ReadExpected(const yaml::Reader& reader, const Y
   return figures;
 }
 
+// A compute capability as written, 8.9 or 12.1: tenths, so 8.9 is 89.
+absl::StatusOr<uint32_t> ReadCapabilityTenths(const yaml::Reader& reader,
+                                              const yaml::Entry& entry) {
+  ASSIGN_OR_RETURN(const double value, yaml::ReadDouble(reader, entry));
+  const double tenths = std::round(value * 10);
+  if (value < 0 || value > 99.9 || std::fabs(value * 10 - tenths) > 1e-6) {
+    return yaml::Fault(reader, entry,
+                       "expected a compute capability major.minor, e.g. 8.9 (0 to 99.9, one "
+                       "digit after the point)");
+  }
+  return static_cast<uint32_t>(tenths);
+}
+
+absl::StatusOr<Expression> ReadExpression(const yaml::Reader& reader, const yaml::Entry& entry,
+                                          const ExpressionScope& scope) {
+  ASSIGN_OR_RETURN(const std::string text,
+                   yaml::ReadScalar(reader, entry, "an expression (policy/README.md)"));
+  absl::StatusOr<Expression> expression = Expression::Compile(text, scope);
+  if (!expression.ok()) return yaml::Fault(reader, entry, expression.status().message());
+  return expression;
+}
+
+// engine_args: {NAME: EXPRESSION, ...}, in order; each may read the ones
+// before it as engine.NAME.
+absl::StatusOr<std::vector<EngineArg>> ReadEngineArgs(const yaml::Reader& reader,
+                                                      const yaml::Entry& entry,
+                                                      ExpressionScope& scope) {
+  if (!entry.value.IsMap()) {
+    return yaml::Fault(reader, entry, "expected a mapping of engine argument to expression");
+  }
+  ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::ReadAnyKeys(reader, entry));
+  if (map.entries().size() > kMaxEngineArgs) {
+    return yaml::Fault(reader, entry,
+                       absl::StrCat(map.entries().size(), " engine arguments; at most ",
+                                    kMaxEngineArgs));
+  }
+  std::vector<EngineArg> args;
+  for (const yaml::Entry& arg_entry : map.entries()) {
+    ASSIGN_OR_RETURN(Expression expression, ReadExpression(reader, arg_entry, scope));
+    absl::Status allowed = CheckEngineArg(arg_entry.key, expression.range());
+    if (!allowed.ok()) return yaml::Fault(reader, arg_entry, allowed.message());
+    scope.earlier.push_back({arg_entry.key, expression.range()});
+    EngineArg arg;
+    arg.name = arg_entry.key;
+    arg.expression = std::move(expression);
+    const YAML::Mark mark = arg_entry.value.Mark().is_null() ? arg_entry.key_mark
+                                                             : arg_entry.value.Mark();
+    arg.location = absl::StrCat(reader.source_name(), ":", mark.line + 1);
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
+
+absl::StatusOr<PathRequirements> ReadRequirements(const yaml::Reader& reader,
+                                                  const yaml::Entry& entry,
+                                                  const ExpressionScope& scope) {
+  ASSIGN_OR_RETURN(const yaml::Map map,
+                   yaml::Map::Read(reader, entry,
+                                   {"gpus", "gpu_capability", "l4t_major", "weights_per_gpu",
+                                    "memory_per_gpu"}));
+  PathRequirements needs;
+  for (const yaml::Entry& item : map.entries()) {
+    if (item.key == "gpus") {
+      ASSIGN_OR_RETURN(needs.gpus, yaml::ReadUint32(reader, item));
+    } else if (item.key == "gpu_capability") {
+      ASSIGN_OR_RETURN(needs.gpu_capability_tenths, ReadCapabilityTenths(reader, item));
+    } else if (item.key == "l4t_major") {
+      ASSIGN_OR_RETURN(needs.l4t_major, yaml::ReadUint32(reader, item));
+    } else {
+      ASSIGN_OR_RETURN(Expression expression, ReadExpression(reader, item, scope));
+      if (expression.range().type != ValueType::kNumber) {
+        return yaml::Fault(reader, item, "must be a number of bytes");
+      }
+      if (item.key == "weights_per_gpu") {
+        needs.weights_per_gpu_bytes = std::move(expression);
+      } else {
+        needs.memory_per_gpu_bytes = std::move(expression);
+      }
+    }
+  }
+  return needs;
+}
+
 absl::StatusOr<PathDefinition> ReadPath(const yaml::Reader& reader, const YAML::Node& node,
                                         const std::string& field) {
   ASSIGN_OR_RETURN(yaml::Map map, yaml::Map::Read(reader, node, field,
                                               {"id", "name", "quantization", "group_size",
                                                "bits_per_weight", "fused_cpu_norms",
                                                "runs_in_vllm", "verified", "rationale",
-                                               "build_with", "notes", "expected"}));
+                                               "build_with", "notes", "expected",
+                                               "engine_args", "requires"}));
   PathDefinition path;
   for (const yaml::Entry& entry : map.entries()) {
+    if (entry.key == "engine_args" || entry.key == "requires") continue;  // below
     if (entry.key == "id") {
       ASSIGN_OR_RETURN(path.id, yaml::ReadString(reader, entry));
     } else if (entry.key == "name") {
@@ -128,6 +214,16 @@ absl::StatusOr<PathDefinition> ReadPath(const yaml::Reader& reader, const YAML::
                                        expected_bits, " for group_size ", *path.group_size));
     }
   }
+  // Read last: their expressions may name path.bits_per_weight, and the
+  // requirements the engine arguments.
+  ExpressionScope scope;
+  scope.path_bits_per_weight = path.bits_per_weight;
+  if (const yaml::Entry* engine_args = map.Find("engine_args")) {
+    ASSIGN_OR_RETURN(path.engine_args, ReadEngineArgs(reader, *engine_args, scope));
+  }
+  if (const yaml::Entry* requirements = map.Find("requires")) {
+    ASSIGN_OR_RETURN(path.requirements, ReadRequirements(reader, *requirements, scope));
+  }
   return path;
 }
 
@@ -150,13 +246,87 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadLabelCondit
   return labels;
 }
 
+// A GPU fact's range as a rule writes it: a number (exactly that value:
+// [v, v + 1 unit)) or {at_least: A, below: B}, either bound optional,
+// converted to the fact's unit (`scale` units per written unit). Counts,
+// releases and capabilities must be whole units (8.95 is no capability);
+// GiB become bytes rounded up.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ReadFactRange(const yaml::Reader& reader,
+                                                            const yaml::Entry& entry,
+                                                            double scale, double max_written,
+                                                            bool exact_allowed,
+                                                            bool whole_units) {
+  auto convert = [&](const yaml::Entry& item) -> absl::StatusOr<uint64_t> {
+    ASSIGN_OR_RETURN(const double value, yaml::ReadDouble(reader, item));
+    if (value < 0 || value > max_written) {
+      return yaml::Fault(reader, item, absl::StrCat("must lie in [0, ", max_written, "]"));
+    }
+    const double scaled = value * scale;
+    const double rounded = std::round(scaled);
+    if (whole_units && std::fabs(scaled - rounded) >= 1e-6) {
+      return yaml::Fault(reader, item,
+                         scale == 1 ? std::string("must be a whole number")
+                                    : std::string("expected major.minor with one digit after the "
+                                                  "point, e.g. 8.9"));
+    }
+    // 8.9 * 10 is 88.99999999999999: within a millionth is the figure written.
+    return static_cast<uint64_t>(std::fabs(scaled - rounded) < 1e-6 ? rounded
+                                                                     : std::ceil(scaled));
+  };
+  if (!entry.value.IsMap()) {
+    if (!exact_allowed) {
+      return yaml::Fault(reader, entry, "expected {at_least: A, below: B} (either may be left out)");
+    }
+    ASSIGN_OR_RETURN(const uint64_t exact, convert(entry));
+    return std::make_pair(exact, exact + 1);
+  }
+  ASSIGN_OR_RETURN(const yaml::Map map, yaml::Map::Read(reader, entry, {"at_least", "below"}));
+  std::pair<uint64_t, uint64_t> range{0, UINT64_MAX};
+  if (const yaml::Entry* at_least = map.Find("at_least")) {
+    ASSIGN_OR_RETURN(range.first, convert(*at_least));
+  }
+  if (const yaml::Entry* below = map.Find("below")) {
+    ASSIGN_OR_RETURN(range.second, convert(*below));
+  }
+  if (map.entries().empty()) {
+    return yaml::Fault(reader, entry, "give at_least, below or both");
+  }
+  if (range.first >= range.second) {
+    return yaml::Fault(reader, entry, "matches nothing: at_least is not below `below`");
+  }
+  return range;
+}
+
 absl::StatusOr<RuleMatch> ReadMatch(const yaml::Reader& reader, const yaml::Entry& match_entry) {
   ASSIGN_OR_RETURN(yaml::Map map,
                    yaml::Map::Read(reader, match_entry,
                                    {"hardware_class", "arch", "cpu_flags_any", "cpu_flags_all",
-                                    "cpu_flags_none", "supports_bf16", "priority", "labels"}));
+                                    "cpu_flags_none", "supports_bf16", "priority", "labels",
+                                    "gpu_count", "gpu_capability", "gpu_memory_gib", "mig",
+                                    "l4t_major"}));
   RuleMatch match;
   for (const yaml::Entry& entry : map.entries()) {
+    if (entry.key == "gpu_count") {
+      ASSIGN_OR_RETURN(match.gpu_count, ReadFactRange(reader, entry, 1, 1e6, true, true));
+      continue;
+    }
+    if (entry.key == "gpu_capability") {
+      ASSIGN_OR_RETURN(match.gpu_capability, ReadFactRange(reader, entry, 10, 99.9, true, true));
+      continue;
+    }
+    if (entry.key == "gpu_memory_gib") {
+      ASSIGN_OR_RETURN(match.gpu_memory,
+                       ReadFactRange(reader, entry, 1073741824.0, 8388608, false, false));
+      continue;
+    }
+    if (entry.key == "l4t_major") {
+      ASSIGN_OR_RETURN(match.l4t_major, ReadFactRange(reader, entry, 1, 1e6, true, true));
+      continue;
+    }
+    if (entry.key == "mig") {
+      ASSIGN_OR_RETURN(match.mig, yaml::ReadBool(reader, entry));
+      continue;
+    }
     if (entry.key == "supports_bf16") {
       ASSIGN_OR_RETURN(match.supports_bf16, yaml::ReadBool(reader, entry));
       continue;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "policy/expression.h"
 #include "policy/hardware_class.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -26,6 +27,24 @@ struct ExpectedFigures {
   std::optional<uint32_t> fidelity_prompts;
 };
 
+// One engine argument the path derives per device (engine_args.h).
+struct EngineArg {
+  std::string name;  // one of EngineArgKinds()
+  Expression expression;
+  std::string location;  // "<source>:<line>", for messages
+};
+
+// What a device must have for the path to run there; each absent
+// requirement holds everywhere. `paths` and `explain` judge them
+// (engine_args.h JudgeFit); the rules alone decide.
+struct PathRequirements {
+  std::optional<uint32_t> gpus;                     // identical usable GPUs, at least
+  std::optional<uint32_t> gpu_capability_tenths;    // at least (8.9 is 89)
+  std::optional<uint32_t> l4t_major;                // at least
+  std::optional<Expression> weights_per_gpu_bytes;  // must fit the memory budget
+  std::optional<Expression> memory_per_gpu_bytes;   // at the model's full context
+};
+
 // One weight build and how to run it. Several definitions may share a name
 // (the same build on different hardware, with its own rationale).
 struct PathDefinition {
@@ -41,6 +60,8 @@ struct PathDefinition {
   std::string build_with;
   std::vector<std::string> notes;
   std::vector<ExpectedFigures> expected;
+  std::vector<EngineArg> engine_args;  // in document order
+  PathRequirements requirements;
 };
 
 // Conditions are ANDed; an absent condition matches anything.
@@ -53,6 +74,13 @@ struct RuleMatch {
   std::optional<bool> supports_bf16;
   std::vector<v1::Priority> priorities;     // SPEED and/or FIDELITY
   std::vector<std::pair<std::string, std::string>> labels;  // equality
+  // GPU facts (gpu_facts.h), each a half-open range [at_least, below) in
+  // the fact's unit: devices, capability tenths (8.9 is 89), bytes, release.
+  std::optional<std::pair<uint64_t, uint64_t>> gpu_count;
+  std::optional<std::pair<uint64_t, uint64_t>> gpu_capability;
+  std::optional<std::pair<uint64_t, uint64_t>> gpu_memory;
+  std::optional<std::pair<uint64_t, uint64_t>> l4t_major;
+  std::optional<bool> mig;
 };
 
 struct Rule {
