@@ -16,6 +16,7 @@
 #include "common/strict_yaml.h"
 #include "common/control_characters.h"
 #include "common/status_macros.h"
+#include "policy/model_facts.h"
 #include "server/config/content_hash.h"
 #include "trust/build_manifest.h"
 #include "weightpath/v1/weightpath.pb.h"
@@ -204,7 +205,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const yaml::Reader& 
                           "the catalog must be a mapping with default_model and models");
   }
   ASSIGN_OR_RETURN(const yaml::Map top,
-                   yaml::Map::Read(reader, root, "", {"default_model", "models"}));
+                   yaml::Map::Read(reader, root, "", {"default_model", "models", "model_facts"}));
   std::string default_model;
   const yaml::Entry* default_model_entry = top.Find("default_model");
   if (default_model_entry != nullptr) {
@@ -239,6 +240,20 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const yaml::Reader& 
     models.emplace(model.key, std::move(artifacts));
   }
 
+  Catalog::ModelFactsMap model_facts;
+  if (const yaml::Entry* facts_entry = top.Find("model_facts"); facts_entry != nullptr) {
+    ASSIGN_OR_RETURN(model_facts, policy::ReadModelFacts(reader, *facts_entry));
+    // Facts for a model the catalog cannot serve are a typo in its name:
+    // the model it meant would derive its engine arguments without them.
+    ASSIGN_OR_RETURN(const yaml::Map named, yaml::Map::ReadAnyKeys(reader, *facts_entry));
+    for (const yaml::Entry& model : named.entries()) {
+      if (models.find(model.key) == models.end()) {
+        return reader.FaultAt(model.key_mark, model.path,
+                              absl::StrCat("\"", model.key, "\" is not one of the models"));
+      }
+    }
+  }
+
   if (default_model_entry == nullptr) return top.Require("default_model", "is missing").status();
   if (default_model.empty()) return yaml::Fault(reader, *default_model_entry, "is empty");
   if (models.find(default_model) == models.end()) {
@@ -247,7 +262,8 @@ absl::StatusOr<std::shared_ptr<const Catalog>> ParseCatalog(const yaml::Reader& 
   }
   return std::make_shared<const Catalog>(std::move(default_model), std::move(models),
                                          ShortContentVersion(yaml_text),
-                                         std::string(reader.source_name()));
+                                         std::string(reader.source_name()), CatalogTrust(),
+                                         std::move(model_facts));
 }
 
 }  // namespace
@@ -312,12 +328,13 @@ absl::Status CheckTargetPath(absl::string_view path) {
 
 Catalog::Catalog(std::string default_model,
                  std::map<std::string, ModelArtifacts, std::less<>> models, std::string version,
-                 std::string source_name, CatalogTrust trust)
+                 std::string source_name, CatalogTrust trust, ModelFactsMap model_facts)
     : default_model_(std::move(default_model)),
       models_(std::move(models)),
       version_(std::move(version)),
       source_name_(std::move(source_name)),
-      trust_(std::move(trust)) {
+      trust_(std::move(trust)),
+      model_facts_(std::move(model_facts)) {
   std::vector<absl::string_view> names;
   names.reserve(models_.size());
   for (const auto& [name, artifacts] : models_) names.push_back(name);
@@ -327,6 +344,12 @@ Catalog::Catalog(std::string default_model,
 const Catalog::ModelArtifacts* Catalog::FindModel(absl::string_view model) const {
   auto it = models_.find(model);
   return it == models_.end() ? nullptr : &it->second;
+}
+
+const policy::ModelFacts& Catalog::FindModelFacts(absl::string_view model) const {
+  static const policy::ModelFacts kUnknown;
+  auto it = model_facts_.find(model);
+  return it == model_facts_.end() ? kUnknown : it->second;
 }
 
 absl::StatusOr<std::shared_ptr<const Catalog>> LoadCatalog(absl::string_view yaml_text,

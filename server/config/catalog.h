@@ -25,6 +25,13 @@
 // `target_path` is the artifact's path among the targets of a TUF image
 // repository, the name a device with its own trust root looks up; a plain
 // catalog is never signed (Artifact.signed_target stays false).
+//
+// Optionally, what the policy's engine-argument expressions read about each
+// model (policy/model_facts.h; every fact optional, each in its range):
+//
+//   model_facts:
+//     Spark-X2.5-1.7B: {parameters: 1720000000, attention_heads: 16, kv_heads: 8,
+//                       layers: 28, head_dim: 128, max_context: 32768}
 #pragma once
 
 #include "absl/strings/string_view.h"
@@ -39,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "policy/model_facts.h"
 #include "policy/policy.h"
 
 namespace weightpath::v1 {
@@ -141,9 +149,11 @@ class Catalog {
  public:
   // path name -> artifact
   using ModelArtifacts = std::map<std::string, CatalogArtifact, std::less<>>;
+  using ModelFactsMap = std::map<std::string, policy::ModelFacts, std::less<>>;
 
   Catalog(std::string default_model, std::map<std::string, ModelArtifacts, std::less<>> models,
-          std::string version, std::string source_name, CatalogTrust trust = {});
+          std::string version, std::string source_name, CatalogTrust trust = {},
+          ModelFactsMap model_facts = {});
 
   const std::string& default_model() const { return default_model_; }
   // nullptr when the catalog does not know the model.
@@ -155,6 +165,10 @@ class Catalog {
   const std::string& source_name() const { return source_name_; }
   const CatalogTrust& trust() const { return trust_; }
   const std::map<std::string, ModelArtifacts, std::less<>>& models() const { return models_; }
+  // The model's facts (`model_facts`); all unknown when the catalog gives
+  // none for it.
+  const policy::ModelFacts& FindModelFacts(absl::string_view model) const;
+  const ModelFactsMap& model_facts() const { return model_facts_; }
 
  private:
   std::string default_model_;
@@ -163,10 +177,12 @@ class Catalog {
   std::string version_;
   std::string source_name_;
   CatalogTrust trust_;
+  ModelFactsMap model_facts_;
 };
 
 // Parses and validates a whole document against `policy`: every name in
-// policy.ReachablePathNames() must have an artifact for every model. Any
+// policy.ReachablePathNames() must have an artifact for every model, and
+// `model_facts` may name only models of `models`. Any
 // fault refuses the document with INVALID_ARGUMENT naming
 // `source_name:line` and the field path, or the limit above it is over.
 // CANCELLED when `cancel` is set while the YAML is read.

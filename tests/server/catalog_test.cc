@@ -1,5 +1,6 @@
 #include "server/config/catalog.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -311,6 +312,72 @@ TEST(ServerCatalogTest, MissingSectionsAreNamed) {
                    no_default.find("models:") - no_default.find("default_model:"));
   EXPECT_THAT(Load(no_default), StatusIs(absl::StatusCode::kInvalidArgument,
                                          HasSubstr("default_model: is missing")));
+}
+
+// A catalog of one-file builds for every path the default policy can
+// return, then `extra` (top-level keys).
+std::string ReachableCatalog(const std::string& extra) {
+  std::string text = "default_model: M\nmodels:\n  M:\n";
+  for (const std::string& name : DefaultPolicy().ReachablePathNames()) {
+    absl::StrAppend(&text, "    ", name, ": {uri: https://m.example/", name, ", sha256: ",
+                    std::string(64, 'a'), ", size_bytes: 1}\n");
+  }
+  return text + extra;
+}
+
+TEST(ServerCatalogTest, ModelFactsAreOptionalAndReadPerModel) {
+  absl::StatusOr<std::shared_ptr<const Catalog>> catalog = Load(ReachableCatalog(
+      "model_facts:\n"
+      "  M: {parameters: 8030261248, attention_heads: 32, kv_heads: 8, layers: 32,\n"
+      "      head_dim: 128, max_context: 131072}\n"));
+  ASSERT_THAT(catalog, IsOk());
+  const policy::ModelFacts& facts = (*catalog)->FindModelFacts("M");
+  EXPECT_EQ(facts.parameters, 8030261248u);
+  EXPECT_EQ(facts.attention_heads, 32u);
+  EXPECT_EQ(facts.kv_heads, 8u);
+  EXPECT_EQ(facts.layers, 32u);
+  EXPECT_EQ(facts.head_dim, 128u);
+  EXPECT_EQ(facts.max_context, 131072u);
+  EXPECT_FALSE((*catalog)->FindModelFacts("other").parameters.has_value());
+
+  absl::StatusOr<std::shared_ptr<const Catalog>> partial =
+      Load(ReachableCatalog("model_facts:\n  M: {attention_heads: 12}\n"));
+  ASSERT_THAT(partial, IsOk());
+  EXPECT_EQ((*partial)->FindModelFacts("M").attention_heads, 12u);
+  EXPECT_FALSE((*partial)->FindModelFacts("M").layers.has_value());
+
+  absl::StatusOr<std::shared_ptr<const Catalog>> none = Load(ReachableCatalog(""));
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE((*none)->model_facts().empty());
+}
+
+TEST(ServerCatalogTest, EachModelFactsFaultIsRefusedNamingLineAndField) {
+  const std::string models = ReachableCatalog("");
+  const int facts_line = static_cast<int>(std::count(models.begin(), models.end(), '\n')) + 1;
+  const struct {
+    std::string facts;
+    std::string fault;
+  } cases[] = {
+      {"model_facts:\n  M: {attention_heads: 0}\n",
+       absl::StrCat("catalog.yaml:", facts_line + 1, ":")},
+      {"model_facts:\n  M: {attention_heads: 0}\n", "model_facts.M.attention_heads"},
+      {"model_facts:\n  M:\n    attention_heads: 8\n    kv_heads: 16\n",
+       absl::StrCat("catalog.yaml:", facts_line + 3, ":")},
+      {"model_facts:\n  M:\n    attention_heads: 8\n    kv_heads: 16\n",
+       "model_facts.M.kv_heads: exceeds attention_heads"},
+      {"model_facts:\n  M: {heads: 8}\n", "heads"},
+      {"model_facts:\n  M: {max_context: 99999999999}\n", "model_facts.M.max_context"},
+      {"model_facts:\n  M: {parameters: -1}\n", "model_facts.M.parameters"},
+      {"model_facts:\n  M: {layers: many}\n", "model_facts.M.layers"},
+      {"model_facts: [1, 2]\n", "model_facts"},
+      {"model_facts:\n  Typo: {layers: 2}\n",
+       "model_facts.Typo: \"Typo\" is not one of the models"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(Load(models + c.facts),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.fault)))
+        << c.facts;
+  }
 }
 
 }  // namespace
