@@ -129,7 +129,7 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     const size_t rows = std::min(kRowsPerStatement, changed.size() - offset);
     std::vector<SqlValue> record_params;
     std::vector<SqlValue> sighting_params;
-    record_params.reserve(rows * 7);
+    record_params.reserve(rows * 9);
     sighting_params.reserve(rows * 7);
     for (size_t r = 0; r < rows; ++r) {
       const EncodedDevice& device = *changed[offset + r];
@@ -140,6 +140,8 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
       record_params.emplace_back(device.first_seen_us != 0 ? device.first_seen_us : device.last_seen_us);
       record_params.emplace_back(device.last_seen_us);
       record_params.emplace_back(SqlBlob{device.body});
+      record_params.emplace_back(device.rollout_id);
+      record_params.emplace_back(device.last_seen_us);
       sighting_params.emplace_back(device.device_id);
       sighting_params.emplace_back(device.hardware_class);
       sighting_params.emplace_back(device.path);
@@ -150,13 +152,20 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     }
     RETURN_IF_ERROR(
         session
+            // rollout_since_us moves only when the rollout does: it is the
+            // first resolve that gave the device its current rollout_id.
             .Query(absl::StrCat("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
-                                "first_seen_us, recorded_us, body) VALUES ",
-                                Placeholders(rows, 7),
+                                "first_seen_us, recorded_us, body, rollout_id, rollout_since_us) "
+                                "VALUES ",
+                                Placeholders(rows, 9),
                                 " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
                                 "excluded.hardware_class, path = excluded.path, cpu_model = "
                                 "excluded.cpu_model, recorded_us = excluded.recorded_us, body = "
-                                "excluded.body WHERE excluded.recorded_us >= devices.recorded_us"),
+                                "excluded.body, rollout_since_us = CASE WHEN devices.rollout_id = "
+                                "excluded.rollout_id AND devices.rollout_since_us <> 0 THEN "
+                                "devices.rollout_since_us ELSE excluded.rollout_since_us END, "
+                                "rollout_id = excluded.rollout_id WHERE excluded.recorded_us >= "
+                                "devices.recorded_us"),
                    record_params)
             .status());
     RETURN_IF_ERROR(

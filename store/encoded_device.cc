@@ -19,7 +19,8 @@ bool IsColumnField(uint32_t field_number) {
   return field_number == v1::Device::kFirstSeenFieldNumber ||
          field_number == v1::Device::kLastSeenFieldNumber ||
          field_number == v1::Device::kRegressionCountFieldNumber ||
-         field_number == v1::Device::kLastRegressionFieldNumber;
+         field_number == v1::Device::kLastRegressionFieldNumber ||
+         field_number == v1::Device::kRolloutSinceFieldNumber;
 }
 
 uint64_t Load64(const char* p) {
@@ -64,6 +65,7 @@ EncodedDevice EncodeDevice(const v1::Device& device) {
   encoded.cpu_model = device.profile().cpu_model();
   encoded.policy_version = device.policy_version();
   encoded.agent_version = device.agent_version();
+  encoded.rollout_id = device.rollout_id();
   if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromProtoTime(device.first_seen()));
   if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromProtoTime(device.last_seen()));
   encoded.body.reserve(full.size());

@@ -26,6 +26,10 @@ struct EncodedDevice {
   // without decoding bodies.
   std::string policy_version;
   std::string agent_version;
+  // Also in the body; a column so that the store keeps when it was first
+  // given (rollout_since_us: the row's last_seen_us of the first write with
+  // this rollout_id).
+  std::string rollout_id;
   int64_t first_seen_us = 0;  // 0: not given; a new device's first_seen is its last_seen
   int64_t last_seen_us = 0;   // 0: not given (refused by the store)
   std::string body;           // deterministic wire encoding, without the column fields

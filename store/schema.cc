@@ -224,6 +224,18 @@ ALTER TABLE device_sightings ADD COLUMN agent_version TEXT NOT NULL DEFAULT '';
 -- as version "").
 UPDATE device_sightings SET record_hash = 0;
 )sql"},
+      {7, "when a device was first given its rollout", R"sql(
+-- A device learns of a rollout at its first resolve the rollout shapes;
+-- a member's report timeout runs from then, not from when its stage
+-- opened. rollout_id mirrors the body's; rollout_since_us is the resolve
+-- that first stored it, kept while it stays the same (0: unknown).
+ALTER TABLE devices ADD COLUMN rollout_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN rollout_since_us BIGINT NOT NULL DEFAULT 0;
+-- Rows written before carry their rollout in the body only: each device's
+-- next resolve rewrites its row once (its rollout_since is then that
+-- resolve, later than the truth, so a timeout never starts early).
+UPDATE device_sightings SET record_hash = 0;
+)sql"},
   };
   return migrations;
 }

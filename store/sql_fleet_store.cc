@@ -24,7 +24,8 @@ namespace {
 // A device is its sighting (last_seen, and what lists filter on) joined to
 // its record.
 constexpr char kDeviceColumns[] =
-    "s.device_id, d.first_seen_us, s.last_seen_us, d.regression_count, d.last_regression, d.body";
+    "s.device_id, d.first_seen_us, s.last_seen_us, d.regression_count, d.last_regression, d.body, "
+    "d.rollout_id, d.rollout_since_us";
 constexpr char kDeviceTables[] =
     "device_sightings s JOIN devices d ON d.device_id = s.device_id";
 
@@ -42,6 +43,12 @@ absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   *device.mutable_last_seen() = ToTimestamp(FromMicros(last_seen));
   device.set_regression_count(static_cast<uint32_t>(regressions));
   device.set_last_regression(CellText(row[4]));
+  ASSIGN_OR_RETURN(int64_t rollout_since, CellInt(row[7], "devices.rollout_since_us"));
+  // Only while the column's rollout is the body's: a row from before the
+  // column existed says nothing of when its rollout reached it.
+  if (rollout_since != 0 && !device.rollout_id().empty() && CellText(row[6]) == device.rollout_id()) {
+    *device.mutable_rollout_since() = ToTimestamp(FromMicros(rollout_since));
+  }
   return device;
 }
 

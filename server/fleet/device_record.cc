@@ -132,6 +132,7 @@ store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& requ
   record.cpu_model = request.profile().cpu_model();
   record.policy_version = decided.policy_version();
   record.agent_version = request.agent_version();
+  record.rollout_id = per_call.rollout().rollout_id();
   record.last_seen_us = store::ToMicros(now);
 
   // Field-number order, as protobuf serializes; times and regression fields

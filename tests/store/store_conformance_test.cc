@@ -135,7 +135,32 @@ TEST_P(StoreConformance, UpsertThenGetRoundTripsEveryField) {
   ASSERT_THAT(stored, IsOk());
   v1::Device expected = device;
   *expected.mutable_first_seen() = ToTimestamp(kT0);
+  *expected.mutable_rollout_since() = ToTimestamp(kT0);  // the first record with its rollout
   EXPECT_EQ(stored->SerializeAsString(), expected.SerializeAsString()) << stored->DebugString();
+}
+
+// The first resolve that gave a device its rollout is kept while the
+// rollout stays, whatever else changes; a new rollout starts it again.
+TEST_P(StoreConformance, RolloutSinceIsTheFirstRecordWithTheDevicesCurrentRollout) {
+  const auto record = [&](const std::string& path, const std::string& rollout, absl::Time at) {
+    v1::Device device = MakeDevice("dev-a", "x86_cpu", path, kSeedCpuAsProbed, at);
+    device.set_rollout_id(rollout);
+    ASSERT_THAT(store_->UpsertDevices({device}), IsOk());
+  };
+  record("w4a8-amx", "", kT0);
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_rollout_since());
+  record("w4a16-tinygemm", "fid", kT0 + absl::Minutes(50));
+  record("w4a16-tinygemm", "fid", kT0 + absl::Minutes(55));  // an unchanged resolve
+  record("bf16", "fid", kT0 + absl::Minutes(60));            // the record changed, not the rollout
+  EXPECT_EQ(FromProtoTime(store_->GetDevice("dev-a")->rollout_since()), kT0 + absl::Minutes(50));
+  record("w4a8-amx", "", kT0 + absl::Minutes(70));  // aborted
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_rollout_since());
+  record("w4a16-tinygemm", "fid", kT0 + absl::Minutes(80));
+  EXPECT_EQ(FromProtoTime(store_->GetDevice("dev-a")->rollout_since()), kT0 + absl::Minutes(80));
+  auto listed = store_->ListDevices(DeviceQuery{});
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->devices.size(), 1u);
+  EXPECT_EQ(FromProtoTime(listed->devices[0].rollout_since()), kT0 + absl::Minutes(80));
 }
 
 TEST_P(StoreConformance, UpsertKeepsFirstSeenAndIgnoresOlderRecords) {
