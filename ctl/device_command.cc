@@ -152,7 +152,7 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
                             ? std::string("-")
                             : PriorityWord(device.effective_priority()));
   const v1::Artifact& artifact = device.artifact();
-  Line(out, "artifact", OrDash(artifact.uri()));
+  Line(out, "artifact", ArtifactSummary(artifact));
   if (!artifact.version().empty()) Line(out, "version", artifact.version());
   if (!artifact.sha256().empty()) Line(out, "sha256", artifact.sha256());
   Line(out, "policy version", OrDash(device.policy_version()));

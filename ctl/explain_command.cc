@@ -80,7 +80,7 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
   Line(out, "priority", PriorityWord(decision.effective_priority()));
   Line(out, "model", decision.model().empty() ? "-" : decision.model());
   Line(out, "matched rule", decision.matched_rule().empty() ? "-" : decision.matched_rule());
-  Line(out, "artifact", decision.artifact().uri().empty() ? "-" : decision.artifact().uri());
+  Line(out, "artifact", ArtifactSummary(decision.artifact()));
 
   out << "rollout\n";
   const v1::RolloutAttribution& rollout = response.rollout();

@@ -17,10 +17,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "ctl/command_error.h"
 #include "ctl/repo_files.h"
 #include "ctl/view_output.h"
+#include "trust/build_manifest.h"
 #include "trust/client.h"
 #include "trust/crypto.h"
 #include "trust/json.h"
@@ -94,6 +96,11 @@ std::vector<FlagSpec> FlagsFor(Action action) {
       return {RepoFlag(),
               {"path", '\0', true, "target path, relative to the artifact mirror (required)"},
               {"file", '\0', true, "the artifact: its length and SHA-256 are computed"},
+              {"dir", '\0', true,
+               "a directory build: every regular file of this model directory, hashed; the "
+               "target is their manifest (needs the custom flags)"},
+              {"manifest-out", '\0', true,
+               "with --dir: write the build's manifest here (default REPO/manifests/SHA256.json)"},
               {"length", '\0', true, "the artifact's length in bytes (without --file)"},
               {"sha256", '\0', true, "the artifact's SHA-256, lowercase hex (without --file)"},
               {"model", '\0', true, "custom.model"},
@@ -133,6 +140,8 @@ std::vector<FlagSpec> FlagsFor(Action action) {
               {"metadata-dir", '\0', true, "a directory of metadata files instead of --repo"},
               {"root", '\0', true, "the trusted root a device holds (default METADATA/1.root.json)"},
               {"target", '\0', true, "also look up this target path and print it"},
+              {"dir", '\0', true,
+               "with --target, a directory build: check this directory holds exactly its files"},
               {"at", '\0', true, "verify at this time (2030-01-01T00:00:00Z) instead of now"},
               {"output", 'o', true, "table (default), json or yaml"},
               HelpFlag()};
@@ -149,6 +158,8 @@ void WriteHelp(std::ostream& out) {
          "  weightpathctl repo init --repo R --generate-keys K\n"
          "  weightpathctl repo add-target --repo R --path P --file F --model M --weight-path W "
          "--version V --hardware-classes C\n"
+         "  weightpathctl repo add-target --repo R --path P --dir MODEL_DIR --model M ... "
+         "(a directory build)\n"
          "  weightpathctl repo sign --repo R --role targets --key K/targets.pem\n"
          "  weightpathctl repo timestamp --repo R --key K/timestamp.pem --snapshot-key "
          "K/snapshot.pem\n"
@@ -542,7 +553,25 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
   ASSIGN_OR_RETURN(std::string path, RequiredFlag(args, "path"));
   RETURN_IF_ERROR(CheckTargetPath(path));
   trust::TargetFile target;
-  if (std::optional<std::string> file = args.Value("file")) {
+  std::vector<trust::BuildManifestFile> build_files;
+  if (std::optional<std::string> dir = args.Value("dir")) {
+    if (args.Has("file") || args.Has("length") || args.Has("sha256")) {
+      return absl::InvalidArgumentError(
+          "--dir computes the build's length and sha256 (its manifest's); give --dir or "
+          "--file or --length/--sha256");
+    }
+    if (!args.Has("model")) {
+      return absl::InvalidArgumentError(
+          "--dir: a directory build's files are listed in custom: give --model, --weight-path, "
+          "--version and --hardware-classes");
+    }
+    ASSIGN_OR_RETURN(build_files, DigestModelDirectory(*dir));
+    const trust::BuildManifestDigest manifest = trust::DigestBuildManifest(build_files);
+    target.length = static_cast<int64_t>(manifest.size_bytes);
+    target.hashes["sha256"] = manifest.sha256;
+  } else if (args.Has("manifest-out")) {
+    return absl::InvalidArgumentError("--manifest-out goes with --dir");
+  } else if (std::optional<std::string> file = args.Value("file")) {
     if (args.Has("length") || args.Has("sha256")) {
       return absl::InvalidArgumentError("--file computes length and sha256; give one or the other");
     }
@@ -574,6 +603,7 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
     if (custom.hardware_classes.empty()) {
       return absl::InvalidArgumentError("--hardware-classes: at least one class");
     }
+    custom.files = build_files;
     target.custom = trust::WeightpathTargetToJson(custom);
   }
 
@@ -588,10 +618,30 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
   }
   staged.signed_part.targets[path] = target;
   DropStaleSignatures(staged, "targets", io.out);
+  std::string manifest_path;
+  if (!build_files.empty()) {
+    // Not needed by a device (it rebuilds the manifest from the files a
+    // decision lists) nor served: the record of exactly what was signed.
+    manifest_path = args.Value("manifest-out").value_or("");
+    if (manifest_path.empty()) {
+      RETURN_IF_ERROR(EnsureDirectory(layout.root + "/manifests", 0755));
+      manifest_path = absl::StrCat(layout.root, "/manifests/", target.hashes["sha256"], ".json");
+    }
+    RETURN_IF_ERROR(WriteFileAtomically(manifest_path, trust::CanonicalBuildManifest(build_files)));
+  }
   RETURN_IF_ERROR(WriteStaged(layout, "targets", Encode(staged.signed_part, staged.signatures)));
   io.out << "staged targets v" << staged.signed_part.version << ": " << (exists ? "replaced " : "added ")
-         << path << " (" << target.length << " bytes, sha256 " << target.hashes["sha256"] << ")\n"
-         << "next: weightpathctl repo sign --repo " << repo << " --role targets --key KEY\n";
+         << path << " (" << target.length << " bytes, sha256 " << target.hashes["sha256"] << ")\n";
+  if (!build_files.empty()) {
+    uint64_t total = 0;
+    for (const trust::BuildManifestFile& file : build_files) total += file.size_bytes;
+    io.out << "  a directory build of " << build_files.size() << " file(s), " << total
+           << " bytes; the target is their manifest, written to " << manifest_path << "\n"
+           << "  publish the directory's files on the artifact mirror under " << path
+           << "/ (each at URL/" << path << "/FILE, where URL is the server's "
+           << "--catalog_artifact_url)\n";
+  }
+  io.out << "next: weightpathctl repo sign --repo " << repo << " --role targets --key KEY\n";
   return absl::OkStatus();
 }
 
@@ -1062,6 +1112,32 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
   if (std::optional<std::string> path = args.Value("target")) {
     ASSIGN_OR_RETURN(target, trust::FindTarget(set, *path, &fetch));
   }
+  // A directory checked as a device checks a directory build: the signed
+  // files must make the signed manifest, and the directory must hold
+  // exactly them.
+  std::optional<std::string> build_dir = args.Value("dir");
+  std::vector<trust::BuildManifestFile> build_files;
+  if (build_dir) {
+    if (!target) return absl::InvalidArgumentError("--dir needs --target (the build it should be)");
+    ASSIGN_OR_RETURN(const trust::WeightpathTarget custom, trust::ParseWeightpathTarget(*target));
+    if (custom.files.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "target \"", ControlEscaped(target->path),
+          "\" is a single-file build (its custom lists no files); --dir checks a directory build"));
+    }
+    const trust::BuildManifestDigest manifest = trust::DigestBuildManifest(custom.files);
+    if (manifest.sha256 != target->sha256 ||
+        static_cast<int64_t>(manifest.size_bytes) != target->file.length) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "target \"", ControlEscaped(target->path), "\": its custom.files make a manifest of ",
+          manifest.size_bytes, " bytes, sha256 ", manifest.sha256, ", not the signed ",
+          target->file.length, " bytes, sha256 ", target->sha256, "; a device refuses it"));
+    }
+    RETURN_IF_ERROR(CheckDirectoryAgainstBuild(*build_dir, custom.files));
+    build_files = custom.files;
+  }
+  uint64_t build_bytes = 0;
+  for (const trust::BuildManifestFile& file : build_files) build_bytes += file.size_bytes;
 
   const Root& root = set.root().signed_part;
   if (output != ViewOutput::kTable) {
@@ -1081,6 +1157,13 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
     for (const trust::TargetInfo& info : targets) listed.array().push_back(TargetJson(info));
     out.Set("target_files", std::move(listed));
     if (target) out.Set("target", TargetJson(*target));
+    if (build_dir) {
+      Json checked = Json::MakeObject();
+      checked.Set("path", Json::String(*build_dir));
+      checked.Set("files", Json::Int(static_cast<int64_t>(build_files.size())));
+      checked.Set("size_bytes", Json::Int(static_cast<int64_t>(build_bytes)));
+      out.Set("directory_verified", std::move(checked));
+    }
     return WriteJsonDocument(trust::PrettyJson(out), output, io.out);
   }
   io.out << directory << ": verified from " << root_path << " (root v"
@@ -1104,6 +1187,10 @@ absl::Status RunVerify(const ParsedArguments& args, absl::Time now, CommandIo io
     if (!target->file.custom.is_null()) {
       io.out << "  custom " << trust::CanonicalJson(target->file.custom) << "\n";
     }
+  }
+  if (build_dir) {
+    io.out << *build_dir << ": holds exactly the signed build (" << build_files.size()
+           << " file(s), " << build_bytes << " bytes, every size and sha256 as signed)\n";
   }
   return absl::OkStatus();
 }

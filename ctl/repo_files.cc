@@ -1,18 +1,24 @@
 #include "ctl/repo_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/control_characters.h"
 #include "common/status_macros.h"
 #include "trust/crypto.h"
 
@@ -156,9 +162,9 @@ absl::Status CreateSecretFile(const std::string& path, const std::string& bytes)
   return absl::OkStatus();
 }
 
-absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError("cannot open", path);
+namespace {
+
+absl::StatusOr<FileDigest> DigestOpenFile(int fd, const std::string& path) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                   &EVP_MD_CTX_free);
   if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
@@ -167,7 +173,7 @@ absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
   std::vector<unsigned char> buffer(1 << 20);
   FileDigest digest;
   for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoError("read", path);
@@ -182,6 +188,130 @@ absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
   digest.sha256 = trust::HexEncode(
       absl::string_view(reinterpret_cast<const char*>(raw), raw_length));
   return digest;
+}
+
+std::string Quoted(absl::string_view path) { return absl::StrCat("\"", ControlEscaped(path), "\""); }
+
+const char* KindOf(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Every regular file under `directory` + "/" + `relative` (recursively),
+// by its relative path. Nothing is followed: a link inside could point
+// anywhere, and what a device installs must be what was signed.
+absl::Status WalkModelDirectory(const std::string& directory, const std::string& relative,
+                                std::vector<std::pair<std::string, std::string>>& found) {
+  const std::string here = relative.empty() ? directory : absl::StrCat(directory, "/", relative);
+  struct CloseDir {
+    void operator()(DIR* dir) const { ::closedir(dir); }
+  };
+  std::unique_ptr<DIR, CloseDir> dir(::opendir(here.c_str()));
+  if (!dir) return ErrnoError("cannot open directory", here);
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = relative.empty() ? name : absl::StrCat(relative, "/", name);
+    const std::string full = absl::StrCat(directory, "/", path);
+    struct stat info {};
+    if (::lstat(full.c_str(), &info) != 0) return ErrnoError("cannot stat", full);
+    if (S_ISDIR(info.st_mode)) {
+      RETURN_IF_ERROR(WalkModelDirectory(directory, path, found));
+      continue;
+    }
+    if (!S_ISREG(info.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Quoted(full), " is ", KindOf(info.st_mode),
+          "; a directory build holds regular files only (copy the file in its place)"));
+    }
+    if (found.size() == trust::kMaxBuildFiles) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          directory, ": more than ", trust::kMaxBuildFiles, " files; a build holds at most that"));
+    }
+    found.emplace_back(path, full);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError("cannot open", path);
+  return DigestOpenFile(fd.get(), path);
+}
+
+absl::StatusOr<std::vector<trust::BuildManifestFile>> DigestModelDirectory(
+    const std::string& directory) {
+  std::vector<std::pair<std::string, std::string>> found;
+  RETURN_IF_ERROR(WalkModelDirectory(directory, "", found));
+  std::vector<trust::BuildManifestFile> files;
+  files.reserve(found.size());
+  for (const auto& [path, full] : found) {
+    if (absl::Status valid = trust::CheckBuildFilePath(path); !valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Quoted(full), ": cannot be a file of a build: path ", valid.message()));
+    }
+    // O_NOFOLLOW and a second look: the walk saw a regular file, and a
+    // link or FIFO swapped in since is refused rather than read.
+    UniqueFd fd(::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (fd.get() < 0) return ErrnoError("cannot open", full);
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(Quoted(full), " is not a regular file"));
+    }
+    ASSIGN_OR_RETURN(FileDigest digest, DigestOpenFile(fd.get(), full));
+    files.push_back({path, digest.sha256, static_cast<uint64_t>(digest.length)});
+  }
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(directory, ": holds no file"));
+  }
+  if (absl::Status valid = trust::ValidateBuildFiles(files); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(directory, ": ", valid.message()));
+  }
+  return files;
+}
+
+absl::Status CheckDirectoryAgainstBuild(const std::string& directory,
+                                        const std::vector<trust::BuildManifestFile>& signed_files) {
+  ASSIGN_OR_RETURN(std::vector<trust::BuildManifestFile> held, DigestModelDirectory(directory));
+  std::map<std::string, const trust::BuildManifestFile*> listed;
+  for (const trust::BuildManifestFile& file : signed_files) listed[file.path] = &file;
+  std::vector<std::string> faults;
+  for (const trust::BuildManifestFile& file : held) {
+    auto it = listed.find(file.path);
+    if (it == listed.end()) {
+      faults.push_back(absl::StrCat(Quoted(file.path), ": not in the signed build (extra file)"));
+      continue;
+    }
+    const trust::BuildManifestFile& expected = *it->second;
+    if (expected.size_bytes != file.size_bytes) {
+      faults.push_back(absl::StrCat(Quoted(file.path), ": ", file.size_bytes,
+                                    " bytes, the signed build says ", expected.size_bytes));
+    } else if (expected.sha256 != file.sha256) {
+      faults.push_back(absl::StrCat(Quoted(file.path), ": sha256 ", file.sha256,
+                                    ", the signed build says ", expected.sha256));
+    }
+    listed.erase(it);
+  }
+  for (const auto& [path, file] : listed) {
+    faults.push_back(absl::StrCat(Quoted(path), ": missing (the signed build lists it)"));
+  }
+  if (faults.empty()) return absl::OkStatus();
+  const size_t shown = std::min<size_t>(faults.size(), 20);
+  std::vector<std::string> head(faults.begin(), faults.begin() + static_cast<long>(shown));
+  return absl::FailedPreconditionError(absl::StrCat(
+      directory, ": does not match the signed build (", faults.size(), " fault(s)",
+      shown < faults.size() ? absl::StrCat(", first ", shown) : std::string(), "): ",
+      absl::StrJoin(head, "; ")));
 }
 
 absl::StatusOr<RepositoryLock> RepositoryLock::Acquire(const RepositoryLayout& layout) {

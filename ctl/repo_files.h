@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "trust/build_manifest.h"
 #include "trust/metadata.h"
 #include "trust/repository.h"
 
@@ -56,6 +57,20 @@ struct FileDigest {
   std::string sha256;
 };
 absl::StatusOr<FileDigest> DigestFile(const std::string& path);
+
+// A model directory as a directory build: every regular file under it
+// (hidden ones included, sub-directories walked), its path relative to
+// `directory`, size and SHA-256. Nothing is followed: a symbolic link,
+// FIFO, device or socket inside is refused naming it. At most
+// trust::kMaxBuildFiles files; the list passes trust::ValidateBuildFiles.
+absl::StatusOr<std::vector<trust::BuildManifestFile>> DigestModelDirectory(
+    const std::string& directory);
+
+// The directory holds exactly the signed build: every listed file, with its
+// size and SHA-256, and nothing else. FAILED_PRECONDITION listing each
+// extra, missing or different file (the first 20).
+absl::Status CheckDirectoryAgainstBuild(const std::string& directory,
+                                        const std::vector<trust::BuildManifestFile>& signed_files);
 
 // Exclusive use of REPO/.lock while this object lives; FAILED_PRECONDITION
 // at once when another command holds it.

@@ -103,6 +103,9 @@ absl::StatusOr<ResolveInputs> ReadInputs(const ParsedArguments& arguments) {
     }
     // An operator's resolve is not a device's unless it names one.
     inputs.request.set_dry_run(arguments.Has("dry-run") || !device_id.has_value());
+    // To show what the server decides, whatever the build's shape; the
+    // output says when it is a directory build.
+    inputs.request.set_accepts_directory_builds(true);
     return inputs;
   }
   if (arguments.Has("dry-run")) {

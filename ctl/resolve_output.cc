@@ -36,6 +36,21 @@ std::string PriorityWord(v1::Priority priority) {
   }
 }
 
+std::string ArtifactSummary(const v1::Artifact& artifact) {
+  if (artifact.files_size() > 0) {
+    uint64_t bytes = 0;
+    for (const v1::BuildFile& file : artifact.files()) bytes += file.size_bytes();
+    return absl::StrCat("directory build: ", artifact.files_size(),
+                        artifact.files_size() == 1 ? " file, " : " files, ", bytes,
+                        " bytes (manifest sha256 ", artifact.sha256(), ")");
+  }
+  if (artifact.uri().empty()) return "-";
+  if (!artifact.tokenizer().empty()) {
+    return absl::StrCat(artifact.uri(), "  (tokenizer ", artifact.tokenizer(), ")");
+  }
+  return artifact.uri();
+}
+
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
                                   ViewOutput format, std::ostream& out) {
   if (format != ViewOutput::kTable) return WriteMessage(response, format, out);
@@ -55,7 +70,9 @@ absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
   Line(out, "priority", PriorityWord(response.effective_priority()));
   Line(out, "matched rule", response.matched_rule());
   Line(out, "policy", response.policy_version());
-  if (!response.artifact().uri().empty()) Line(out, "artifact", response.artifact().uri());
+  if (response.has_artifact() && ArtifactSummary(response.artifact()) != "-") {
+    Line(out, "artifact", ArtifactSummary(response.artifact()));
+  }
   Line(out, "rationale", path.rationale());
   return absl::OkStatus();
 }

@@ -16,6 +16,11 @@ namespace weightpath::ctl {
 // "speed", "fidelity" or "unspecified".
 std::string PriorityWord(v1::Priority priority);
 
+// What a decision's artifact is, in one line: its uri for one file; for a
+// directory build "directory build: N files, B bytes (manifest sha256 S)".
+// "-" when there is none.
+std::string ArtifactSummary(const v1::Artifact& artifact);
+
 absl::Status WriteResolveResponse(const v1::ResolveWeightPathResponse& response,
                                   ViewOutput format, std::ostream& out);
 

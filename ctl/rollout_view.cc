@@ -125,6 +125,8 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
   AppendOutcomeRow(&out, "artifact_failed", members.artifact_failed(), control.artifact_failed());
   AppendOutcomeRow(&out, "engine_failed", members.engine_failed(), control.engine_failed());
   AppendOutcomeRow(&out, "silent", members.silent(), control.silent());
+  // Never read by a gate: the device's disk was full, the build never ran.
+  AppendOutcomeRow(&out, "cache_full", members.cache_full(), control.cache_full());
   AppendOutcomeRow(&out, "tasks_completed", members.tasks_completed(), control.tasks_completed());
   AppendOutcomeRow(&out, "tasks_undone", members.tasks_undone(), control.tasks_undone());
   AppendOutcomeRow(&out, "tasks_failed", members.tasks_failed(), control.tasks_failed());

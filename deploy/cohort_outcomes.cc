@@ -31,6 +31,11 @@ bool CountConclusive(const DeviceOutcomes& outcomes, v1::CohortOutcomes* counts)
       // Going back to the previous decision means the new build did not run.
       counts->set_engine_failed(counts->engine_failed() + 1);
       return true;
+    case v1::OUTCOME_CACHE_FULL:
+      // The device's disk, not the build: it never ran, so it says nothing
+      // of the build's health, but the device did answer (not silent).
+      counts->set_cache_full(counts->cache_full() + 1);
+      return true;
     default:
       return false;
   }

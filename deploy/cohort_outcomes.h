@@ -75,7 +75,9 @@ FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>
 // artifact_failed and engine_failed (ENGINE_START_FAILED and ROLLED_BACK)
 // are failures; a member with none of these once its report timeout has run
 // out (from the start of the stage that admitted it) is `silent`, whether it
-// said nothing or only BOOT_OK. `reporting` counts members that sent any
+// said nothing or only BOOT_OK. CACHE_FULL (the build does not fit the
+// device's disk) is counted apart as cache_full: neither success, failure
+// nor silence, so no gate reads it. `reporting` counts members that sent any
 // report about the rollout's build.
 v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
                                 absl::Time now);

@@ -85,6 +85,14 @@ absl::Status ValidateAction(const v1::RolloutAction& action, const policy::Polic
                        absl::StrCat("'", artifact.uri(), "' must start with https://, http:// or file://"));
       }
       if (!IsSha256Hex(artifact.sha256())) {
+      // A pin is one file the operator names by uri and digest; a directory
+      // build lives in the catalog, where its files are checked against
+      // their manifest, and a rollout reaches it with pin_path.
+      if (artifact.files_size() > 0) {
+        return Invalid("rollout.action.pin_artifact.artifact.files",
+                       "a directory build cannot be pinned by artifact; catalog it under a path "
+                       "name and roll it out with pin_path");
+      }
         return Invalid("rollout.action.pin_artifact.artifact.sha256",
                        absl::StrCat("'", artifact.sha256(), "' must be 64 lowercase hex digits"));
       }

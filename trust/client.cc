@@ -207,7 +207,8 @@ Json WeightpathTargetToJson(const WeightpathTarget& custom) {
 
 absl::Status CheckArtifactAgainstTarget(const TargetInfo& target, int64_t length,
                                         absl::string_view sha256,
-                                        absl::string_view hardware_class) {
+                                        absl::string_view hardware_class,
+                                        bool directory_build) {
   const std::string where = absl::StrCat("target \"", target.path, "\" (", target.role, ".json)");
   if (target.sha256.empty()) {
     return absl::PermissionDeniedError(absl::StrCat(where, ": the signed metadata gives no sha256"));
@@ -226,6 +227,13 @@ absl::Status CheckArtifactAgainstTarget(const TargetInfo& target, int64_t length
     return absl::PermissionDeniedError(absl::StrCat(
         where, ": signed for hardware classes ", absl::StrJoin(custom.hardware_classes, ", "),
         ", not ", hardware_class));
+  }
+  // The digest of a manifest is no file's to match, nor a file's digest a
+  // manifest's: the shapes must agree before either is fetched.
+  if (directory_build != !custom.files.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        where, custom.files.empty() ? ": signed as a single file, the decision lists files"
+                                    : ": signed as a directory build, the decision names one file"));
   }
   return absl::OkStatus();
 }

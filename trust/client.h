@@ -95,10 +95,13 @@ absl::StatusOr<WeightpathTarget> ParseWeightpathTarget(const TargetInfo& target)
 Json WeightpathTargetToJson(const WeightpathTarget& custom);
 
 // Whether an artifact a decision names may be installed: the target lists
-// exactly this length and SHA-256 and is built for `hardware_class`.
+// exactly this length and SHA-256, is built for `hardware_class`, and is of
+// the same shape (`directory_build`: the decision lists files, so the
+// target's custom must list them too; a single file otherwise).
 // PERMISSION_DENIED with the reason otherwise.
 absl::Status CheckArtifactAgainstTarget(const TargetInfo& target, int64_t length,
                                         absl::string_view sha256,
-                                        absl::string_view hardware_class);
+                                        absl::string_view hardware_class,
+                                        bool directory_build = false);
 
 }  // namespace weightpath::trust

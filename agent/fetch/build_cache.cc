@@ -672,13 +672,27 @@ absl::StatusOr<uint64_t> LocalBuildCache::Collect(const std::vector<const v1::Ar
   ASSIGN_OR_RETURN(CacheContents contents, ScanCache(options_.cache_dir));
   uint64_t freed = 0;
   RemoveIdleStaging(contents);
+  // A partial download is kept for the next attempt to resume (a boot that
+  // fell back after a transfer broke off hands over, and collects, before
+  // that attempt), unless it is old enough that nobody is coming back for
+  // it, or its bytes are needed: then it goes first, oldest first.
+  std::vector<const CachePartial*> partials;
   for (const CachePartial& partial : contents.partials) {
-    if (partial.being_written) continue;
-    absl::StatusOr<uint64_t> removed = RemoveIdlePartial(options_.cache_dir, partial.sha256);
+    if (!partial.being_written) partials.push_back(&partial);
+  }
+  std::sort(partials.begin(), partials.end(), [](const CachePartial* a, const CachePartial* b) {
+    return a->modified < b->modified;
+  });
+  uint64_t held = UsedBytes(contents);
+  for (const CachePartial* partial : partials) {
+    const bool abandoned = clock_->Now() - partial->modified > kPartialDownloadLifetime;
+    if (!abandoned && Fits(held, 0, FreeBytesOn(options_.cache_dir))) continue;
+    absl::StatusOr<uint64_t> removed = RemoveIdlePartial(options_.cache_dir, partial->sha256);
     if (removed.ok()) {
       freed += *removed;
-      log::Info("build cache: removed stale partial download {}.partial ({} bytes)",
-                BlobPath(partial.sha256), *removed);
+      held -= std::min(held, *removed);
+      log::Info("build cache: removed {} partial download {}.partial ({} bytes)",
+                abandoned ? "abandoned" : "a", BlobPath(partial->sha256), *removed);
     }
   }
   for (const CacheBuildDirectory& build : contents.builds) {

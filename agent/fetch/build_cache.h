@@ -38,6 +38,9 @@
 
 namespace weightpath::agent {
 
+// How long a partial download is kept for a later attempt to resume it.
+inline constexpr absl::Duration kPartialDownloadLifetime = absl::Hours(24);
+
 struct BuildCacheOptions {
   std::string cache_dir;
   // Blobs and partial downloads together at most this many bytes; 0: no cap
@@ -103,9 +106,11 @@ class BuildCache {
   // The build was handed to the engine: it becomes the most recently used.
   virtual void MarkUsed(const v1::Artifact& artifact) = 0;
 
-  // Evicts down to the limits, keeping `keep`: stale partial files and
-  // staging directories, build directories no kept build is, then
-  // unreferenced blobs least recently used first. Returns the bytes freed.
+  // Evicts down to the limits, keeping `keep`: idle staging directories,
+  // partial downloads older than kPartialDownloadLifetime (younger ones
+  // only while over the limits: they are the next attempt's resume), build
+  // directories no kept build is, then unreferenced blobs least recently
+  // used first. Returns the bytes freed.
   virtual absl::StatusOr<uint64_t> Collect(const std::vector<const v1::Artifact*>& keep) = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "agent/decision/resolve_request.h"
 #include "agent/net/retry_policy.h"
 #include "agent/fetch/sha256_file.h"
+#include "agent/flow/apply_decision.h"
 #include "agent/signed/trust_client.h"
 #include "agent/net/weightpath_client.h"
 #include "common/control_characters.h"
@@ -31,11 +32,32 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
+// Tells the server, which has just answered, why its decision is not run
+// here (`outcome`: the trust check refused the build, its bytes are not the
+// build, it does not fit the cache), within what is left of the budget; a
+// report it does not take goes to `unsent`, to wait with the pending ones.
+void ReportRefusal(const AgentConfig& config, BootDependencies& dependencies, v1::Outcome outcome,
+                   const v1::ResolveWeightPathResponse& decision, absl::string_view detail,
+                   MonotonicTime budget_end, std::vector<v1::ReportOutcomeRequest>* unsent) {
+  if (!dependencies.report) return;
+  const absl::Duration left =
+      std::min(config.call_timeout, budget_end - dependencies.clock->MonotonicNow());
+  v1::ReportOutcomeRequest report = OutcomeReport(config.device_id, outcome, decision,
+                                                  std::string(detail), dependencies.clock->Now());
+  const absl::Status sent = left > absl::ZeroDuration()
+                                ? dependencies.report(report, left)
+                                : absl::DeadlineExceededError("no time left in the budget");
+  if (sent.ok()) {
+    log::Info("boot: reported {}", v1::Outcome_Name(outcome));
+  } else {
+    log::Warn("boot: {} not reported: {}", v1::Outcome_Name(outcome), sent.ToString());
+    if (IsRetryable(sent.code())) unsent->push_back(std::move(report));
+  }
+}
+
 // With a trust block: the metadata updated, then the verdict on the
 // answer's artifact for this device. `held` (the last good decision) names
-// the artifact already installed. A refusal is reported to the server,
-// which has just answered, within what is left of the budget; a report it
-// does not take then goes to `unsent`, to wait with the pending reports.
+// the artifact already installed. A refusal is reported.
 absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& dependencies,
                                  const v1::HardwareProfile& profile,
                                  const v1::ResolveWeightPathResponse& decision,
@@ -49,25 +71,12 @@ absl::Status CheckSignedArtifact(const AgentConfig& config, BootDependencies& de
   const absl::Status verdict = CheckArtifactForDevice(trust, decision.artifact(), profile, installed);
   if (verdict.ok()) return verdict;
   log::Error("boot: trust: the server's artifact {} is refused: {}",
-                ControlEscaped(decision.artifact().target_path().empty()
-                                   ? decision.artifact().uri()
-                                   : decision.artifact().target_path()),
-                verdict.ToString());
-  const absl::Duration left =
-      std::min(config.call_timeout, budget_end - dependencies.clock->MonotonicNow());
-  if (!dependencies.report) return verdict;
-  v1::ReportOutcomeRequest report =
-      OutcomeReport(config.device_id, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, decision,
-                    std::string(verdict.message()), dependencies.clock->Now());
-  const absl::Status sent = left > absl::ZeroDuration()
-                                ? dependencies.report(report, left)
-                                : absl::DeadlineExceededError("no time left in the budget");
-  if (sent.ok()) {
-    log::Info("boot: reported OUTCOME_ARTIFACT_VERIFICATION_FAILED");
-  } else {
-    log::Warn("boot: OUTCOME_ARTIFACT_VERIFICATION_FAILED not reported: {}", sent.ToString());
-    if (IsRetryable(sent.code())) unsent->push_back(std::move(report));
-  }
+             ControlEscaped(decision.artifact().target_path().empty()
+                                ? decision.artifact().uri()
+                                : decision.artifact().target_path()),
+             verdict.ToString());
+  ReportRefusal(config, dependencies, v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, decision,
+                verdict.message(), budget_end, unsent);
   return verdict;
 }
 
@@ -80,7 +89,9 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
                                                 const v1::HardwareProfile& profile,
                                                 const v1::ResolveWeightPathResponse* held,
                                                 MonotonicTime resolve_end, MonotonicTime budget_end,
-                                                ArtifactFetcher& fetcher, bool* trust_refused,
+                                                BuildCache& builds,
+                                                const std::vector<const v1::Artifact*>& keep,
+                                                bool* trust_refused,
                                                 std::vector<v1::ReportOutcomeRequest>* unsent) {
   const v1::ResolveWeightPathRequest request =
       ResolveRequest(config, profile, dependencies.agent_version, held);
@@ -129,30 +140,33 @@ absl::StatusOr<DecisionRecord> DecideWithServer(const AgentConfig& config,
       return WithContext(signed_artifact, "trust");
     }
   }
-  absl::StatusOr<FetchResult> fetched = fetcher.Fetch(
-      record.response.artifact(), budget_end - dependencies.clock->MonotonicNow());
-  if (!fetched.ok()) return WithContext(fetched.status(), "artifact");
-  if (fetched->downloaded) {
-    log::Info("boot: downloaded {} bytes of {} (resumed from byte {})",
-                 fetched->bytes_transferred, record.response.artifact().uri(),
-                 fetched->resumed_from);
-  } else {
-    log::Info("boot: artifact {} already cached and verified ({})", fetched->path,
-                 fetched->hashed ? "hashed" : "stamp trusted");
+  absl::StatusOr<DecisionRecord> staged =
+      StageDecision(builds, record.response, DecisionSource::kServer, keep,
+                    budget_end - dependencies.clock->MonotonicNow(), "boot");
+  if (!staged.ok()) {
+    // A verdict on the build, or a disk it does not fit, is the server's to
+    // know; a transfer that broke off is not (the next boot resumes it).
+    if (const std::optional<v1::Outcome> outcome = OutcomeOfStagingFailure(staged.status())) {
+      ReportRefusal(config, dependencies, *outcome, record.response, staged.status().message(),
+                    budget_end, unsent);
+    }
+    return staged.status();
   }
-  record.artifact_path = fetched->path;
-  record.source = DecisionSource::kServer;
-  return record;
+  return staged;
 }
 
+// Writes the hand-over files, then tells the cache the build is in use and
+// trims it, keeping `record`'s build and `also_keep` (the last good one).
 absl::StatusOr<BootOutcome> HandOver(DecisionRecord record, std::string fallback_reason,
                                      const AgentConfig& config, MonotonicTime budget_end,
+                                     BuildCache& builds, const DecisionRecord* also_keep,
                                      bool trust_refused = false,
                                      std::vector<v1::ReportOutcomeRequest> unsent = {}) {
   if (absl::Status written = WriteHandover(record, config.decision_file, config.env_file);
       !written.ok()) {
     return WithContext(written, "hand-over");
   }
+  AfterHandOver(builds, record, ArtifactsOf({&record, also_keep}), "boot");
   return BootOutcome{std::move(record), std::move(fallback_reason), trust_refused, budget_end,
                      std::move(unsent)};
 }
@@ -234,12 +248,18 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   // A server that is down must not take the whole budget: the offline
   // fallback may still need to fetch the artifact of the last good path.
   const MonotonicTime resolve_end = budget_end - config.budget * kFallbackShareOfBudget;
-  ArtifactFetcher fetcher(config.cache_dir, dependencies.clock, kDefaultReverifyAfter);
-  fetcher.set_free_space_reserve(config.cache_reserve_bytes);
+  std::unique_ptr<BuildCache> owned_builds;
+  BuildCache& builds = BuildsFor(dependencies.builds, config, dependencies.clock, owned_builds);
   RemoveStaleTemporaries(config);
 
   const absl::StatusOr<v1::HardwareProfile> profile = dependencies.probe();
   absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
+  const DecisionRecord* last_good_record = last_good.ok() ? &*last_good : nullptr;
+  // What the engine was last handed: room for a new build is never made by
+  // evicting it or the last good one, the two a device can fall back on.
+  const absl::StatusOr<DecisionRecord> handed_over = ReadDecisionFile(config.decision_file);
+  const std::vector<const v1::Artifact*> keep =
+      ArtifactsOf({last_good_record, handed_over.ok() ? &*handed_over : nullptr});
   std::string fallback_reason;
   bool trust_refused = false;
   std::vector<v1::ReportOutcomeRequest> unsent_reports;
@@ -248,11 +268,13 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
     const v1::ResolveWeightPathResponse* held =
         last_good.ok() && SameModel(config, *last_good) ? &last_good->response : nullptr;
     absl::StatusOr<DecisionRecord> from_server =
-        DecideWithServer(config, dependencies, *profile, held, resolve_end, budget_end, fetcher,
-                         &trust_refused, &unsent_reports);
+        DecideWithServer(config, dependencies, *profile, held, resolve_end, budget_end, builds,
+                         keep, &trust_refused, &unsent_reports);
     if (from_server.ok()) {
-      ASSIGN_OR_RETURN(BootOutcome outcome,
-                       HandOver(*std::move(from_server), "", config, budget_end));
+      // The new build becomes the last good one: the old needs no keeping.
+      ASSIGN_OR_RETURN(BootOutcome outcome, HandOver(*std::move(from_server), "", config,
+                                                     budget_end, builds, nullptr, false,
+                                                     std::move(unsent_reports)));
       RememberLastGood(outcome.record, config.state_dir);
       return outcome;
     }
@@ -263,17 +285,21 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   log::Warn("boot: no usable server decision: {}", fallback_reason);
 
   if (last_good.ok()) {
-    absl::StatusOr<std::string> artifact_path = fetcher.VerifyCached(last_good->response.artifact());
+    absl::StatusOr<std::string> artifact_path = std::string();
+    if (HasArtifact(last_good->response.artifact())) {
+      absl::StatusOr<CachedBuild> cached = builds.CheckCached(last_good->response.artifact());
+      artifact_path = cached.ok() ? absl::StatusOr<std::string>(cached->path)
+                                  : absl::StatusOr<std::string>(cached.status());
+    }
     if (artifact_path.ok() && SameModel(config, *last_good)) {
       DecisionRecord record = *last_good;
       record.source = DecisionSource::kLastGood;
       record.artifact_path = *artifact_path;
-      return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused,
-                      std::move(unsent_reports));
+      return HandOver(std::move(record), fallback_reason, config, budget_end, builds, nullptr,
+                      trust_refused, std::move(unsent_reports));
     }
     log::Warn("boot: last good decision unusable: {}",
-                 artifact_path.ok() ? "it was for another model"
-                                    : artifact_path.status().ToString());
+              artifact_path.ok() ? "it was for another model" : artifact_path.status().ToString());
   } else if (last_good.status().code() != absl::StatusCode::kNotFound) {
     log::Warn("boot: last good decision unreadable: {}", last_good.status().ToString());
   }
@@ -291,22 +317,25 @@ absl::StatusOr<BootOutcome> RunBootFlow(const AgentConfig& config,
   }
   DecisionRecord record{*std::move(offline), "", DecisionSource::kOffline};
   if (last_good.ok() && SameModel(config, *last_good) &&
-      last_good->response.weight_path().name() == record.response.weight_path().name()) {
+      last_good->response.weight_path().name() == record.response.weight_path().name() &&
+      HasArtifact(last_good->response.artifact())) {
     // The catalog entry for this path is known from the last server
     // decision, and the artifact host may answer while the server does not.
-    absl::StatusOr<FetchResult> fetched = fetcher.Fetch(
-        last_good->response.artifact(), budget_end - dependencies.clock->MonotonicNow());
-    if (fetched.ok()) {
-      *record.response.mutable_artifact() = last_good->response.artifact();
-      record.response.set_model(last_good->response.model());
-      record.artifact_path = fetched->path;
+    v1::ResolveWeightPathResponse known = record.response;
+    *known.mutable_artifact() = last_good->response.artifact();
+    known.set_model(last_good->response.model());
+    absl::StatusOr<DecisionRecord> staged =
+        StageDecision(builds, known, DecisionSource::kOffline, keep,
+                      budget_end - dependencies.clock->MonotonicNow(), "boot");
+    if (staged.ok()) {
+      record = *std::move(staged);
     } else {
       log::Warn("boot: offline path {} has a known artifact, but it is unavailable: {}",
-                   record.response.weight_path().name(), fetched.status().ToString());
+                record.response.weight_path().name(), staged.status().ToString());
     }
   }
-  return HandOver(std::move(record), fallback_reason, config, budget_end, trust_refused,
-                      std::move(unsent_reports));
+  return HandOver(std::move(record), fallback_reason, config, budget_end, builds, last_good_record,
+                  trust_refused, std::move(unsent_reports));
 }
 
 }  // namespace weightpath::agent

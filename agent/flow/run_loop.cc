@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/fetch/artifact_fetcher.h"
+#include "agent/flow/apply_decision.h"
 #include "agent/decision/engine_input.h"
 #include "agent/engine/handover.h"
 #include "agent/decision/last_good_store.h"
@@ -30,7 +31,8 @@ std::string BuildKey(const v1::ResolveWeightPathResponse& response) {
   // A Struct prints its keys in map order, so equal kwargs give equal text.
   (void)google::protobuf::util::MessageToJsonString(response.engine_kwargs(), &kwargs, options);
   return absl::StrCat(response.weight_path().name(), "|", response.model(), "|",
-                      response.artifact().sha256(), "|", kwargs);
+                      response.artifact().sha256(), "|", response.artifact().tokenizer(), "|",
+                      kwargs);
 }
 
 absl::Duration ServerInterval(uint32_t suggested_seconds, const AgentConfig& config) {
@@ -43,7 +45,14 @@ RunLoop::RunLoop(const AgentConfig& config, RunDependencies& dependencies,
     : config_(config),
       dependencies_(dependencies),
       current_(std::move(current)),
-      next_wait_(config.resolve_interval) {}
+      next_wait_(config.resolve_interval) {
+  absl::StatusOr<DecisionRecord> last_good = LoadLastGood(config.state_dir);
+  if (last_good.ok()) last_good_ = *std::move(last_good);
+}
+
+BuildCache& RunLoop::builds() {
+  return BuildsFor(dependencies_.builds, config_, dependencies_.clock, owned_builds_);
+}
 
 void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
                      const std::string& detail) {
@@ -94,7 +103,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
   DecisionRecord next;
   next.response = response;
   next.source = DecisionSource::kServer;
-  if (response.has_artifact() && !response.artifact().uri().empty()) {
+  if (HasArtifact(response.artifact())) {
     // (A malformed entry is the fetcher's to refuse, below.)
     if (dependencies_.trust != nullptr && ValidateArtifact(response.artifact()).ok()) {
       const absl::Status verdict = CheckArtifactForDevice(
@@ -113,23 +122,29 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
         return PassResult::kFetchFailed;
       }
     }
-    ArtifactFetcher fetcher(config_.cache_dir, dependencies_.clock, kDefaultReverifyAfter);
-    fetcher.set_free_space_reserve(config_.cache_reserve_bytes);
-    absl::StatusOr<FetchResult> fetched = fetcher.Fetch(response.artifact(), config_.budget);
-    if (!fetched.ok()) {
+    absl::StatusOr<DecisionRecord> staged =
+        StageDecision(builds(), response, DecisionSource::kServer,
+                      ArtifactsOf({current_.has_value() ? &*current_ : nullptr,
+                                   last_good_.has_value() ? &*last_good_ : nullptr}),
+                      config_.budget, "run");
+    if (!staged.ok()) {
       log::Warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
-                   fetched.status().ToString());
-      // Bytes that are not the artifact are a verdict on the build; a
-      // network hiccup is not, and the next pass simply tries again.
-      if (fetched.status().code() == absl::StatusCode::kDataLoss ||
-          fetched.status().code() == absl::StatusCode::kInvalidArgument) {
+                staged.status().ToString());
+      // Bytes that are not the build are a verdict on it, not tried again
+      // until the answer changes; a disk it does not fit may have room
+      // later, so it is tried on each pass and reported once; a network
+      // hiccup is neither, and the next pass simply resumes.
+      const std::optional<v1::Outcome> outcome = OutcomeOfStagingFailure(staged.status());
+      if (outcome == v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED) {
         rejected_build_ = BuildKey(response);
-        Report(v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, response,
-               std::string(fetched.status().message()));
+        Report(*outcome, response, std::string(staged.status().message()));
+      } else if (outcome == v1::OUTCOME_CACHE_FULL && cache_full_build_ != BuildKey(response)) {
+        cache_full_build_ = BuildKey(response);
+        Report(*outcome, response, std::string(staged.status().message()));
       }
       return PassResult::kFetchFailed;
     }
-    next.artifact_path = fetched->path;
+    next = *std::move(staged);
   }
 
   const absl::Status started = StartEngine(next);
@@ -139,7 +154,10 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     const absl::Status saved = SaveLastGood(next, config_.state_dir);
     if (!saved.ok()) log::Warn("run: last good decision not saved: {}", saved.ToString());
     current_ = std::move(next);
+    last_good_ = current_;
+    cache_full_build_.clear();
     Report(v1::OUTCOME_ENGINE_STARTED, response, "");
+    AfterHandOver(builds(), *current_, ArtifactsOf({&*current_}), "run");
     return PassResult::kApplied;
   }
 

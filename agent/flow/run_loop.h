@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +95,7 @@ class RunLoop {
   PassResult Apply(const v1::ResolveWeightPathResponse& response,
                    const v1::HardwareProfile& profile);
   absl::Status StartEngine(const DecisionRecord& record);
+  BuildCache& builds();
 
   const AgentConfig& config_;
   RunDependencies& dependencies_;
@@ -103,6 +105,12 @@ class RunLoop {
   // told of.
   std::optional<uint32_t> warned_interval_;
   std::string trust_reported_build_;  // the last build the trust check refused
+  // The last build that did not fit the cache: reported once, tried again
+  // on every pass (eviction or a bigger disk may make room).
+  std::string cache_full_build_;
+  // The last good decision in state_dir: kept in the cache with current_.
+  std::optional<DecisionRecord> last_good_;
+  std::unique_ptr<BuildCache> owned_builds_;  // when dependencies_.builds is null
   absl::Duration next_wait_;
   std::vector<v1::ReportOutcomeRequest> unsent_;
   // state_dir's pending reports file may hold reports: it is rewritten after

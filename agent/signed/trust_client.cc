@@ -246,7 +246,8 @@ absl::Status TrustClient::CheckArtifact(const v1::Artifact& artifact,
   }
   RETURN_IF_ERROR(target.status());
   RETURN_IF_ERROR(trust::CheckArtifactAgainstTarget(
-      *target, static_cast<int64_t>(artifact.size_bytes()), artifact.sha256(), hardware_class));
+      *target, static_cast<int64_t>(artifact.size_bytes()), artifact.sha256(), hardware_class,
+      artifact.files_size() > 0));
   log::Info("trust: target {} verified: {} bytes, sha256 {}, for {}, signed by {} v{}",
                target->path, target->file.length, target->sha256, std::string(hardware_class),
                target->role, set_->targets(target->role)->signed_part.version);

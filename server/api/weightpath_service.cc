@@ -159,7 +159,11 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
     }
     absl::StatusOr<ResolvedDecision> resolved =
         DecideKnown(decision, scratch->request, snapshot, summary);
-    if (!resolved.ok()) return false;
+    // Refusals are the full path's to make and count.
+    if (!resolved.ok() ||
+        !CheckAgentTakesBuild(*resolved, scratch->request.accepts_directory_builds()).ok()) {
+      return false;
+    }
     AnswerDecided(scratch->request, snapshot, *resolved, &scratch->per_call, summary,
                   response_bytes);
     return true;
@@ -172,9 +176,14 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
     Summarize(decision, summary);
   } else {
     FillRequestHead(head, scratch);
+    if (!head.accepts_directory_builds && decided->message.artifact().files_size() > 0) {
+      return false;  // refused on the full path
+    }
     absl::StatusOr<ResolvedDecision> resolved =
         DecideKnown(decision, scratch->request, snapshot, summary);
-    if (!resolved.ok()) return false;
+    if (!resolved.ok() || !CheckAgentTakesBuild(*resolved, head.accepts_directory_builds).ok()) {
+      return false;
+    }
     decided = &parts.Find(*snapshots_, snapshot, *resolved);
     decided->PlainAnswersFor(*resolved);
     parts.RememberKnown(snapshot, decision, head.model, *decided);
@@ -216,6 +225,7 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
   if (head != nullptr) RememberProfile(request, *head, *hardware_class, *snapshot, *rollouts);
   return absl::OkStatus();
+  RETURN_IF_ERROR(CheckAgentTakesBuild(decision, request.accepts_directory_builds()));
 }
 
 void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& request,

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/field_violation.h"
 #include "common/status_macros.h"
+#include "policy/hardware_class.h"
 #include "server/resolve/request_validation.h"
 #include "server/rollout/rollout_outcome.h"
 #include "server/api/store_call.h"
@@ -71,6 +72,16 @@ absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
   if (!response.duplicate() && metrics_ != nullptr) {
     metrics_->RecordOutcome(request.outcome(), request.boot_source(),
                             !request.rollout_id().empty());
+    // The report names no class; the device's record does. One read, for
+    // a report that is rare (a device whose disk the build does not fit).
+    if (request.outcome() == v1::OUTCOME_CACHE_FULL) {
+      absl::StatusOr<v1::Device> device = fleet_->state.store().GetDevice(request.device_id());
+      if (device.ok()) {
+        absl::StatusOr<policy::HardwareClass> hardware_class =
+            policy::ParseHardwareClass(device->hardware_class());
+        if (hardware_class.ok()) metrics_->RecordCacheFull(*hardware_class);
+      }
+    }
   }
   return response;
 }

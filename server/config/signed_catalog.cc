@@ -50,21 +50,6 @@ absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat(path, ": ", what, ": ", std::strerror(error)));
 }
 
-// A target path in a URL: unreserved characters and '/' as they are, the
-// rest percent-encoded, so the mirror is asked for exactly the signed name.
-std::string UrlPath(absl::string_view path) {
-  std::string out;
-  for (unsigned char c : path) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~' || c == '/') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
-
 bool IsLowercaseSha256(absl::string_view text) {
   if (text.size() != 64) return false;
   return std::all_of(text.begin(), text.end(),
@@ -307,7 +292,28 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
     }
     if (target.file.length <= 0) return refuse(absl::StrCat(where, ": length must be positive"));
     CatalogArtifact artifact;
-    artifact.uri = absl::StrCat(options.artifact_base_url, "/", UrlPath(target.path));
+    if (custom->files.empty()) {
+      artifact.uri = JoinUrl(options.artifact_base_url, target.path);
+    } else {
+      // The list is the signer's word only once it is what was signed: its
+      // manifest is the target's bytes.
+      const trust::BuildManifestDigest manifest = trust::DigestBuildManifest(custom->files);
+      if (manifest.sha256 != target.sha256 ||
+          manifest.size_bytes != static_cast<uint64_t>(target.file.length)) {
+        return refuse(absl::StrCat(
+            where, ": custom.files make a manifest of ", manifest.size_bytes, " bytes, sha256 ",
+            manifest.sha256, ", but the target is signed as ", target.file.length,
+            " bytes, sha256 ", target.sha256,
+            " (sign the directory again with weightpathctl repo add-target --dir)"));
+      }
+      for (const trust::BuildManifestFile& file : custom->files) {
+        artifact.files.push_back({file.path, file.sha256, file.size_bytes,
+                                  JoinUrl(options.artifact_base_url,
+                                          absl::StrCat(target.path, "/", file.path))});
+      }
+      std::sort(artifact.files.begin(), artifact.files.end(),
+                [](const CatalogBuildFile& x, const CatalogBuildFile& y) { return x.path < y.path; });
+    }
     artifact.sha256 = target.sha256;
     artifact.size_bytes = static_cast<uint64_t>(target.file.length);
     artifact.version = custom->version;
@@ -324,9 +330,11 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
     }
     built_for[{custom->model, custom->weight_path}] = custom->hardware_classes;
     trust::Json entry = trust::Json::MakeArray();
+    // The target's URL stands for its files' too (they lie under it), and
+    // its sha256 for their digests (it is their manifest's).
     for (const std::string& text :
-         {custom->model, custom->weight_path, target.path, target.sha256, artifact.uri,
-          custom->version}) {
+         {custom->model, custom->weight_path, target.path, target.sha256,
+          JoinUrl(options.artifact_base_url, target.path), custom->version}) {
       entry.array().push_back(trust::Json::String(text));
     }
     entry.array().push_back(trust::Json::Int(target.file.length));

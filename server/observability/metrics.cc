@@ -261,6 +261,18 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     outcomes_outside_rollouts_[outcome] = &outside_rollouts.Add(
         {{"outcome", EnumLabel(v1::Outcome_Name(static_cast<v1::Outcome>(outcome)), "OUTCOME_")}});
   }
+  prometheus::Family<prometheus::Counter>& cache_full =
+      prometheus::BuildCounter()
+          .Name("weightpath_cache_full_outcomes_total")
+          .Help("OUTCOME_CACHE_FULL reports by the reporting device's hardware class: a build "
+                "refused before download because it does not fit the device's cache "
+                "(cache_max_bytes, cache_min_free_bytes) even after eviction; the device keeps "
+                "its last good build")
+          .Register(*registry_);
+  for (size_t i = 0; i < policy::kAllHardwareClasses.size(); ++i) {
+    cache_full_[i] = &cache_full.Add(
+        {{"hardware_class", std::string(policy::HardwareClassName(policy::kAllHardwareClasses[i]))}});
+  }
   prometheus::Family<prometheus::Counter>& rpc_requests =
       prometheus::BuildCounter()
           .Name("weightpath_rpc_requests_total")
@@ -528,6 +540,12 @@ void ServerMetrics::RecordRpc(absl::string_view method, int code) {
 void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {
   if (reason == ShedReason::kNone) return;
   shed_[static_cast<int>(method)][reason == ShedReason::kDeviceRate ? 0 : 1]->Increment();
+}
+
+void ServerMetrics::RecordCacheFull(policy::HardwareClass hardware_class) {
+  for (size_t i = 0; i < policy::kAllHardwareClasses.size(); ++i) {
+    if (policy::kAllHardwareClasses[i] == hardware_class) cache_full_[i]->Increment();
+  }
 }
 
 void ServerMetrics::RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source,

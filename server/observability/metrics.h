@@ -152,6 +152,11 @@ class ServerMetrics {
   // (weightpath_outcomes_outside_rollouts_total), which the rollout
   // counters never see. Both take validated enum values.
   void RecordOutcome(v1::Outcome outcome, v1::BootSource boot_source, bool in_rollout);
+  // An OUTCOME_CACHE_FULL report (a retried key excluded) from a device of
+  // `hardware_class` (weightpath_cache_full_outcomes_total): a build that
+  // does not fit that class's disks, which no rollout gate counts as the
+  // build failing. One series per class, precreated.
+  void RecordCacheFull(policy::HardwareClass hardware_class);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -192,6 +197,7 @@ class ServerMetrics {
   // [boot source][0: boot_ok, 1: boot_failed]
   std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
   std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
+  std::array<prometheus::Counter*, policy::kAllHardwareClasses.size()> cache_full_ = {};
   // gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
   static constexpr int kStatusCodes = 17;
   // By label value ("FleetAdmin/ListDevices"); filled once, then only read.

@@ -23,6 +23,7 @@ struct RequestHead {
   absl::string_view agent_version;
   absl::string_view known_decision_etag;
   bool dry_run = false;
+  bool accepts_directory_builds = false;
 };
 
 }  // namespace weightpath::server

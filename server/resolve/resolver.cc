@@ -37,6 +37,20 @@ absl::Status AttachArtifact(const v1::ResolveWeightPathRequest& request, const C
 }  // namespace
 
 void Summarize(const policy::Decision& decision, ResolveSummary* summary) {
+bool IsDirectoryBuild(const ResolvedDecision& decision) {
+  return decision.artifact_pinned() ? decision.shaped.resolution.pinned_artifact->files_size() > 0
+                                    : decision.artifact->directory_build();
+}
+
+absl::Status CheckAgentTakesBuild(const ResolvedDecision& decision, bool accepts_directory_builds) {
+  if (accepts_directory_builds || !IsDirectoryBuild(decision)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "accepts_directory_builds: the decision for model \"", *decision.model, "\" path \"",
+      decision.path->name,
+      "\" is a directory build (several files), and this agent did not say it accepts one; "
+      "upgrade the agent (it keeps its last good build meanwhile)"));
+}
+
   summary->hardware_class = decision.hardware_class;
   summary->path_name = decision.path->name;
   summary->effective_priority = decision.effective_priority;

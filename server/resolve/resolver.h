@@ -81,6 +81,14 @@ void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
                      v1::ResolveWeightPathResponse* decided);
 // `verified` as the policy states it, the rollout attribution, a pinned
 // artifact and the resolve interval. decision_etag is the caller's to set,
+// Whether the requesting agent can take the decision's build (the pinned
+// one when a rollout pinned one): a directory build to an agent that did
+// not say accepts_directory_builds is FAILED_PRECONDITION naming the field,
+// so an older agent keeps its last good build instead of handing its
+// engine something it cannot load. A flag test, no more, on every call.
+bool IsDirectoryBuild(const ResolvedDecision& decision);
+absl::Status CheckAgentTakesBuild(const ResolvedDecision& decision, bool accepts_directory_builds);
+
 // once the per-call part is final.
 void FillPerCallPart(const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call);
 

@@ -302,7 +302,8 @@ bool DecodeRequestHead(absl::string_view wire, RequestHead* head) {
   while (pos < wire.size()) {
     const uint8_t tag = bytes[pos++];
     const int field = tag >> 3;
-    if (field == Request::kPriorityFieldNumber || field == Request::kDryRunFieldNumber) {
+    if (field == Request::kPriorityFieldNumber || field == Request::kDryRunFieldNumber ||
+        field == Request::kAcceptsDirectoryBuildsFieldNumber) {
       if (tag != (field << 3 | kVarint) || pos == wire.size() || (seen & (1u << field)) != 0) return false;
       const uint8_t value = bytes[pos++];
       // One byte each, which also declines every longer varint: a priority
@@ -313,7 +314,8 @@ bool DecodeRequestHead(absl::string_view wire, RequestHead* head) {
         head->priority = static_cast<v1::Priority>(value);
       } else {
         if (value > 1) return false;
-        head->dry_run = value == 1;
+        (field == Request::kDryRunFieldNumber ? head->dry_run : head->accepts_directory_builds) =
+            value == 1;
       }
       seen |= 1u << field;
       continue;

@@ -144,6 +144,7 @@ void FillRequestHead(const RequestHead& head, ResolveScratch* scratch) {
   }
   request->set_priority(head.priority);
   request->set_dry_run(head.dry_run);
+  request->set_accepts_directory_builds(head.accepts_directory_builds);
 }
 
 DecidedEncoding EncodeDecidedPart(const Response& decided) {

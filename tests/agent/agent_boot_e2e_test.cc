@@ -537,7 +537,7 @@ TEST_F(AgentBootEndToEnd, InterruptedDownloadResumesOnTheNextBoot) {
   WriteAgentConfig(StartServer(catalog_path()));
   const ProcessResult resumed = Boot();
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_THAT(resumed.err, HasSubstr("resumed from byte 100000"));
+  EXPECT_THAT(resumed.err, HasSubstr("resumed from 100000 bytes already held"));
   EXPECT_THAT(http_->RequestLog(), Contains(HasSubstr("range=bytes=100000- status=206")));
   EXPECT_EQ(ReadTextFile(cached_artifact()),
             ReadTextFile(served() + "/" + expected_path_ + ".bin"));
@@ -976,7 +976,7 @@ TEST_F(AgentBootHostileMirror, APartialDownloadOutlivesFiveHundredsAndResumes) {
   WriteAgentConfig(StartServer(catalog_path()));
   const ProcessResult resumed = Boot();
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_THAT(resumed.err, HasSubstr("resumed from byte 100000"));
+  EXPECT_THAT(resumed.err, HasSubstr("resumed from 100000 bytes already held"));
   EXPECT_EQ(ReadTextFile(cached_artifact()),
             ReadTextFile(served() + "/" + expected_path_ + ".bin"));
 }
@@ -1006,7 +1006,7 @@ TEST_F(AgentBootHostileMirror, TricklingBytesAreCutOffAtTheBudgetAndResumedByThe
   WriteAgentConfig(StartServer(work_.Sub("catalog-v2-mended.yaml")));
   const ProcessResult resumed = Boot();
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_THAT(resumed.err, HasSubstr(absl::StrCat("resumed from byte ", kept.size())));
+  EXPECT_THAT(resumed.err, HasSubstr(absl::StrCat("resumed from ", kept.size(), " bytes already held")));
   EXPECT_THAT(http_->RequestLog(),
               Contains(HasSubstr(absl::StrCat("range=bytes=", kept.size(), "- status=206"))));
   EXPECT_EQ(ReadTextFile(device("cache/" + slow.sha256())), ServedBytes(slow));
@@ -1155,11 +1155,11 @@ TEST_F(AgentBootFullVolume, ADownloadThatWouldEatTheReserveIsNotStarted) {
   const ProcessResult boot = Boot();
   ASSERT_EQ(boot.exit_code, 3) << boot.err;
   EXPECT_THAT(boot.err,
-              AllOf(HasSubstr("RESOURCE_EXHAUSTED: artifact: not downloading " + next.uri()),
-                    HasSubstr(absl::StrCat("it needs ", kArtifactBytes,
-                                           " more and 1048576 stay free for the agent's state "
-                                           "files (cache_reserve_bytes)")),
-                    HasSubstr("ENOSPC")));
+              AllOf(HasSubstr("RESOURCE_EXHAUSTED: artifact: build " + next.sha256() +
+                              " (1 file) does not fit the cache"),
+                    HasSubstr(absl::StrCat("it needs ", kArtifactBytes, " more bytes")),
+                    HasSubstr("keeps cache_min_free_bytes 1048576 free"),
+                    HasSubstr("nothing was downloaded"), HasSubstr("reported OUTCOME_CACHE_FULL")));
   EXPECT_THAT(http_->RequestLog(), Not(Contains(HasSubstr("-v2.bin"))));
   EXPECT_FALSE(fs::exists(Partial(next)));
   ExpectLastGoodKept(next);

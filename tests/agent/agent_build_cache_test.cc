@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -427,19 +428,27 @@ TEST_F(AgentBuildCache, CollectRemovesWhatNoKeptBuildHoldsDownToTheLimits) {
   auto cache = Cache();
   ASSERT_THAT(cache->Stage(old_build, {}, kTimeLimit), IsOk());
   ASSERT_THAT(cache->Stage(kept, {}, kTimeLimit), IsOk());
-  WriteTextFile(BlobPath(std::string(64, 'c')) + ".partial", "stale");
-  // No limit: the directory of the build not kept and the stale partial go,
-  // its blob stays (a rollback re-links it).
+  const std::string abandoned = BlobPath(std::string(64, 'c')) + ".partial";
+  WriteTextFile(abandoned, "stale");
+  fs::last_write_time(abandoned, fs::file_time_type::clock::now() - std::chrono::hours(25));
+  const std::string resumable = BlobPath(std::string(64, 'd')) + ".partial";
+  WriteTextFile(resumable, "a later attempt resumes this");
+  // No limit: the directory of the build not kept and the abandoned partial
+  // go, its blob stays (a rollback re-links it), and so does a partial
+  // download of today, which the next attempt resumes.
   ASSERT_THAT(cache->Collect({&kept}), IsOk());
   EXPECT_FALSE(fs::exists(BuildPath(old_build)));
-  EXPECT_FALSE(fs::exists(BlobPath(std::string(64, 'c')) + ".partial"));
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(resumable));
   EXPECT_TRUE(fs::exists(BlobPath(old_build.files(0).sha256())));
   EXPECT_THAT(cache->CheckCached(old_build), IsOk());
-  // Over the limit: the blob goes too; the kept build stays whole.
+  // Over the limit: the partial and the blob go too; the kept build stays
+  // whole.
   options_.max_bytes = (1 << 20) + (1 << 19);
   absl::StatusOr<uint64_t> freed = Cache()->Collect({&kept});
   ASSERT_THAT(freed, IsOk());
   EXPECT_GE(*freed, uint64_t{1} << 20);
+  EXPECT_FALSE(fs::exists(resumable));
   EXPECT_FALSE(fs::exists(BlobPath(old_build.files(0).sha256())));
   EXPECT_THAT(cache->CheckCached(kept), IsOk());
 }

@@ -28,6 +28,7 @@
 #include "policy/policy.h"
 #include "tests/agent/artifact_files.h"
 #include "tests/agent/canned_http_server.h"
+#include "tests/agent/model_build.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
@@ -281,6 +282,11 @@ class AgentTrustEndToEnd : public ::testing::Test {
     std::string yaml = absl::StrCat("default_model: ", kModel, "\nmodels:\n  ", kModel, ":\n");
     for (const auto& [name, catalog_artifact] : artifacts_) {
       const v1::Artifact& artifact = name == expected_path_ ? device_gets : catalog_artifact;
+      if (artifact.files_size() > 0) {
+        absl::StrAppend(&yaml, "    ", name, ":\n", testing::CatalogEntryYaml(artifact),
+                        "      target_path: \"", artifact.target_path(), "\"\n");
+        continue;
+      }
       absl::StrAppend(&yaml, "    ", name, ":\n      uri: \"", artifact.uri(),
                       "\"\n      sha256: ", artifact.sha256(),
                       "\n      size_bytes: ", artifact.size_bytes(), "\n      version: \"",
@@ -805,6 +811,103 @@ TEST_F(AgentTrustEndToEnd, RunRefusesAnUnsignedNewBuildAndReportsIt) {
       2)
       << "one report per run process (a pass that refuses the same build again stays quiet)";
   EXPECT_FALSE(fs::exists(device("cache/" + rogue.sha256())));
+}
+
+// A directory build is one signed target: its manifest (every file's path,
+// size and SHA-256). The device installs it only when the files the server
+// lists make exactly the signed manifest, and each file's bytes match it.
+class AgentTrustDirectoryBuild : public AgentTrustEndToEnd {
+ protected:
+  // A model directory on the mirror under served()/<name>/, described as
+  // the catalog entry naming target <name>.
+  v1::Artifact DirectoryBuild(const std::string& name, uint32_t seed) {
+    files_[name] = testing::ModelDirectoryFiles(256 * 1024, seed, seed + 1);
+    v1::Artifact build = testing::WriteModelBuild(served() + "/" + name, files_[name],
+                                                  http_->Url(name + "/"), "2026.12.2");
+    build.set_target_path(name);
+    return build;
+  }
+  // `weightpathctl repo add-target --dir`, signed and published.
+  void SignDirectory(const v1::Artifact& build) {
+    Ctl({"repo", "add-target", "--repo", repo(), "--path", build.target_path(), "--dir",
+         served() + "/" + build.target_path(), "--model", kModel, "--weight-path", expected_path_,
+         "--version", "2026.12.2", "--hardware-classes", "x86_cpu"});
+    Ctl({"repo", "sign", "--repo", repo(), "--role", "targets", "--key", key("targets")});
+    Publish();
+    Mirror();
+  }
+  std::string BuildDir(const v1::Artifact& build) const {
+    return device("cache/builds/" + build.sha256());
+  }
+  // Boot kept the signed build `good` (exit 3, its directory untouched).
+  void ExpectLastGoodBuild(const ProcessResult& boot, const v1::Artifact& good) {
+    EXPECT_EQ(boot.exit_code, 3) << boot.err;
+    const DecisionRecord decision = Decision();
+    EXPECT_EQ(decision.source, DecisionSource::kLastGood);
+    EXPECT_EQ(decision.artifact_path, BuildDir(good));
+    for (const testing::ModelFileSpec& spec : files_[good.target_path()]) {
+      EXPECT_EQ(ReadTextFile(BuildDir(good) + "/" + spec.path), spec.bytes) << spec.path;
+    }
+  }
+  std::map<std::string, std::vector<testing::ModelFileSpec>> files_;
+};
+
+TEST_F(AgentTrustDirectoryBuild, ASignedDirectoryBuildIsInstalledAndEveryAttackOnItRefused) {
+  const v1::Artifact good = DirectoryBuild("models/spark/w4a8-amx/2026.12.2", 11);
+  SignDirectory(good);
+  ServeDecision(good);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  EXPECT_THAT(boot.err, HasSubstr("trust: target " + good.target_path() + " verified"));
+  EXPECT_EQ(Decision().artifact_path, BuildDir(good));
+  for (const testing::ModelFileSpec& spec : files_[good.target_path()]) {
+    EXPECT_EQ(ReadTextFile(BuildDir(good) + "/" + spec.path), spec.bytes) << spec.path;
+  }
+  // `repo verify --dir` checks the mirror's copy as the device did.
+  const ProcessResult verified =
+      Ctl({"repo", "verify", "--metadata-dir", mirror(), "--root", device("root.json"), "--target",
+           good.target_path(), "--dir", served() + "/" + good.target_path()});
+  EXPECT_THAT(verified.out, HasSubstr("holds exactly the signed build (6 file(s)"));
+
+  // A manifest signed by no one: the files are on the mirror and listed by
+  // the server with their true digests, but no target lists their manifest.
+  const v1::Artifact unsigned_build = DirectoryBuild("models/spark/w4a8-amx/rogue", 21);
+  ServeDecision(unsigned_build);
+  ProcessResult refused = Boot();
+  ExpectLastGoodBuild(refused, good);
+  EXPECT_THAT(refused.err, HasSubstr("is not listed by the trusted targets metadata"));
+  EXPECT_EQ(Requests(unsigned_build.target_path() + "/config.json"), 0);
+
+  // The signed build's name, with a file added to the server's list: the
+  // list no longer makes the signed manifest.
+  v1::Artifact added = good;
+  v1::BuildFile* extra = added.add_files();
+  *extra = good.files(0);
+  extra->set_path("extra.json");
+  const trust::BuildManifestDigest digest =
+      trust::DigestBuildManifest(trust::ToBuildManifestFiles(added.files()));
+  added.set_sha256(digest.sha256);
+  added.set_size_bytes(digest.size_bytes);
+  ServeDecision(added);
+  refused = Boot();
+  ExpectLastGoodBuild(refused, good);
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat("signed length ", good.size_bytes(),
+                                                 ", the decision says ", digest.size_bytes)));
+
+  // A signed build whose shard the mirror swaps for another build's (a
+  // valid safetensors file, just not this one): refused after the bytes,
+  // nothing of it published.
+  const v1::Artifact next = DirectoryBuild("models/spark/w4a8-amx/2026.12.3", 31);
+  SignDirectory(next);
+  WriteTextFile(served() + "/" + next.target_path() + "/" + files_[next.target_path()][4].path,
+                files_[good.target_path()][4].bytes);
+  ServeDecision(next);
+  refused = Boot();
+  ExpectLastGoodBuild(refused, good);
+  EXPECT_THAT(refused.err, HasSubstr("DATA_LOSS"));
+  EXPECT_FALSE(fs::exists(BuildDir(next)));
+  EXPECT_THAT(Outcomes(), Contains(HasSubstr(absl::StrCat(
+                              v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED, "|", next.sha256(), "|"))));
 }
 
 }  // namespace

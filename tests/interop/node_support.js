@@ -28,8 +28,12 @@ class ServerProcess {
   static start(binary, workDir, extraArgs) {
     const logPath = path.join(workDir, 'server.log');
     const log = fs.openSync(logPath, 'w');
+    // The suites' requests stand for single-file agents: the embedded demo's
+    // directory builds would be refused to them (accepts_directory_builds).
+    const catalog = extraArgs.some((arg) => arg.startsWith('--catalog='))
+      ? [] : [`--catalog=${path.join(__dirname, '..', 'data', 'single_file_catalog.yaml')}`];
     const child = spawn(binary,
-      ['--listen=127.0.0.1:0', '--metrics_listen=127.0.0.1:0', ...extraArgs],
+      ['--listen=127.0.0.1:0', '--metrics_listen=127.0.0.1:0', ...catalog, ...extraArgs],
       { stdio: ['ignore', 'pipe', log] });
     fs.closeSync(log);
     return new Promise((resolve, reject) => {

@@ -96,9 +96,14 @@ class ServerProcess:
     def __init__(self, work_dir, extra_args):
         self.log_path = os.path.join(work_dir, "server.log")
         with open(self.log_path, "wb") as log:
+            # The suite's requests stand for single-file agents: the embedded
+            # demo's directory builds would be refused to them.
+            catalog = ([] if any(arg.startswith("--catalog=") for arg in extra_args) else
+                       ["--catalog=" + os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "..", "data", "single_file_catalog.yaml")])
             self.process = subprocess.Popen(
                 [SERVER_BINARY, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                 *extra_args],
+                 *catalog, *extra_args],
                 stdout=subprocess.PIPE, stderr=log, text=True)
         lines = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in self.process.stdout],

@@ -315,6 +315,141 @@ test('a repository made by weightpathctl repo is accepted by tuf-js Updater', as
   }
 });
 
+// A directory build's manifest as an independent implementation writes it:
+// every file's path, size and SHA-256, sorted bytewise by path, in TUF's
+// canonical JSON (the form trust/build_manifest.h documents).
+function buildManifest(dir) {
+  const files = [];
+  const walk = (relative) => {
+    for (const entry of fs.readdirSync(path.join(dir, relative), { withFileTypes: true })) {
+      const name = relative ? `${relative}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) {
+        walk(name);
+      } else {
+        const bytes = fs.readFileSync(path.join(dir, name));
+        files.push({ path: name, sha256: sha256(bytes), size_bytes: bytes.length });
+      }
+    }
+  };
+  walk('');
+  files.sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+  return { files, bytes: Buffer.from(canonicalize({ files, format: 'weightpath-build-manifest/1' })) };
+}
+
+function writeModelDirectory(dir, seed) {
+  const files = {
+    'config.json': `{"model_type":"qwen3","seed":${seed}}\n`,
+    'tokenizer.json': '{"version":"1.0"}\n',
+    'tokenizer_config.json': '{"eos_token":"<|endoftext|>"}\n',
+    'model-00001-of-00002.safetensors': `shard one ${seed}`.repeat(500),
+    'model-00002-of-00002.safetensors': `shard two ${seed}`.repeat(500),
+    'nested/generation_config.json': '{"temperature":0.6}\n',
+  };
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), text);
+  }
+}
+
+test('a directory build signed by weightpathctl is read by tuf-js, its manifest byte-identical to ours', async () => {
+  const repo = path.join(workDir, 'dir-repo');
+  const keysDir = path.join(workDir, 'dir-keys');
+  const model = path.join(workDir, 'model-dir');
+  writeModelDirectory(model, 1);
+  const target = 'models/spark/bf16/2026.12.1';
+  ctl(['repo', 'init', '--repo', repo, '--generate-keys', keysDir]);
+  const key = (role) => path.join(keysDir, `${role}.pem`);
+  const manifestOut = path.join(workDir, 'manifest.json');
+  ctl(['repo', 'add-target', '--repo', repo, '--path', target, '--dir', model, '--manifest-out', manifestOut,
+    '--model', 'spark-1.7b', '--weight-path', 'bf16', '--version', '2026.12.1', '--hardware-classes', 'cuda_discrete']);
+  ctl(['repo', 'sign', '--repo', repo, '--role', 'targets', '--key', key('targets')]);
+  ctl(['repo', 'timestamp', '--repo', repo, '--key', key('timestamp'), '--snapshot-key', key('snapshot')]);
+
+  // Node's manifest of the same directory is the bytes weightpathctl wrote.
+  const ours = buildManifest(model);
+  assert.deepEqual(fs.readFileSync(manifestOut), ours.bytes);
+
+  // tuf-js verifies the target (the manifest) and reads the file list from
+  // its custom; a device checks each file against that list.
+  const mirrorDir = path.join(workDir, 'dir-mirror');
+  fs.mkdirSync(path.join(mirrorDir, path.dirname(target)), { recursive: true });
+  fs.copyFileSync(manifestOut, path.join(mirrorDir, target));
+  const metadata = await serve(path.join(repo, 'metadata'));
+  const mirror = await serve(mirrorDir);
+  try {
+    const cache = fs.mkdtempSync(path.join(workDir, 'dir-device-'));
+    fs.copyFileSync(path.join(repo, 'metadata', '1.root.json'), path.join(cache, 'root.json'));
+    const updater = new Updater({
+      metadataDir: cache, metadataBaseUrl: metadata.url, targetDir: cache, targetBaseUrl: mirror.url,
+      config: { prefixTargetsWithHash: false },
+    });
+    const info = await updater.getTargetInfo(target);
+    assert.ok(info);
+    assert.equal(info.length, ours.bytes.length);
+    assert.deepEqual(info.hashes, { sha256: sha256(ours.bytes) });
+    assert.deepEqual(info.custom.files, ours.files);
+    assert.equal(info.custom.weight_path, 'bf16');
+    const downloaded = await updater.downloadTarget(info, path.join(cache, 'manifest.json'));
+    assert.deepEqual(JSON.parse(fs.readFileSync(downloaded, 'utf8')).files, ours.files);
+  } finally {
+    await metadata.close();
+    await mirror.close();
+  }
+});
+
+test('a directory build signed with @tufjs/models is checked by weightpathctl repo verify --dir', () => {
+  const dir = path.join(workDir, 'tufjs-dir-repo');
+  fs.mkdirSync(dir, { recursive: true });
+  const model = path.join(workDir, 'tufjs-model');
+  writeModelDirectory(model, 2);
+  const keys = {};
+  for (const name of ['root', 'targets', 'snapshot', 'timestamp']) keys[name] = newKey();
+  const write = (name, bytes) => fs.writeFileSync(path.join(dir, name), bytes);
+  const root = new Root({ version: 1, expires: expiresIn(365), consistentSnapshot: true });
+  for (const role of ['root', 'targets', 'snapshot', 'timestamp']) root.addKey(keys[role].key, role);
+  write('1.root.json', sign(new Metadata(root), keys.root));
+
+  const manifest = buildManifest(model);
+  const target = 'models/spark/w4a8-amx/2026.12.1';
+  const targets = new Targets({ version: 1, expires: expiresIn(90) });
+  targets.addTarget(new TargetFile({
+    path: target, length: manifest.bytes.length, hashes: { sha256: sha256(manifest.bytes) },
+    unrecognizedFields: { custom: {
+      model: 'spark-1.7b', weight_path: 'w4a8-amx', version: '2026.12.1', hardware_classes: ['x86_cpu'],
+      files: manifest.files,
+    } },
+  }));
+  const targetsBytes = sign(new Metadata(targets), keys.targets);
+  write('1.targets.json', targetsBytes);
+  const snapshotBytes = sign(new Metadata(new Snapshot({
+    version: 1, expires: expiresIn(7), meta: { 'targets.json': metaFor(targetsBytes, 1) },
+  })), keys.snapshot);
+  write('1.snapshot.json', snapshotBytes);
+  write('timestamp.json', sign(new Metadata(new Timestamp({
+    version: 1, expires: expiresIn(1), snapshotMeta: metaFor(snapshotBytes, 1),
+  })), keys.timestamp));
+
+  const verify = ['repo', 'verify', '--metadata-dir', dir, '--root', path.join(dir, '1.root.json'),
+    '--target', target, '--dir', model];
+  const verified = JSON.parse(ctl([...verify, '-o', 'json']));
+  assert.deepEqual(verified.directory_verified, { path: model, files: 6, size_bytes:
+    manifest.files.reduce((sum, file) => sum + file.size_bytes, 0) });
+
+  // One byte of one shard changed, then a file added: each named.
+  const shard = path.join(model, 'model-00002-of-00002.safetensors');
+  const bytes = fs.readFileSync(shard);
+  bytes[10] ^= 1;
+  fs.writeFileSync(shard, bytes);
+  let refused = ctlFails(verify);
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /"model-00002-of-00002\.safetensors": sha256 [0-9a-f]{64}, the signed build says/);
+  bytes[10] ^= 1;
+  fs.writeFileSync(shard, bytes);
+  fs.writeFileSync(path.join(model, 'extra.bin'), 'not signed');
+  refused = ctlFails(verify);
+  assert.match(refused.stderr, /"extra\.bin": not in the signed build \(extra file\)/);
+});
+
 test('timestamps weightpath-server signs with --timestamp_key are accepted by tuf-js Updater', async () => {
   const server = support.requiredEnvironment(['WEIGHTPATH_SERVER_BINARY']).WEIGHTPATH_SERVER_BINARY;
   const repo = path.join(workDir, 'server-repo');

@@ -28,6 +28,43 @@ const policy::Policy& DefaultPolicy() {
 }
 
 std::string DemoText() { return std::string(DemoCatalogYaml()); }
+// A catalog of single-file builds (the demo catalog as it was before its
+// builds became model directories): the faults below are placed by line.
+std::string SingleFileText() {
+  return R"yaml(# The demo catalog compiled into weightpath-server (used when --catalog is not
+# given). Its files are what scripts/make-demo-artifacts DIR writes; serve DIR
+# on 127.0.0.1:8765 and the URIs below resolve. Regenerate with
+#   scripts/make-demo-artifacts --catalog DIR
+default_model: Spark-X2.5-1.7B
+models:
+  Spark-X2.5-1.7B:
+    bf16:
+      uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/bf16.bin
+      sha256: efd41686dc43781edd37a8f8b91b76b591e79be3aa0c66c24129cd4f2e14442b
+      size_bytes: 262144
+      version: "demo-1"
+    export-qnn-w8a16:
+      uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/export-qnn-w8a16.bin
+      sha256: 1ca89ed1963c547e4d69aa6868d9b8fead58df8e503623a84956d4e6a740071c
+      size_bytes: 262144
+      version: "demo-1"
+    fp16:
+      uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/fp16.bin
+      sha256: 90a7e5bf64cfad05d34a4f5fdee6f858db013646f2d92d0534a38b974ad43527
+      size_bytes: 262144
+      version: "demo-1"
+    w4a16-tinygemm:
+      uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/w4a16-tinygemm.bin
+      sha256: 977f2d077f256d2153a0371275e91edd01102194f73c335c48c632758896fce2
+      size_bytes: 262144
+      version: "demo-1"
+    w4a8-amx:
+      uri: http://127.0.0.1:8765/Spark-X2.5-1.7B/w4a8-amx.bin
+      sha256: ec5b345fc6cb122a070d129e1cca99e0b940821652abc81facaff87c0b5bc263
+      size_bytes: 262144
+      version: "demo-1"
+)yaml";
+}
 
 absl::StatusOr<std::shared_ptr<const Catalog>> Load(const std::string& text) {
   return LoadCatalog(text, "catalog.yaml", DefaultPolicy());
@@ -42,16 +79,29 @@ TEST(ServerCatalogTest, EmbeddedDemoCatalogCoversEveryReachablePath) {
   const Catalog::ModelArtifacts* artifacts = (*catalog)->FindModel("Spark-X2.5-1.7B");
   ASSERT_NE(artifacts, nullptr);
   for (const std::string& name : DefaultPolicy().ReachablePathNames()) {
-    ASSERT_EQ(artifacts->count(name), 1u) << name;
-    EXPECT_EQ(artifacts->at(name).uri,
-              absl::StrCat("http://127.0.0.1:8765/Spark-X2.5-1.7B/", name, ".bin"));
-    EXPECT_EQ(artifacts->at(name).size_bytes, 262144u);
+    SCOPED_TRACE(name);
+    ASSERT_EQ(artifacts->count(name), 1u);
+    const CatalogArtifact& artifact = artifacts->at(name);
+    if (name == "export-qnn-w8a16") {  // an NPU export is one file
+      EXPECT_EQ(artifact.uri, absl::StrCat("http://127.0.0.1:8765/Spark-X2.5-1.7B/", name, ".bin"));
+      EXPECT_EQ(artifact.size_bytes, 262144u);
+      continue;
+    }
+    // A model directory the engine loads: config, tokenizer, two shards, index.
+    EXPECT_EQ(artifact.uri, "");
+    ASSERT_EQ(artifact.files.size(), 6u);
+    for (const CatalogBuildFile& file : artifact.files) {
+      EXPECT_EQ(file.uri,
+                absl::StrCat("http://127.0.0.1:8765/Spark-X2.5-1.7B/", name, "/", file.path));
+    }
+    EXPECT_EQ(artifact.files[0].path, "config.json");
+    EXPECT_EQ(artifact.files[1].path, "model-00001-of-00002.safetensors");
   }
   EXPECT_EQ((*catalog)->FindModel("Other-7B"), nullptr);
 }
 
 TEST(ServerCatalogTest, SecondModelAndFileUrisLoad) {
-  std::string text = DemoText();
+  std::string text = SingleFileText();
   std::string second = text.substr(text.find("  Spark-X2.5-1.7B:"));
   second = absl::StrReplaceAll(second, {{"Spark-X2.5-1.7B", "Tiny-0.5B"},
                                         {"http://127.0.0.1:8765", "file:///srv/weights"}});
@@ -95,7 +145,7 @@ TEST(ServerCatalogTest, EachFaultIsRefusedNamingFileLineAndField) {
   };
   for (const BrokenCatalog& test_case : cases) {
     SCOPED_TRACE(test_case.name);
-    const std::string text = DemoText();
+    const std::string text = SingleFileText();
     const size_t at = text.find(test_case.from);
     ASSERT_NE(at, std::string::npos);
     std::string broken = text;
@@ -106,7 +156,7 @@ TEST(ServerCatalogTest, EachFaultIsRefusedNamingFileLineAndField) {
 }
 
 TEST(ServerCatalogTest, TargetPathIsOptionalAndAPlainCatalogIsNeverSigned) {
-  std::string text = DemoText();
+  std::string text = SingleFileText();
   const std::string bf16_version = "version: \"demo-1\"\n    export";
   text.replace(text.find(bf16_version), bf16_version.size(),
                "version: \"demo-1\"\n      target_path: models/spark/bf16.bin\n    export");
@@ -138,7 +188,7 @@ TEST(ServerCatalogTest, ATargetPathOutsideTheMirrorIsRefused) {
            {"\"\"", "empty target path"},
            {std::string(1025, 'a'), "longer than 1024 bytes"}}) {
     SCOPED_TRACE(path);
-    std::string text = DemoText();
+    std::string text = SingleFileText();
     text.replace(text.find(bf16_version), bf16_version.size(),
                  absl::StrCat("version: \"demo-1\"\n      target_path: ", path, "\n    export"));
     EXPECT_THAT(Load(text),
@@ -151,7 +201,7 @@ TEST(ServerCatalogTest, ATargetPathOutsideTheMirrorIsRefused) {
 // The bf16 entry of the demo catalog replaced by `entry` (indented for its
 // place, six spaces), the rest as it is.
 std::string WithBf16(const std::string& entry) {
-  std::string text = DemoText();
+  std::string text = SingleFileText();
   const size_t at = text.find("    bf16:\n");
   const size_t end = text.find("    export-qnn-w8a16:");
   text.replace(at, end - at, absl::StrCat("    bf16:\n", entry));

@@ -138,7 +138,7 @@ class ServerReloadUnderLoadTest : public ::testing::Test {
         catalog_path_(dir_.File("catalog.yaml")),
         metrics_(std::make_shared<prometheus::Registry>()) {
     testing::WriteFileOrDie(policy_path_, PolicyText(0));
-    testing::WriteFileOrDie(catalog_path_, std::string(DemoCatalogYaml()));
+    testing::WriteFileOrDie(catalog_path_, testing::SingleFileCatalogYaml());
   }
 
   // The bundled policy with a comment that changes its version.

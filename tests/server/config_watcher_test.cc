@@ -24,7 +24,7 @@ using ::weightpath::testing::StatusIs;
 using Result = ConfigWatcher::Result;
 
 std::string PolicyText() { return std::string(policy::DefaultPolicyYaml()); }
-std::string CatalogText() { return std::string(DemoCatalogYaml()); }
+std::string CatalogText() { return testing::SingleFileCatalogYaml(); }
 
 class ServerConfigWatcherTest : public ::testing::Test {
  protected:

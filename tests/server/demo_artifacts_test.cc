@@ -25,13 +25,29 @@ TEST(ServerDemoArtifactsTest, ScriptFilesHashToWhatTheEmbeddedCatalogSays) {
   const std::string model = (*catalog)->default_model();
   const Catalog::ModelArtifacts* artifacts = (*catalog)->FindModel(model);
   ASSERT_NE(artifacts, nullptr);
+  int directory_builds = 0;
   for (const auto& [path_name, artifact] : *artifacts) {
     SCOPED_TRACE(path_name);
-    const std::string bytes =
-        testing::ReadFileOrDie(dir.File(model + "/" + path_name + ".bin"));
-    EXPECT_EQ(bytes.size(), artifact.size_bytes);
-    EXPECT_EQ(Sha256Hex(bytes), artifact.sha256);
+    if (artifact.files.empty()) {
+      const std::string bytes =
+          testing::ReadFileOrDie(dir.File(model + "/" + path_name + ".bin"));
+      EXPECT_EQ(bytes.size(), artifact.size_bytes);
+      EXPECT_EQ(Sha256Hex(bytes), artifact.sha256);
+      continue;
+    }
+    // A directory build: DIR/<model>/<path>/ holds each listed file.
+    ++directory_builds;
+    for (const CatalogBuildFile& file : artifact.files) {
+      SCOPED_TRACE(file.path);
+      const std::string bytes =
+          testing::ReadFileOrDie(dir.File(model + "/" + path_name + "/" + file.path));
+      EXPECT_EQ(bytes.size(), file.size_bytes);
+      EXPECT_EQ(Sha256Hex(bytes), file.sha256);
+      EXPECT_EQ(file.uri, "http://127.0.0.1:8765/" + model + "/" + path_name + "/" + file.path);
+    }
   }
+  // The builds vLLM loads as a model directory; the NPU export is one file.
+  EXPECT_EQ(directory_builds, 4);
 }
 
 }  // namespace

@@ -155,7 +155,7 @@ TEST(ServerEtagTest, PolicyAndCatalogChangesChangeTheEtagOnlyWhenTheDecisionChan
   const std::string policy_path = dir.File("policy.yaml");
   const std::string catalog_path = dir.File("catalog.yaml");
   const std::string policy_text(policy::DefaultPolicyYaml());
-  const std::string catalog_text(DemoCatalogYaml());
+  const std::string catalog_text = testing::SingleFileCatalogYaml();
   WriteFileOrDie(policy_path, policy_text);
   WriteFileOrDie(catalog_path, catalog_text);
   auto server = ServerProcess::Start({"--store=none", "--policy=" + policy_path,

@@ -196,12 +196,12 @@ TEST(ServerHostileFilesTest, AliasAmplifiedPolicyIsRefusedAndTheLastGoodOneServe
 TEST(ServerHostileFilesTest, AliasAmplifiedCatalogIsRefused) {
   TempDir dir;
   const std::string catalog_path = dir.File("catalog.yaml");
-  WriteFileOrDie(catalog_path, std::string(DemoCatalogYaml()));
+  WriteFileOrDie(catalog_path, testing::SingleFileCatalogYaml());
   auto server = ServerProcess::Start(
       {"--catalog=" + catalog_path, "--reload_interval=0s", "--store=none"});
   ASSERT_TRUE(server.ok()) << server.status();
 
-  std::string bomb = std::string(DemoCatalogYaml()) + "\nnotes:\n  - &big " +
+  std::string bomb = testing::SingleFileCatalogYaml() + "\nnotes:\n  - &big " +
                      std::string(1 << 20, 'y') + "\n";
   for (int i = 0; i < 4000; ++i) bomb += "  - *big\n";
   Replace(catalog_path, bomb);

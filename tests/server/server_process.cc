@@ -105,6 +105,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   // The default store is a file in the working directory; each test server
   // gets its own so parallel tests never share a registry by accident.
   if (!Names(args, "store")) args.push_back("--store=sqlite:" + process->log_dir_->File("fleet.db"));
+  // The suites' requests stand for single-file agents: the embedded demo's
+  // directory builds would be refused to them (accepts_directory_builds).
+  if (!Names(args, "catalog")) args.push_back("--catalog=" WEIGHTPATH_SINGLE_FILE_CATALOG);
   ::weightpath::testing::SpawnOptions options;
   options.pipe_stdout = true;
   options.stderr_path = process->log_path_;
@@ -212,5 +215,7 @@ absl::StatusOr<double> SampleValue(const std::string& exposition, const std::str
   }
   return absl::NotFoundError(absl::StrCat("no sample ", series));
 }
+
+std::string SingleFileCatalogYaml() { return ReadFileOrDie(WEIGHTPATH_SINGLE_FILE_CATALOG); }
 
 }  // namespace weightpath::server::testing

@@ -33,6 +33,9 @@ void WriteFileOrDie(const std::string& path, const std::string& contents);
 // Mode 0600, as the server and weightpathctl require of a token file.
 void WriteSecretFileOrDie(const std::string& path, const std::string& contents);
 std::string ReadFileOrDie(const std::string& path);
+// tests/data/single_file_catalog.yaml: the catalog a test server loads
+// unless the test names one (every build one file).
+std::string SingleFileCatalogYaml();
 
 struct ExitResult {
   int exit_code = -1;      // -1 when killed by a signal

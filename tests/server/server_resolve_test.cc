@@ -103,7 +103,7 @@ std::map<std::string, v1::HardwareProfile> GoldenProfiles() {
 TEST_F(ServerResolveTest, EveryGoldenProfileGetsThePolicyLibrarysDecision) {
   const std::shared_ptr<const policy::Policy> policy = policy::DefaultPolicy();
   absl::StatusOr<std::shared_ptr<const Catalog>> catalog =
-      LoadCatalog(DemoCatalogYaml(), kDemoCatalogSourceName, *policy);
+      LoadCatalog(testing::SingleFileCatalogYaml(), kDemoCatalogSourceName, *policy);
   ASSERT_TRUE(catalog.ok()) << catalog.status();
   const std::map<std::string, v1::HardwareProfile> profiles = GoldenProfiles();
   ASSERT_GE(profiles.size(), 12u);

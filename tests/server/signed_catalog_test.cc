@@ -279,7 +279,7 @@ TEST_F(SignedRepository, APinnedArtifactIsSignedOnlyWhenItMatchesAVerifiedTarget
   }
   // A plain catalog signs nothing, whatever the pin says.
   absl::StatusOr<std::shared_ptr<const Catalog>> plain =
-      LoadCatalog(DemoCatalogYaml(), "demo catalog", *policy);
+      LoadCatalog(testing::SingleFileCatalogYaml(), "demo catalog", *policy);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_FALSE(pinned_answer(*plain, claimed).signed_target());
 }
@@ -484,7 +484,7 @@ TEST_F(SignedRepository, ATimestampKeyOthersCanReadOrThatIsNotTheRolesIsRefused)
 
 TEST(ServerSignedCatalogTest, APlainCatalogSendsItsTargetPathUnsigned) {
   TempDir dir;
-  std::string text(DemoCatalogYaml());
+  std::string text = testing::SingleFileCatalogYaml();
   const std::string amx = "Spark-X2.5-1.7B/w4a8-amx.bin\n";
   const size_t at = text.find(amx);
   ASSERT_NE(at, std::string::npos);

@@ -1,0 +1,445 @@
+// Directory builds as a device meets them: the real agent binary, the real
+// weightpath-server with a catalog of directory builds, and a real HTTP
+// mirror, all on loopback. What the engine is handed, what crosses the
+// mirror's link (counted in its request log), and what a mirror or a full
+// disk can do to a device that already runs a good build.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/decision/decision_record.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "policy/policy.h"
+#include "tests/agent/artifact_files.h"
+#include "tests/agent/model_build.h"
+#include "tests/agent/range_http_server.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/server/server_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/testing/status_matchers.h"
+
+#ifndef WEIGHTPATH_AGENT_BINARY
+#error "the test target defines WEIGHTPATH_AGENT_BINARY"
+#endif
+
+namespace weightpath::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using server::testing::ServerProcess;
+using testing::ArtifactBytes;
+using testing::CatalogEntryYaml;
+using testing::ModelDirectoryFiles;
+using testing::ModelFileSpec;
+using testing::RangeHttpServer;
+using testing::ReadTextFile;
+using testing::TempDir;
+using testing::WriteArtifact;
+using testing::WriteModelBuild;
+using testing::WriteTextFile;
+using ::weightpath::testing::IsOk;
+using ::weightpath::testing::ProcessResult;
+using ::weightpath::testing::RunProcess;
+
+namespace fs = std::filesystem;
+
+constexpr char kModel[] = "Spark-X2.5-1.7B";
+constexpr size_t kShardBytes = 2 * 1024 * 1024;
+// An x86 server CPU with AMX: the default policy gives it w4a8-amx for speed.
+constexpr char kProfileJson[] = R"({
+  "arch": "x86_64",
+  "cpu_model": "Intel(R) Xeon(R) Platinum 8480C",
+  "cpu_flags": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8", "fma", "f16c"],
+  "n_logical": 8, "n_physical": 4, "numa_nodes": 1,
+  "ram_total_bytes": 34359738368, "ram_available_bytes": 30000000000,
+  "accelerator": "none", "supports_bf16": true, "host_os": "linux"
+})";
+constexpr char kExpectedPath[] = "w4a8-amx";
+
+class AgentBuildEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override { StartMirror(); }
+
+  void StartMirror() {
+    fs::create_directories(served());
+    absl::StatusOr<std::unique_ptr<RangeHttpServer>> http =
+        RangeHttpServer::Start(served(), work_.path());
+    ASSERT_THAT(http, IsOk());
+    http_ = *std::move(http);
+    // Every other path the default policy can hand out: a small single
+    // file, so the server accepts the catalog; never fetched here.
+    uint32_t seed = 100;
+    for (const std::string& name : policy::DefaultPolicy()->ReachablePathNames()) {
+      if (name == kExpectedPath) continue;
+      others_[name] = WriteArtifact(served() + "/other/" + name + ".bin",
+                                    ArtifactBytes(4096, seed++), http_->Url("other/" + name + ".bin"));
+    }
+    WriteTextFile(profile_path(), kProfileJson);
+  }
+
+  std::string served() const { return work_.Sub("served"); }
+  std::string device(const std::string& relative) const { return work_.Sub("device/" + relative); }
+  std::string profile_path() const { return work_.Sub("profile.json"); }
+
+  // A build of the model published on the mirror under served()/<name>/.
+  v1::Artifact Publish(const std::string& name, const std::vector<ModelFileSpec>& files,
+                       const std::string& query = "") {
+    v1::Artifact build =
+        WriteModelBuild(served() + "/" + name, files, http_->Url(name + "/"), name);
+    if (!query.empty()) {
+      for (v1::BuildFile& file : *build.mutable_files()) file.set_uri(file.uri() + query);
+    }
+    return build;
+  }
+
+  // (Re)starts the server on a catalog that gives this device `build`.
+  void Serve(const v1::Artifact& build) {
+    std::string yaml = absl::StrCat("default_model: ", kModel, "\nmodels:\n  ", kModel, ":\n");
+    absl::StrAppend(&yaml, "    ", kExpectedPath, ":\n", CatalogEntryYaml(build));
+    for (const auto& [name, artifact] : others_) {
+      absl::StrAppend(&yaml, "    ", name, ":\n", CatalogEntryYaml(artifact));
+    }
+    WriteTextFile(work_.Sub("catalog.yaml"), yaml);
+    server_.reset();
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+        ServerProcess::Start({"--catalog=" + work_.Sub("catalog.yaml"), "--reload_interval=0s"});
+    ASSERT_THAT(server, IsOk());
+    server_ = *std::move(server);
+    WriteAgentConfig();
+  }
+
+  void WriteAgentConfig() {
+    WriteTextFile(device("agent.yaml"),
+                  absl::StrCat("server: ", server_->grpc_address(), "\n",
+                               "device_id: edge-build-0001\n",
+                               "state_dir: ", device("state"), "\n",
+                               "cache_dir: ", device("cache"), "\n",
+                               "decision_file: ", device("run/decision.json"), "\n",
+                               "env_file: ", device("run/engine.env"), "\n",
+                               "budget: 30\ncall_timeout: 10\n", extra_config_));
+  }
+
+  std::vector<std::string> BootArgv() const {
+    return {WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")};
+  }
+  ProcessResult Boot() {
+    return RunProcess(BootArgv(), {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  }
+
+  DecisionRecord Decision() const {
+    absl::StatusOr<DecisionRecord> record =
+        DecisionFromJson(ReadTextFile(device("run/decision.json")), "decision.json");
+    EXPECT_THAT(record, IsOk());
+    return record.ok() ? *record : DecisionRecord{};
+  }
+
+  std::string BuildDir(const v1::Artifact& build) const {
+    return device("cache/builds/" + build.sha256());
+  }
+
+  // Body bytes the mirror sent for URLs under /<name>/ (its request log).
+  uint64_t BytesServed(const std::string& name) const {
+    uint64_t total = 0;
+    for (const std::string& line : http_->RequestLog()) {
+      if (!absl::StrContains(line, "GET /" + name + "/")) continue;
+      const size_t at = line.rfind("bytes=");
+      uint64_t bytes = 0;
+      if (at != std::string::npos && absl::SimpleAtoi(line.substr(at + 6), &bytes)) total += bytes;
+    }
+    return total;
+  }
+
+  std::string EnvVariable(const std::string& name) const {
+    ProcessResult shell = RunProcess({"/bin/sh", "-c", ". \"$1\" && printf '%s' \"$" + name + "\"",
+                                      "sh", device("run/engine.env")},
+                                     {}, absl::Seconds(10));
+    EXPECT_EQ(shell.exit_code, 0) << shell.err;
+    return shell.out;
+  }
+
+  // The directory the engine was handed holds exactly `files`, byte for byte.
+  void ExpectHandedOver(const v1::Artifact& build, const std::vector<ModelFileSpec>& files) {
+    const DecisionRecord decision = Decision();
+    EXPECT_EQ(decision.artifact_path, BuildDir(build));
+    EXPECT_EQ(decision.response.artifact().files_size(), static_cast<int>(files.size()));
+    size_t listed = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(BuildDir(build))) {
+      if (entry.is_regular_file()) ++listed;
+    }
+    EXPECT_EQ(listed, files.size());
+    for (const ModelFileSpec& spec : files) {
+      const std::string path = BuildDir(build) + "/" + spec.path;
+      EXPECT_EQ(ReadTextFile(path), spec.bytes) << spec.path;
+      struct stat info {};
+      ASSERT_EQ(::lstat(path.c_str(), &info), 0) << spec.path;
+      // A hard link to the blob: a regular file the engine's container
+      // sees whatever it mounts, stored once.
+      EXPECT_TRUE(S_ISREG(info.st_mode)) << spec.path;
+      EXPECT_GE(info.st_nlink, 2u) << spec.path;
+    }
+  }
+
+  TempDir work_;
+  std::unique_ptr<RangeHttpServer> http_;
+  std::unique_ptr<ServerProcess> server_;
+  std::map<std::string, v1::Artifact> others_;
+  std::string extra_config_;
+};
+
+TEST_F(AgentBuildEndToEnd, TheEngineIsHandedTheModelDirectoryUnderTheModelsName) {
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 1, 2);
+  const v1::Artifact build = Publish("v1", files);
+  Serve(build);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  ExpectHandedOver(build, files);
+  EXPECT_EQ(EnvVariable("WEIGHTPATH_ARTIFACT"), BuildDir(build));
+  EXPECT_THAT(EnvVariable("WEIGHTPATH_ENGINE_ARGS"),
+              HasSubstr("--model " + BuildDir(build) + " --served-model-name " + kModel));
+  // Every file crossed the link once.
+  uint64_t total = 0;
+  for (const ModelFileSpec& spec : files) total += spec.bytes.size();
+  EXPECT_EQ(BytesServed("v1"), total);
+
+  // A second boot finds everything cached: nothing is fetched.
+  const ProcessResult again = Boot();
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(BytesServed("v1"), total);
+  ExpectHandedOver(build, files);
+}
+
+TEST_F(AgentBuildEndToEnd, AnUpgradeWithOneShardChangedFetchesOnlyThatShard) {
+  const v1::Artifact first = Publish("v1", ModelDirectoryFiles(kShardBytes, 1, 2));
+  Serve(first);
+  ASSERT_EQ(Boot().exit_code, 0);
+
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 1, 3);
+  const v1::Artifact second = Publish("v2", files);
+  Serve(second);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  ExpectHandedOver(second, files);
+  // Only the changed shard (its new bytes) crossed the link: every other
+  // file of v2 has bytes the device already held under v1.
+  EXPECT_EQ(BytesServed("v2"), files[4].bytes.size());
+  for (const std::string& line : http_->RequestLog()) {
+    if (absl::StrContains(line, "GET /v2/")) {
+      EXPECT_THAT(line, HasSubstr("model-00002-of-00002.safetensors"));
+    }
+  }
+}
+
+// What a mirror can do to a build: one wrong byte, a file it does not have,
+// a file of another build under this build's name. Each refused; the device
+// keeps booting its last good build, whose directory is untouched.
+TEST_F(AgentBuildEndToEnd, AMirrorThatCorruptsDropsOrSwapsAFileIsRefused) {
+  const std::vector<ModelFileSpec> good_files = ModelDirectoryFiles(kShardBytes, 1, 2);
+  const v1::Artifact good = Publish("good", good_files);
+  Serve(good);
+  ASSERT_EQ(Boot().exit_code, 0);
+
+  struct Attack {
+    const char* name;
+    // On the served copy of `files`.
+    std::function<void(const std::vector<ModelFileSpec>& files)> tamper;
+    const char* reason;
+  };
+  const Attack attacks[] = {
+      {"flipped",
+       [&](const std::vector<ModelFileSpec>& files) {
+         std::string shard = files[3].bytes;
+         shard[shard.size() / 2] ^= 0x01;
+         WriteTextFile(served() + "/flipped/" + files[3].path, shard);
+       },
+       "DATA_LOSS"},
+      {"dropped",
+       [&](const std::vector<ModelFileSpec>& files) {
+         fs::remove(served() + "/dropped/" + files[4].path);
+       },
+       "NOT_FOUND"},
+      {"swapped",
+       [&](const std::vector<ModelFileSpec>& files) {
+         // The same file of the good build, a valid shard, just not this one.
+         WriteTextFile(served() + "/swapped/" + files[4].path, good_files[4].bytes);
+       },
+       "DATA_LOSS"},
+  };
+  uint32_t seed = 10;
+  for (const Attack& attack : attacks) {
+    SCOPED_TRACE(attack.name);
+    // Shards no earlier attempt left in the cache (the good files of a
+    // refused build are kept as blobs, and would fill the gap).
+    const std::vector<ModelFileSpec> next_files = ModelDirectoryFiles(kShardBytes, seed, seed + 1);
+    seed += 2;
+    const v1::Artifact next = Publish(attack.name, next_files);
+    attack.tamper(next_files);
+    Serve(next);
+    const ProcessResult boot = Boot();
+    EXPECT_EQ(boot.exit_code, 3) << boot.err;  // the last good decision
+    EXPECT_THAT(boot.err, HasSubstr(attack.reason));
+    ExpectHandedOver(good, good_files);
+    EXPECT_FALSE(fs::exists(BuildDir(next)));
+  }
+}
+
+TEST_F(AgentBuildEndToEnd, OldBuildsAreEvictedUnderTheLimitAndABuildThatCannotFitIsRefusedFirst) {
+  // Room for about two builds: the third evicts what only the first held.
+  extra_config_ = absl::StrCat("cache_max_bytes: ", 9 * kShardBytes / 2, "\n");
+  const v1::Artifact v1 = Publish("v1", ModelDirectoryFiles(kShardBytes, 1, 2));
+  Serve(v1);
+  ASSERT_EQ(Boot().exit_code, 0);
+  const v1::Artifact v2 = Publish("v2", ModelDirectoryFiles(kShardBytes, 1, 3));
+  Serve(v2);
+  ASSERT_EQ(Boot().exit_code, 0);
+  const std::vector<ModelFileSpec> v3_files = ModelDirectoryFiles(kShardBytes, 4, 5);
+  const v1::Artifact v3 = Publish("v3", v3_files);
+  Serve(v3);
+  const ProcessResult third = Boot();
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  ExpectHandedOver(v3, v3_files);
+  // v1's own shard went; nothing of the running build did.
+  EXPECT_FALSE(fs::exists(device("cache/" + v1.files(4).sha256())));
+  uint64_t held = 0;
+  for (const auto& entry : fs::directory_iterator(device("cache"))) {
+    if (entry.is_regular_file()) held += entry.file_size();
+  }
+  EXPECT_LE(held, 9 * kShardBytes / 2);
+
+  // A build larger than the whole cache: refused before a byte is fetched,
+  // the server told, and the device keeps v3.
+  const v1::Artifact huge = Publish("huge", ModelDirectoryFiles(3 * kShardBytes, 6, 7));
+  Serve(huge);
+  const ProcessResult refused = Boot();
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(refused.err, HasSubstr("cache_max_bytes"));
+  EXPECT_THAT(refused.err, HasSubstr("reported OUTCOME_CACHE_FULL"));
+  EXPECT_EQ(BytesServed("huge"), 0u);
+  ExpectHandedOver(v3, v3_files);
+}
+
+// The agent killed (-9) while the shards of a build download in parallel;
+// the next boot resumes each from its partial file and fetches only what is
+// missing.
+TEST_F(AgentBuildEndToEnd, AKilledDownloadResumesWithOnlyTheMissingBytes) {
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 1, 2);
+  // 64 KiB every 100 ms per file: a few seconds per shard.
+  const v1::Artifact slow = Publish("v1", files, "?trickle=65536");
+  Serve(slow);
+  ::weightpath::testing::SpawnOptions options;
+  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
+      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+  ASSERT_THAT(agent, IsOk());
+  const auto partial_bytes = [&](const ModelFileSpec& spec) -> uint64_t {
+    const std::string digest = Sha256OfFile(served() + "/v1/" + spec.path).value();
+    std::error_code error;
+    const uint64_t size = fs::file_size(device("cache/" + digest + ".partial"), error);
+    return error ? 0 : size;
+  };
+  // Both shards under way at once, then the kill.
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while ((partial_bytes(files[3]) < 256 * 1024 || partial_bytes(files[4]) < 256 * 1024) &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  (*agent)->Signal(SIGKILL);
+  (*agent)->Wait(absl::Seconds(10));
+  const uint64_t held = partial_bytes(files[3]) + partial_bytes(files[4]);
+  ASSERT_GE(held, 512u * 1024);
+  ASSERT_LT(held, 2 * kShardBytes);
+  EXPECT_FALSE(fs::exists(BuildDir(slow)));
+
+  const uint64_t before = BytesServed("v1");
+  const v1::Artifact fast = Publish("v1", files);  // the same build, served at full speed
+  Serve(fast);
+  const ProcessResult boot = Boot();
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  ExpectHandedOver(fast, files);
+  // The small files may have finished before the kill; the shards resumed.
+  uint64_t missing = 2 * files[3].bytes.size() - held;
+  for (size_t i = 0; i < 3; ++i) missing += files[i].bytes.size();
+  missing += files[5].bytes.size();
+  EXPECT_LE(BytesServed("v1") - before, missing);
+  EXPECT_GE(BytesServed("v1") - before, 2 * files[3].bytes.size() - held);
+}
+
+// The cache on a small tmpfs that fills (a ballast written by something
+// else) while a new build downloads: a clear ENOSPC, no half-built
+// directory, and the last good build still boots. Skipped where the test
+// may not mount.
+TEST_F(AgentBuildEndToEnd, ADiskThatFillsMidDownloadLeavesTheLastGoodBuildBooting) {
+  fs::create_directories(device("cache"));
+  if (::mount("tmpfs", device("cache").c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=12m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs on " << device("cache") << ": " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{device("cache")};
+  extra_config_ = "cache_min_free_bytes: 65536\n";
+  const std::vector<ModelFileSpec> good_files = ModelDirectoryFiles(kShardBytes / 2, 1, 2);
+  const v1::Artifact good = Publish("good", good_files);
+  Serve(good);
+  ASSERT_EQ(Boot().exit_code, 0);
+
+  const v1::Artifact next = Publish("next", ModelDirectoryFiles(kShardBytes, 3, 4), "?trickle=65536");
+  Serve(next);
+  ::weightpath::testing::SpawnOptions options;
+  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
+  options.stderr_path = work_.Sub("agent.err");
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
+      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+  ASSERT_THAT(agent, IsOk());
+  // Once bytes of the new build arrive, something else takes the volume.
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  bool started = false;
+  while (!started && absl::Now() < give_up) {
+    for (const auto& entry : fs::directory_iterator(device("cache"))) {
+      started = started || (absl::EndsWith(entry.path().string(), ".partial") &&
+                            entry.file_size() > 0);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(started);
+  {
+    const int fd = ::open(device("cache/ballast").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    const std::string chunk(65536, 'x');
+    while (::write(fd, chunk.data(), chunk.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  const ::weightpath::testing::ExitStatus ended = (*agent)->Wait(absl::Seconds(60));
+  EXPECT_EQ(ended.exit_code, 3);
+  const std::string log = ReadTextFile(work_.Sub("agent.err"));
+  EXPECT_THAT(log, HasSubstr("ENOSPC"));
+  fs::remove(device("cache/ballast"));
+  ExpectHandedOver(good, good_files);
+  EXPECT_FALSE(fs::exists(BuildDir(next)));
+  for (const auto& entry : fs::directory_iterator(device("cache/builds"))) {
+    EXPECT_THAT(entry.path().filename().string(), Not(HasSubstr(".staging")));
+  }
+  EXPECT_THAT(ReadTextFile(device("run/engine.env")), HasSubstr(BuildDir(good)));
+}
+
+}  // namespace
+}  // namespace weightpath::agent
