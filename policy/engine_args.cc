@@ -145,7 +145,7 @@ DerivedEngineArgs DeriveEngineArgs(const PathDefinition& path, const ExpressionI
 void FillEngineKwargs(const PathDefinition& path, const v1::HardwareProfile& profile,
                       const ModelFacts& model, google::protobuf::Struct* out) {
   FillEngineKwargs(path, out);
-  if (!path.runs_in_vllm || path.engine_args.empty()) return;
+  if (!DerivesEngineArgs(path)) return;
   const DerivedEngineArgs derived =
       DeriveEngineArgs(path, InputsFor(profile, GpuFactsOf(profile), model));
   for (size_t i = 0; i < derived.count; ++i) {

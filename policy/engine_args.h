@@ -48,6 +48,13 @@ struct DerivedEngineArgs {
 // unknown (values[i].known false) and left out of the engine's arguments.
 DerivedEngineArgs DeriveEngineArgs(const PathDefinition& path, const ExpressionInputs& inputs);
 
+// Whether FillEngineKwargs below reads the profile and the model for
+// `path`: it runs in vLLM and declares engine_args. Otherwise its engine
+// kwargs are the profile-less FillEngineKwargs(path, out)'s (policy.h).
+inline bool DerivesEngineArgs(const PathDefinition& path) {
+  return path.runs_in_vllm && !path.engine_args.empty();
+}
+
 // {"quantization": q} when the path runs in vLLM and quantizes, then each
 // derived argument that is known (an integer kind rounded down;
 // max_model_len only when at least 1).

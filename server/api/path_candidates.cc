@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "policy/engine_args.h"
 #include "policy/path_standing.h"
 #include "store/policy_expectations.h"
 #include "store/verification.h"
@@ -52,15 +53,45 @@ std::optional<double> ExpectedDecode(const policy::PathDefinition& path,
   return std::nullopt;
 }
 
+// The NIM group: a rule's hardware condition or a failed requirement makes
+// a path incompatible, whatever the rules chose.
+void FillFit(const policy::PathStanding& standing, v1::PathCandidate* candidate) {
+  const policy::PathFit& fit = standing.fit;
+  switch (fit.kind) {
+    case policy::FitKind::kIncompatible:
+      candidate->set_fit(v1::PathCandidate::FIT_INCOMPATIBLE);
+      candidate->set_failing_requirement(fit.requirement);
+      break;
+    case policy::FitKind::kLowMemory:
+      candidate->set_fit(v1::PathCandidate::FIT_LOW_MEMORY);
+      candidate->set_failing_requirement(fit.requirement);
+      break;
+    case policy::FitKind::kRunnable:
+      candidate->set_fit(v1::PathCandidate::FIT_RUNNABLE);
+      break;
+  }
+  if (standing.standing == policy::PathStandingKind::kIncompatible &&
+      fit.kind != policy::FitKind::kIncompatible) {
+    candidate->set_fit(v1::PathCandidate::FIT_INCOMPATIBLE);
+    candidate->set_failing_requirement("match");
+  }
+  candidate->set_fit_reason(fit.reason);
+  if (fit.memory_per_gpu_bytes) candidate->set_memory_per_gpu_bytes(*fit.memory_per_gpu_bytes);
+  if (fit.memory_budget_per_gpu_bytes) {
+    candidate->set_memory_budget_per_gpu_bytes(*fit.memory_budget_per_gpu_bytes);
+  }
+  if (fit.max_model_len) candidate->set_max_model_len(*fit.max_model_len);
+}
+
 }  // namespace
 
 absl::Status FillPathCandidates(
     const policy::Policy& policy, const v1::ResolveWeightPathRequest& request,
-    std::string_view hardware_class,
+    std::string_view hardware_class, const policy::ModelFacts& model,
     const absl::StatusOr<v1::GetVerificationMatrixResponse>* matrix,
     google::protobuf::RepeatedPtrField<v1::PathCandidate>* candidates) {
   ASSIGN_OR_RETURN(const std::vector<policy::PathStanding> standings,
-                   policy::JudgePaths(policy, request.profile(), request.labels()));
+                   policy::JudgePaths(policy, request.profile(), request.labels(), model));
   const std::vector<store::PathExpectation> expectations = store::ExpectationsFromPolicy(policy);
   const std::string normalized_cpu = store::NormalizeCpuModel(request.profile().cpu_model());
   const bool matrix_read = matrix != nullptr && matrix->ok();
@@ -71,6 +102,10 @@ absl::Status FillPathCandidates(
     candidate->set_standing(ToProto(standing.standing));
     for (const v1::Priority priority : standing.chosen_for) candidate->add_chosen_for(priority);
     candidate->set_reason(standing.reason);
+    FillFit(standing, candidate);
+    if (standing.standing != policy::PathStandingKind::kIncompatible) {
+      policy::FillEngineKwargs(path, request.profile(), model, candidate->mutable_engine_kwargs());
+    }
 
     const v1::VerificationCell* cell =
         matrix_read ? FindCell(**matrix, path.name, hardware_class, normalized_cpu) : nullptr;

@@ -130,6 +130,7 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
   if (context.verification_matrix) matrix = context.verification_matrix();
   if (absl::Status judged =
           FillPathCandidates(policy, subject, response.decision().hardware_class(),
+                             context.snapshot->catalog->FindModelFacts(response.decision().model()),
                              matrix.has_value() ? &*matrix : nullptr, response.mutable_paths());
       !judged.ok()) {
     return judged;

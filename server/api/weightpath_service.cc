@@ -168,17 +168,20 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
                   response_bytes);
     return true;
   }
+  // A path deriving engine arguments reads the whole profile, which only
+  // the full path decodes.
+  if (policy::DerivesEngineArgs(*decision.path)) return false;
   // Nothing per call changes the answer: both are the decided part's own,
   // found by the decision and the model once this thread has seen them.
   DecidedPartCache& parts = ThreadDecidedPartCache();
   const DecidedPart* decided = parts.FindKnown(snapshot, decision, head.model);
   if (decided != nullptr) {
-    Summarize(decision, summary);
-  } else {
-    FillRequestHead(head, scratch);
     if (!head.accepts_directory_builds && decided->message.artifact().files_size() > 0) {
       return false;  // refused on the full path
     }
+    Summarize(decision, summary);
+  } else {
+    FillRequestHead(head, scratch);
     absl::StatusOr<ResolvedDecision> resolved =
         DecideKnown(decision, scratch->request, snapshot, summary);
     if (!resolved.ok() || !CheckAgentTakesBuild(*resolved, head.accepts_directory_builds).ok()) {
@@ -222,10 +225,10 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   const SnapshotHolder::Pin snapshot = snapshots_->Current();
   ASSIGN_OR_RETURN(const ResolvedDecision decision,
                    Decide(request, *hardware_class, *snapshot, summary, *rollouts));
+  RETURN_IF_ERROR(CheckAgentTakesBuild(decision, request.accepts_directory_builds()));
   AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
   if (head != nullptr) RememberProfile(request, *head, *hardware_class, *snapshot, *rollouts);
   return absl::OkStatus();
-  RETURN_IF_ERROR(CheckAgentTakesBuild(decision, request.accepts_directory_builds()));
 }
 
 void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& request,

@@ -31,12 +31,12 @@ absl::Status AttachArtifact(const v1::ResolveWeightPathRequest& request, const C
                                             *resolved->model, "\" path \"", resolved->path->name, "\""));
   }
   resolved->artifact = &artifact_it->second;
+  resolved->profile = &request.profile();
   return absl::OkStatus();
 }
 
 }  // namespace
 
-void Summarize(const policy::Decision& decision, ResolveSummary* summary) {
 bool IsDirectoryBuild(const ResolvedDecision& decision) {
   return decision.artifact_pinned() ? decision.shaped.resolution.pinned_artifact->files_size() > 0
                                     : decision.artifact->directory_build();
@@ -51,6 +51,7 @@ absl::Status CheckAgentTakesBuild(const ResolvedDecision& decision, bool accepts
       "upgrade the agent (it keeps its last good build meanwhile)"));
 }
 
+void Summarize(const policy::Decision& decision, ResolveSummary* summary) {
   summary->hardware_class = decision.hardware_class;
   summary->path_name = decision.path->name;
   summary->effective_priority = decision.effective_priority;
@@ -106,7 +107,13 @@ void FillDecidedPart(const ResolvedDecision& resolved, const Snapshot& snapshot,
   if (!resolved.artifact_pinned()) {
     FillArtifact(*resolved.artifact, decided->mutable_artifact());  // server/catalog.cc
   }
-  policy::FillEngineKwargs(path, decided->mutable_engine_kwargs());
+  if (resolved.per_device_engine_args() && resolved.profile != nullptr) {
+    policy::FillEngineKwargs(path, *resolved.profile,
+                             snapshot.catalog->FindModelFacts(*resolved.model),
+                             decided->mutable_engine_kwargs());
+  } else {
+    policy::FillEngineKwargs(path, decided->mutable_engine_kwargs());
+  }
   decided->set_effective_priority(decision.effective_priority);
   decided->set_policy_version(snapshot.policy->version());
   if (decision.rule != nullptr) decided->set_matched_rule(decision.rule->name);

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "policy/engine_args.h"
 #include "policy/hardware_class.h"
 #include "server/config/catalog.h"
 #include "server/config/policy_snapshot.h"
@@ -45,8 +46,16 @@ struct ResolvedDecision {
   const policy::PathDefinition* path = nullptr;
   const std::string* model = nullptr;  // the request's, or the catalog default
   const CatalogArtifact* artifact = nullptr;
+  // The request's: what a path's engine_args read, with the catalog's
+  // model_facts for `model`.
+  const v1::HardwareProfile* profile = nullptr;
 
   bool artifact_pinned() const { return shaped.resolution.pinned_artifact.has_value(); }
+  // The decided part depends on the device's profile, not only on the
+  // decision (policy::DerivesEngineArgs): it is built per call.
+  bool per_device_engine_args() const {
+    return path != nullptr && policy::DerivesEngineArgs(*path);
+  }
 };
 
 // NOT_FOUND naming the known models when `request.model` is not in the
@@ -72,15 +81,6 @@ absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
                                              const v1::ResolveWeightPathRequest& request,
                                              const Snapshot& snapshot, ResolveSummary* summary);
 
-// What Decide puts in the summary for `decision` (the policy's, as shaped).
-void Summarize(const policy::Decision& decision, ResolveSummary* summary);
-
-// Everything but the per-call fields; `verified` stays unset and the
-// artifact is left out when a rollout pinned one.
-void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
-                     v1::ResolveWeightPathResponse* decided);
-// `verified` as the policy states it, the rollout attribution, a pinned
-// artifact and the resolve interval. decision_etag is the caller's to set,
 // Whether the requesting agent can take the decision's build (the pinned
 // one when a rollout pinned one): a directory build to an agent that did
 // not say accepts_directory_builds is FAILED_PRECONDITION naming the field,
@@ -89,6 +89,17 @@ void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
 bool IsDirectoryBuild(const ResolvedDecision& decision);
 absl::Status CheckAgentTakesBuild(const ResolvedDecision& decision, bool accepts_directory_builds);
 
+// What Decide puts in the summary for `decision` (the policy's, as shaped).
+void Summarize(const policy::Decision& decision, ResolveSummary* summary);
+
+// Everything but the per-call fields; `verified` stays unset and the
+// artifact is left out when a rollout pinned one. Engine kwargs: the path's
+// quantization, then what its engine_args derive from the decision's
+// profile and model facts.
+void FillDecidedPart(const ResolvedDecision& decision, const Snapshot& snapshot,
+                     v1::ResolveWeightPathResponse* decided);
+// `verified` as the policy states it, the rollout attribution, a pinned
+// artifact and the resolve interval. decision_etag is the caller's to set,
 // once the per-call part is final.
 void FillPerCallPart(const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call);
 

@@ -77,6 +77,12 @@ const DecidedPart& DecidedPartCache::Find(const SnapshotHolder& holder, const Sn
       return uncached_;
     }
   }
+  if (decision.per_device_engine_args()) {
+    // Derived from this device's GPUs (free memory among them): no other
+    // call can reuse the part, so it is not kept.
+    Fill(current, decision, &uncached_);
+    return uncached_;
+  }
   const policy::Decision& policy_decision = decision.shaped.resolution.decision;
   const Key key{decision.artifact,
                 decision.path,

@@ -58,7 +58,9 @@ class DecidedPartCache {
  public:
   // The part for `decision`, which was decided against `current` (the
   // snapshot `holder` handed this thread). Valid until this thread's next
-  // Find.
+  // Find. A decision whose engine arguments are derived from the device
+  // (ResolvedDecision::per_device_engine_args) gets a part built for it
+  // alone, never kept.
   const DecidedPart& Find(const SnapshotHolder& holder, const Snapshot& current,
                           const ResolvedDecision& decision);
 
