@@ -8,6 +8,7 @@
 #include "ctl/admin_output.h"
 #include "ctl/admin_query.h"
 #include "ctl/command_error.h"
+#include "ctl/paths_command.h"
 #include "ctl/rollout_view.h"
 #include "ctl/text_file.h"
 #include "ctl/resolve_output.h"
@@ -27,9 +28,12 @@ constexpr char kUsage[] =
     "recording anything: the rules in evaluation order and which matched, the\n"
     "rollout and bucket that shaped the decision with its state and each gate's\n"
     "verdict, statistic and member/control counts per hardware class, the\n"
-    "verification evidence and the policy version. DEVICE_ID re-evaluates the\n"
-    "device from the registry's profile summary; --profile evaluates a full\n"
-    "hardware profile JSON as the prober writes it.";
+    "verification evidence, every path of the policy in NVIDIA NIM's groups\n"
+    "(runnable; low on memory, with the memory per GPU needed and the context\n"
+    "that fits; incompatible, with the failing requirement) and the policy\n"
+    "version. DEVICE_ID re-evaluates the device from the registry's profile\n"
+    "summary; --profile evaluates a full hardware profile JSON as the prober\n"
+    "writes it.";
 
 const std::vector<FlagSpec>& ExplainFlags() {
   static const std::vector<FlagSpec> flags = ViewFlags({
@@ -80,6 +84,14 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
   Line(out, "priority", PriorityWord(decision.effective_priority()));
   Line(out, "model", decision.model().empty() ? "-" : decision.model());
   Line(out, "matched rule", decision.matched_rule().empty() ? "-" : decision.matched_rule());
+  for (const v1::PathCandidate& candidate : response.paths()) {
+    if (candidate.path() != path.path_id()) continue;
+    Line(out, "fit", candidate.failing_requirement().empty()
+                         ? FitWord(candidate.fit())
+                         : absl::StrCat(FitWord(candidate.fit()), ": ",
+                                        candidate.failing_requirement()));
+  }
+  Line(out, "engine args", EngineArgsWords(decision.engine_kwargs()));
   Line(out, "artifact", ArtifactSummary(decision.artifact()));
 
   out << "rollout\n";
@@ -128,6 +140,12 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
                                       Counted(expected.threads(), "thread", "threads"));
     if (expected.has_decode_tok_s()) absl::StrAppend(&figure, ": ", expected.decode_tok_s(), " tok/s decode");
     Line(out, "expected", figure);
+  }
+
+  if (response.paths_size() > 0) {
+    out << "paths for model " << (decision.model().empty() ? "-" : decision.model())
+        << ", as NVIDIA NIM groups them\n";
+    WriteFitGroups(response, "  ", out);
   }
 
   out << "policy\n";
