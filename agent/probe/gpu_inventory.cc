@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/base/atomic_file.h"
 #include "agent/base/local_file.h"
 #include "agent/probe/sysfs_text.h"
 #include "common/control_characters.h"
@@ -147,6 +148,11 @@ absl::Status WriteCache(const std::string& path, const std::string& text) {
   std::error_code ignored;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
   const std::filesystem::path target(path);
+  // A probe killed between the temporary file and the rename leaves the
+  // temporary for good: nothing else names it.
+  agent::RemoveStaleTemporaryFiles(target.parent_path().string(), [&](absl::string_view name) {
+    return name == target.filename().string();
+  });
   std::string temporary =
       (target.parent_path() / absl::StrCat(".", target.filename().string(), ".tmp.XXXXXX")).string();
   const int fd = mkostemp(temporary.data(), O_CLOEXEC);

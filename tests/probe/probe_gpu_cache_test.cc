@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -79,6 +80,21 @@ TEST_F(ProbeGpuCache, WarmProbeReusesTheInventoryWithoutTheDriver) {
   EXPECT_EQ(warm->gpus(0).memory_free_bytes(), cold->gpus(0).memory_free_bytes());
   EXPECT_EQ(warm->gpu_driver_version(), "580.95.05");
   EXPECT_THAT(Notes(*warm), Contains(HasSubstr("free memory is as of then")));
+}
+
+TEST_F(ProbeGpuCache, ATemporaryLeftByAKilledProbeIsRemovedWhenTheCacheIsWritten) {
+  // What a probe killed before its rename leaves, two minutes old, and one
+  // of a probe writing right now, which is left alone.
+  const std::string stale = state_.root() + "/." + kGpuInventoryFileName + ".tmp.Ab12Cd";
+  const std::string fresh = state_.root() + "/." + kGpuInventoryFileName + ".tmp.Ef34Gh";
+  std::ofstream(stale) << "half";
+  std::ofstream(fresh) << "half";
+  const auto two_minutes_ago = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(2);
+  std::filesystem::last_write_time(stale, two_minutes_ago);
+  ASSERT_THAT(Probe("fake_nvml_h200"), IsOk());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
+  EXPECT_TRUE(std::filesystem::exists(cache_));
 }
 
 TEST_F(ProbeGpuCache, SlowCuInitIsPaidOnceThenWarmIsFast) {
