@@ -101,7 +101,8 @@ FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>
   for (const FleetDevice& device : fleet) {
     if (!Matches(rollout.selector(), device.labels, device.hardware_class)) continue;
     if (BucketWithinPercent(RolloutBucket(rollout.id(), device.device_id), percent)) {
-      split.members.push_back({device.device_id, device.on_rollout_build, device.hardware_class});
+      split.members.push_back({device.device_id, device.on_rollout_build, device.hardware_class,
+                               device.first_shaped_resolve});
     } else {
       split.control.push_back({device.device_id, device.on_other_build, device.hardware_class});
     }
@@ -109,23 +110,101 @@ FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>
   return split;
 }
 
+uint32_t AdmittingStage(const v1::Rollout& rollout, absl::string_view device_id) {
+  return std::min<uint32_t>({StageThatAdmits(rollout, RolloutBucket(rollout.id(), device_id)),
+                             rollout.current_stage(),
+                             static_cast<uint32_t>(std::max(1, rollout.stage_entered_at_size())) - 1,
+                             static_cast<uint32_t>(std::max(1, rollout.stages_size())) - 1});
+}
+
+FleetSplit CurrentStageCohorts(const v1::Rollout& rollout, const FleetSplit& split) {
+  FleetSplit stage;
+  for (const CohortDevice& member : split.members) {
+    if (AdmittingStage(rollout, member.device_id) == rollout.current_stage()) {
+      stage.members.push_back(member);
+    }
+  }
+  const absl::Time opened =
+      rollout.stage_entered_at_size() > static_cast<int>(rollout.current_stage())
+          ? FromProtoTime(rollout.stage_entered_at(rollout.current_stage()))
+          : absl::InfinitePast();
+  stage.control = split.control;
+  for (CohortDevice& device : stage.control) {
+    if (device.outcomes.lifecycle_at < opened) {
+      device.outcomes.lifecycle = v1::OUTCOME_UNSPECIFIED;
+      device.outcomes.lifecycle_at = absl::InfinitePast();
+    }
+  }
+  return stage;
+}
+
+absl::Duration ReachTimeout(absl::Duration steady_interval, absl::Duration stage_interval) {
+  return steady_interval * 1.2 + stage_interval;
+}
+
+absl::string_view MemberStandingName(MemberStanding standing) {
+  switch (standing) {
+    case MemberStanding::kSucceeded:
+      return "engine_started";
+    case MemberStanding::kFailed:
+      return "failed";
+    case MemberStanding::kRolledBack:
+      return "rolled_back";
+    case MemberStanding::kCacheFull:
+      return "cache_full";
+    case MemberStanding::kSilent:
+      return "silent";
+    case MemberStanding::kUnreached:
+      return "unreached";
+    case MemberStanding::kPending:
+      return "pending";
+  }
+  return "unknown";
+}
+
+MemberStanding StandingOf(const v1::Rollout& rollout, const CohortDevice& member, absl::Time now,
+                          absl::Duration reach_timeout) {
+  switch (member.outcomes.lifecycle) {
+    case v1::OUTCOME_ENGINE_STARTED:
+      return MemberStanding::kSucceeded;
+    case v1::OUTCOME_ROLLED_BACK:
+      return MemberStanding::kRolledBack;
+    case v1::OUTCOME_CACHE_FULL:
+      return MemberStanding::kCacheFull;
+    default:
+      if (IsBuildFailure(member.outcomes.lifecycle)) return MemberStanding::kFailed;
+  }
+  if (rollout.stage_entered_at().empty() || rollout.stages().empty()) {
+    return MemberStanding::kPending;  // not started
+  }
+  const uint32_t stage = AdmittingStage(rollout, member.device_id);
+  const absl::Time opened = FromProtoTime(rollout.stage_entered_at(stage));
+  if (member.first_shaped_resolve == absl::InfiniteFuture()) {
+    // Nothing has told the device yet: its silence says nothing of the build.
+    return now >= opened + reach_timeout ? MemberStanding::kUnreached : MemberStanding::kPending;
+  }
+  const absl::Time deadline = std::max(opened, member.first_shaped_resolve) +
+                              absl::Seconds(rollout.stages(stage).report_timeout_seconds());
+  return now >= deadline ? MemberStanding::kSilent : MemberStanding::kPending;
+}
+
 v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
-                                absl::Time now) {
+                                absl::Time now, absl::Duration reach_timeout) {
   v1::CohortOutcomes counts;
   counts.set_devices(members.size());
   for (const CohortDevice& member : members) {
     if (HasReported(member.outcomes)) counts.set_reporting(counts.reporting() + 1);
     if (CountConclusive(member.outcomes, &counts)) continue;
-    if (rollout.stage_entered_at().empty() || rollout.stages().empty()) continue;  // not started
-    // A member whose bucket no entered stage covers can only come from a
-    // caller's own split; it is taken to have joined with the latest stage.
-    uint32_t stage = std::min<uint32_t>(
-        {StageThatAdmits(rollout, RolloutBucket(rollout.id(), member.device_id)),
-         static_cast<uint32_t>(rollout.stage_entered_at_size()) - 1,
-         static_cast<uint32_t>(rollout.stages_size()) - 1});
-    absl::Time deadline = FromProtoTime(rollout.stage_entered_at(stage)) +
-                          absl::Seconds(rollout.stages(stage).report_timeout_seconds());
-    if (now >= deadline) counts.set_silent(counts.silent() + 1);
+    switch (StandingOf(rollout, member, now, reach_timeout)) {
+      case MemberStanding::kSilent:
+        counts.set_silent(counts.silent() + 1);
+        break;
+      case MemberStanding::kUnreached:
+        counts.set_unreached(counts.unreached() + 1);
+        break;
+      default:
+        break;
+    }
   }
   return counts;
 }
@@ -143,6 +222,15 @@ v1::CohortOutcomes CountControl(const std::vector<CohortDevice>& control) {
 uint64_t Concluded(const v1::CohortOutcomes& outcomes) {
   return outcomes.engine_started() + outcomes.boot_failed() + outcomes.artifact_failed() +
          outcomes.engine_failed() + outcomes.silent();
+}
+
+uint64_t Settled(const v1::CohortOutcomes& outcomes) {
+  return Concluded(outcomes) + outcomes.cache_full() + outcomes.unreached();
+}
+
+bool IsBuildFailure(v1::Outcome outcome) {
+  return outcome == v1::OUTCOME_BOOT_FAILED || outcome == v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED ||
+         outcome == v1::OUTCOME_ENGINE_START_FAILED || outcome == v1::OUTCOME_ROLLED_BACK;
 }
 
 double BootFailureRate(const v1::CohortOutcomes& outcomes) {

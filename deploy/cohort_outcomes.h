@@ -45,6 +45,8 @@ struct FleetDevice {
   policy::HardwareClass hardware_class = policy::HardwareClass::kX86Cpu;
   DeviceOutcomes on_rollout_build;  // reports whose rollout_id is this rollout's
   DeviceOutcomes on_other_build;    // its latest reports about any other build
+  // See CohortDevice::first_shaped_resolve.
+  absl::Time first_shaped_resolve = absl::InfinitePast();
 };
 
 // Fills device->on_rollout_build with the record whose rollout_id is
@@ -59,6 +61,12 @@ struct CohortDevice {
   DeviceOutcomes outcomes;
   // Sequential gates compare members with control devices of their class.
   policy::HardwareClass hardware_class = policy::HardwareClass::kX86Cpu;
+  // The first resolve this rollout shaped for the device: a device learns
+  // of a rollout only when it resolves, so a member's report timeout runs
+  // from then (and never from before its stage opened). InfinitePast for a
+  // caller that does not track resolves: the clock runs from the stage's
+  // opening. InfiniteFuture: no shaped resolve has reached the device yet.
+  absl::Time first_shaped_resolve = absl::InfinitePast();
 };
 
 struct FleetSplit {
@@ -71,16 +79,54 @@ struct FleetSplit {
 // selector appear in neither.
 FleetSplit SplitFleet(const v1::Rollout& rollout, const std::vector<FleetDevice>& fleet);
 
+// The stage that admitted a member: the first whose percent covers its
+// bucket, capped at the current stage (a member no entered stage covers can
+// only come from a caller's own split; it is taken to have joined with the
+// current stage).
+uint32_t AdmittingStage(const v1::Rollout& rollout, absl::string_view device_id);
+
+// What the current stage is judged on: the members it admitted (earlier
+// stages' members were judged by their own stages), and the control
+// devices with only the lifecycle outcomes they reported since the stage
+// opened, so both sides cover the same window. Task counts carry no time
+// and are kept whole.
+FleetSplit CurrentStageCohorts(const v1::Rollout& rollout, const FleetSplit& split);
+
+// How long after its stage opened a member that no shaped resolve has
+// reached counts as `unreached` rather than pending: a device told to
+// resolve every `steady` does so within steady x 1.2 (the agent's largest
+// jitter), plus one short interval for a stage opened just after it asked.
+absl::Duration ReachTimeout(absl::Duration steady_interval, absl::Duration stage_interval);
+inline constexpr absl::Duration kDefaultReachTimeout = absl::Minutes(77);  // 1 h x 1.2 + 5 min
+
+// Where one member stands, as CountMembers counts it.
+enum class MemberStanding {
+  kSucceeded,   // OUTCOME_ENGINE_STARTED
+  kFailed,      // boot, artifact or engine start failed
+  kRolledBack,  // OUTCOME_ROLLED_BACK (a failure too)
+  kCacheFull,   // the build did not fit: counted apart
+  kSilent,      // told, and its report timeout ran out
+  kUnreached,   // no shaped resolve reached it within the reach timeout
+  kPending,     // none of these yet
+};
+
+absl::string_view MemberStandingName(MemberStanding standing);  // "silent", "rolled_back", ...
+
+MemberStanding StandingOf(const v1::Rollout& rollout, const CohortDevice& member, absl::Time now,
+                          absl::Duration reach_timeout = kDefaultReachTimeout);
+
 // Members, counted: engine_started is the only success; boot_failed,
 // artifact_failed and engine_failed (ENGINE_START_FAILED and ROLLED_BACK)
 // are failures; a member with none of these once its report timeout has run
 // out (from the start of the stage that admitted it) is `silent`, whether it
 // said nothing or only BOOT_OK. CACHE_FULL (the build does not fit the
 // device's disk) is counted apart as cache_full: neither success, failure
-// nor silence, so no gate reads it. `reporting` counts members that sent any
-// report about the rollout's build.
+// nor silence, so no gate reads it. A member no shaped resolve has reached
+// `reach_timeout` after its stage opened is `unreached`: it could not know,
+// so it is not silent, and it is not waited for. `reporting` counts members
+// that sent any report about the rollout's build.
 v1::CohortOutcomes CountMembers(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
-                                absl::Time now);
+                                absl::Time now, absl::Duration reach_timeout = kDefaultReachTimeout);
 
 // Control devices, counted the same way except that none is ever silent:
 // nothing asked them to change, so silence says nothing about a build.
@@ -88,6 +134,12 @@ v1::CohortOutcomes CountControl(const std::vector<CohortDevice>& control);
 
 // Devices whose fate is known: successes, failures and silent ones.
 uint64_t Concluded(const v1::CohortOutcomes& outcomes);
+
+// Members nothing more is waited for: concluded, cache_full or unreached.
+uint64_t Settled(const v1::CohortOutcomes& outcomes);
+
+// Failures of the build: boot, artifact, engine start, rolled back.
+bool IsBuildFailure(v1::Outcome outcome);
 
 // Failure rates in [0, 1]; 0 when nothing is concluded (or no tasks ran).
 double BootFailureRate(const v1::CohortOutcomes& outcomes);

@@ -72,6 +72,7 @@ absl::StatusOr<v1::Rollout> AdvanceRollout(const v1::Rollout& rollout,
   if (rollout.current_stage() + 1 >= static_cast<uint32_t>(rollout.stages_size())) {
     next.set_state(v1::ROLLOUT_STATE_COMPLETED);
     next.set_state_reason(absl::StrCat("completed by operator: ", why));
+    *next.mutable_completed_at() = ToProtoTime(now);
     return next;
   }
   EnterStage(rollout.current_stage() + 1, now, &next);

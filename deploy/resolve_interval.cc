@@ -15,7 +15,9 @@ uint32_t SuggestedResolveIntervalSeconds(const std::vector<v1::Rollout>& rollout
       continue;
     }
     if (!Matches(rollout.selector(), labels, hardware_class)) continue;
-    absl::Duration wanted = settings.during_rollout;
+    absl::Duration wanted = rollout.stage_resolve_interval_seconds() > 0
+                                ? absl::Seconds(rollout.stage_resolve_interval_seconds())
+                                : settings.during_rollout;
     if (rollout.current_stage() < static_cast<uint32_t>(rollout.stages_size())) {
       const v1::RolloutStage& stage = rollout.stages(rollout.current_stage());
       if (stage.report_timeout_seconds() > 0) {

@@ -19,7 +19,8 @@ struct ResolveIntervalSettings {
 };
 
 // `steady` unless a PROGRESSING or PAUSED rollout's selector matches the
-// device; then `during_rollout`, shortened to a third of the current stage's
+// device; then the rollout's stage_resolve_interval_seconds (0:
+// `during_rollout`), shortened to a third of the current stage's
 // report timeout so a member hears of its new decision well before it would
 // count as silent (and an abort reaches paused members soon), but never
 // under `floor`. Applies whether or not the device is a member yet: it may

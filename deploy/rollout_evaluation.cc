@@ -63,14 +63,65 @@ absl::string_view RolloutStepName(RolloutStep step) {
   return "unknown";
 }
 
+bool AdvancesAtHorizon(const v1::Rollout& rollout) {
+  const std::string& advance = rollout.gates().advance();
+  return advance == "at_horizon" || (advance.empty() && rollout.gates().has_sequential());
+}
+
+absl::Time StageHorizon(const v1::Rollout& rollout, absl::Duration reach_timeout) {
+  if (rollout.current_stage() >= static_cast<uint32_t>(rollout.stages_size())) {
+    return absl::InfiniteFuture();
+  }
+  const v1::RolloutStage& stage = rollout.stages(rollout.current_stage());
+  const absl::Time opened =
+      rollout.stage_entered_at_size() > static_cast<int>(rollout.current_stage())
+          ? FromProtoTime(rollout.stage_entered_at(rollout.current_stage()))
+          : FromProtoTime(rollout.stage_started_at());
+  if (stage.horizon_seconds() > 0) return opened + absl::Seconds(stage.horizon_seconds());
+  // By then every member is told and timed out, or unreached.
+  return opened + std::max(absl::Seconds(stage.min_bake_seconds()),
+                           reach_timeout + absl::Seconds(stage.report_timeout_seconds()));
+}
+
+std::string DescribeHorizonTest(const SequentialGateReading& reading) {
+  const FailureCounts& totals = reading.totals;
+  return absl::StrFormat(
+      "%s gate: Fisher's exact p %.3g <= %.3g (members %d/%d failed, control %d/%d)", reading.gate,
+      reading.horizon_p_value, reading.horizon_alpha, totals.member_failures, totals.member_trials,
+      totals.control_failures, totals.control_trials);
+}
+
+absl::Duration WatchAfterCompletion(const v1::Rollout& rollout) {
+  return rollout.watch_after_completion_seconds() == 0
+             ? absl::Hours(24)
+             : absl::Seconds(rollout.watch_after_completion_seconds());
+}
+
 RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<CohortDevice>& members,
-                               const std::vector<CohortDevice>& control, absl::Time now) {
+                               const std::vector<CohortDevice>& control, absl::Time now,
+                               absl::Duration reach_timeout) {
   RolloutVerdict verdict;
   verdict.stage = rollout.current_stage();
-  verdict.members = CountMembers(rollout, members, now);
-  verdict.control = CountControl(control);
+  const FleetSplit stage_cohorts = CurrentStageCohorts(rollout, FleetSplit{members, control});
+  verdict.members = CountMembers(rollout, stage_cohorts.members, now, reach_timeout);
+  verdict.control = CountControl(stage_cohorts.control);
+  verdict.all_members = CountMembers(rollout, members, now, reach_timeout);
   verdict.gates = ReadGates(rollout.gates(), verdict.members, verdict.control);
-  verdict.sequential_gates = JudgeSequentialGates(rollout, members, control, now);
+  verdict.reach_timeout = reach_timeout;
+  verdict.sequential_gates = JudgeSequentialGates(rollout, stage_cohorts.members,
+                                                  stage_cohorts.control, now, reach_timeout);
+  if (rollout.state() == v1::ROLLOUT_STATE_COMPLETED && rollout.has_completed_at()) {
+    const absl::Time completed = FromProtoTime(rollout.completed_at());
+    if (now < completed + WatchAfterCompletion(rollout)) {
+      uint64_t failed = 0;
+      for (const CohortDevice& member : members) {
+        if (IsBuildFailure(member.outcomes.lifecycle) && member.outcomes.lifecycle_at >= completed) {
+          ++failed;
+        }
+      }
+      verdict.failures_after_completion = failed;
+    }
+  }
   if (rollout.state() != v1::ROLLOUT_STATE_PROGRESSING ||
       rollout.current_stage() >= static_cast<uint32_t>(rollout.stages_size())) {
     verdict.reason = absl::StrCat("no automatic step in state ",
@@ -78,6 +129,7 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     return verdict;
   }
   const v1::RolloutStage& stage = rollout.stages(rollout.current_stage());
+  verdict.horizon = StageHorizon(rollout, reach_timeout);
   // Operators read the reason: the stage counted from 1, as every view shows it.
   const std::string at = StageOf(rollout.current_stage(), rollout.stages_size());
   uint64_t required =
@@ -120,6 +172,15 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
     verdict.reason = absl::StrCat(at, ": baking, ", FormatSeconds(verdict.bake_left), " left");
     return verdict;
   }
+  const bool at_horizon = AdvancesAtHorizon(rollout);
+  if (at_horizon) {
+    // Members that cannot answer (never told, or out of disk) are not
+    // waited for: the minimum is of those that can.
+    required = std::min<uint64_t>(
+        required, verdict.members.devices() - verdict.members.unreached() -
+                      std::min(verdict.members.cache_full(),
+                               verdict.members.devices() - verdict.members.unreached()));
+  }
   if (concluded < required) {
     verdict.step = RolloutStep::kHold;
     verdict.reason = absl::StrCat(
@@ -127,23 +188,67 @@ RolloutVerdict EvaluateRollout(const v1::Rollout& rollout, const std::vector<Coh
         required == 1 ? " required member has concluded" : " required members have concluded");
     return verdict;
   }
+  const bool last = rollout.current_stage() + 1 >= static_cast<uint32_t>(rollout.stages_size());
+  const uint64_t unsettled_members = verdict.members.devices() - Settled(verdict.members);
+  const auto advance = [&](absl::string_view why) {
+    if (last) {
+      verdict.step = RolloutStep::kComplete;
+      verdict.reason = absl::StrCat(at, " ", why, "; complete");
+      return verdict;
+    }
+    verdict.step = RolloutStep::kAdvance;
+    verdict.stage = rollout.current_stage() + 1;
+    verdict.reason = absl::StrCat(at, " ", why, "; advanced to ",
+                                  StageOf(verdict.stage, rollout.stages_size()), " (",
+                                  rollout.stages(verdict.stage).percent(), "%)");
+    return verdict;
+  };
+  if (at_horizon) {
+    const bool reached = unsettled_members == 0 || now >= verdict.horizon;
+    if (!reached) {
+      // A positive pass of every sequential gate may advance early; the
+      // last stage waits for its members whatever the gates say.
+      if (!last && !verdict.sequential_gates.empty() && unsettled.empty()) {
+        return advance("passed its gates");
+      }
+      verdict.step = RolloutStep::kHold;
+      verdict.reason = absl::StrCat(
+          at, ": ", unsettled_members, " of ", verdict.members.devices(),
+          verdict.members.devices() == 1 ? " member it admitted has" : " members it admitted have",
+          " not concluded yet; horizon at ",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", verdict.horizon, absl::UTCTimeZone()));
+      return verdict;
+    }
+    std::vector<std::string> failed_at_horizon;
+    for (const SequentialGateReading& reading : verdict.sequential_gates) {
+      if (reading.horizon_alpha > 0 && reading.horizon_p_value <= reading.horizon_alpha) {
+        failed_at_horizon.push_back(DescribeHorizonTest(reading));
+      }
+    }
+    if (!failed_at_horizon.empty()) {
+      verdict.step =
+          rollout.gates().rollback_on_breach() ? RolloutStep::kRollback : RolloutStep::kPause;
+      verdict.reason =
+          absl::StrCat(at, ": at its horizon, ", absl::StrJoin(failed_at_horizon, "; "));
+      return verdict;
+    }
+    return advance("reached its horizon with no failed gate");
+  }
   if (!unsettled.empty()) {
     verdict.step = RolloutStep::kHold;
     verdict.reason =
         absl::StrCat(at, ": ", absl::StrJoin(unsettled, "; "));
     return verdict;
   }
-  if (rollout.current_stage() + 1 >= static_cast<uint32_t>(rollout.stages_size())) {
-    verdict.step = RolloutStep::kComplete;
-    verdict.reason = absl::StrCat(at, " passed its gates; complete");
+  if (last && unsettled_members > 0) {
+    verdict.step = RolloutStep::kHold;
+    verdict.reason = absl::StrCat(
+        at, ": ", unsettled_members, " of ", verdict.members.devices(),
+        verdict.members.devices() == 1 ? " member it admitted has" : " members it admitted have",
+        " not concluded yet (each has its report timeout from its first shaped resolve)");
     return verdict;
   }
-  verdict.step = RolloutStep::kAdvance;
-  verdict.stage = rollout.current_stage() + 1;
-  verdict.reason = absl::StrCat(at, " passed its gates; advanced to ",
-                                StageOf(verdict.stage, rollout.stages_size()), " (",
-                                rollout.stages(verdict.stage).percent(), "%)");
-  return verdict;
+  return advance("passed its gates");
 }
 
 void EnterStage(uint32_t stage, absl::Time now, v1::Rollout* rollout) {
@@ -160,6 +265,11 @@ v1::Rollout ApplyVerdict(const v1::Rollout& rollout, const RolloutVerdict& verdi
   v1::Rollout next = rollout;
   *next.mutable_members() = verdict.members;
   *next.mutable_control() = verdict.control;
+  *next.mutable_all_members() = verdict.all_members;
+  if (verdict.horizon != absl::InfinitePast()) *next.mutable_stage_horizon() = ToProtoTime(verdict.horizon);
+  if (verdict.failures_after_completion.has_value()) {
+    next.set_failures_after_completion(*verdict.failures_after_completion);
+  }
   next.clear_sequential_gates();
   for (const SequentialGateReading& reading : verdict.sequential_gates) {
     *next.add_sequential_gates() = SequentialGateStatusOf(reading);
@@ -173,6 +283,7 @@ v1::Rollout ApplyVerdict(const v1::Rollout& rollout, const RolloutVerdict& verdi
     case RolloutStep::kAdvance:
       EnterStage(verdict.stage, now, &next);
       next.set_state_reason(verdict.reason);
+      *next.mutable_stage_horizon() = ToProtoTime(StageHorizon(next, verdict.reach_timeout));
       break;
     case RolloutStep::kPause:
       next.set_state(v1::ROLLOUT_STATE_PAUSED);
@@ -185,6 +296,7 @@ v1::Rollout ApplyVerdict(const v1::Rollout& rollout, const RolloutVerdict& verdi
     case RolloutStep::kComplete:
       next.set_state(v1::ROLLOUT_STATE_COMPLETED);
       next.set_state_reason(verdict.reason);
+      *next.mutable_completed_at() = ToProtoTime(now);
       break;
   }
   return next;

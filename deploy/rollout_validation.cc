@@ -18,6 +18,13 @@ namespace weightpath::deploy {
 namespace {
 
 constexpr size_t kMaxRolloutIdLength = 63;
+// A month is as long as anyone reads a finished rollout's reports as its own.
+constexpr uint32_t kMaxWatchAfterCompletionSeconds = 30 * 86400;
+// Under 30 s every selected device would poll faster than the agent's own
+// floor allows; over an hour is not shorter than the steady interval.
+constexpr uint32_t kMaxHorizonSeconds = 30 * 86400;
+constexpr uint32_t kMinStageResolveIntervalSeconds = 30;
+constexpr uint32_t kMaxStageResolveIntervalSeconds = 3600;
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return InvalidArgumentForField(field, absl::StrCat(field, ": ", what));
@@ -78,13 +85,6 @@ absl::Status ValidateAction(const v1::RolloutAction& action, const policy::Polic
                                     policy.version()));
       }
       const v1::Artifact& artifact = pinned.artifact();
-      if (!absl::StartsWith(artifact.uri(), "https://") &&
-          !absl::StartsWith(artifact.uri(), "http://") &&
-          !absl::StartsWith(artifact.uri(), "file://")) {
-        return Invalid("rollout.action.pin_artifact.artifact.uri",
-                       absl::StrCat("'", artifact.uri(), "' must start with https://, http:// or file://"));
-      }
-      if (!IsSha256Hex(artifact.sha256())) {
       // A pin is one file the operator names by uri and digest; a directory
       // build lives in the catalog, where its files are checked against
       // their manifest, and a rollout reaches it with pin_path.
@@ -93,6 +93,13 @@ absl::Status ValidateAction(const v1::RolloutAction& action, const policy::Polic
                        "a directory build cannot be pinned by artifact; catalog it under a path "
                        "name and roll it out with pin_path");
       }
+      if (!absl::StartsWith(artifact.uri(), "https://") &&
+          !absl::StartsWith(artifact.uri(), "http://") &&
+          !absl::StartsWith(artifact.uri(), "file://")) {
+        return Invalid("rollout.action.pin_artifact.artifact.uri",
+                       absl::StrCat("'", artifact.uri(), "' must start with https://, http:// or file://"));
+      }
+      if (!IsSha256Hex(artifact.sha256())) {
         return Invalid("rollout.action.pin_artifact.artifact.sha256",
                        absl::StrCat("'", artifact.sha256(), "' must be 64 lowercase hex digits"));
       }
@@ -124,6 +131,12 @@ absl::Status ValidateStages(const v1::Rollout& rollout) {
                      "must be positive: a member that never reports has to count as failed");
     }
     previous_percent = stage.percent();
+  }
+  for (int i = 0; i < rollout.stages_size(); ++i) {
+    if (rollout.stages(i).horizon_seconds() > kMaxHorizonSeconds) {
+      return Invalid(absl::StrCat("rollout.stages[", i, "].horizon_seconds"),
+                     absl::StrCat(rollout.stages(i).horizon_seconds(), " is over 30 days"));
+    }
   }
   if (previous_percent != 100) {
     return Invalid(absl::StrCat("rollout.stages[", rollout.stages_size() - 1, "].percent"),
@@ -157,6 +170,12 @@ absl::Status ValidateSequentialGates(const v1::SequentialGates& sequential) {
                    absl::StrCat(sequential.min_relative_increase(),
                                 " is outside (1, 100] (0 for the default 1.5)"));
   }
+  if (!sequential.fail_test().empty() && sequential.fail_test() != "conditional" &&
+      sequential.fail_test() != "universal") {
+    return Invalid("rollout.gates.sequential.fail_test",
+                   absl::StrCat("'", sequential.fail_test().substr(0, 64),
+                                "' is not conditional or universal (empty: conditional)"));
+  }
   if (!DefaultOrWithin(sequential.min_absolute_increase(), 0.0, 1.0, false)) {
     return Invalid("rollout.gates.sequential.min_absolute_increase",
                    absl::StrCat(sequential.min_absolute_increase(),
@@ -181,13 +200,34 @@ absl::Status ValidateRollout(const v1::Rollout& rollout, const policy::Policy& p
       ValidateGate(rollout.gates().max_engine_failure_delta(), "max_engine_failure_delta"));
   RETURN_IF_ERROR(ValidateGate(rollout.gates().max_task_failure_delta(), "max_task_failure_delta"));
   RETURN_IF_ERROR(ValidateSequentialGates(rollout.gates().sequential()));
+  if (!rollout.gates().advance().empty() && rollout.gates().advance() != "at_horizon" &&
+      rollout.gates().advance() != "on_pass") {
+    return Invalid("rollout.gates.advance",
+                   absl::StrCat("'", rollout.gates().advance().substr(0, 64),
+                                "' is not at_horizon or on_pass (empty: at_horizon with "
+                                "sequential gates, on_pass without)"));
+  }
+  if (rollout.watch_after_completion_seconds() > kMaxWatchAfterCompletionSeconds) {
+    return Invalid("rollout.watch_after_completion_seconds",
+                   absl::StrCat(rollout.watch_after_completion_seconds(), " is over 30 days (",
+                                kMaxWatchAfterCompletionSeconds, "); 0 for the default, one day"));
+  }
+  if (rollout.stage_resolve_interval_seconds() != 0 &&
+      (rollout.stage_resolve_interval_seconds() < kMinStageResolveIntervalSeconds ||
+       rollout.stage_resolve_interval_seconds() > kMaxStageResolveIntervalSeconds)) {
+    return Invalid("rollout.stage_resolve_interval_seconds",
+                   absl::StrCat(rollout.stage_resolve_interval_seconds(),
+                                " is outside 30..3600 (0 for the server's, 5 minutes)"));
+  }
   return absl::OkStatus();
 }
 
 bool IsServerSetRolloutField(const google::protobuf::FieldDescriptor& field) {
   static constexpr absl::string_view kServerSet[] = {
       "state",        "current_stage", "created_at", "stage_started_at", "state_reason",
-      "members",      "control",       "stage_entered_at", "sequential_gates"};
+      "members",      "control",       "stage_entered_at", "sequential_gates",
+      "all_members",  "completed_at",  "failures_after_completion", "stage_plans",
+      "stage_horizon"};
   return field.containing_type() == v1::Rollout::descriptor() &&
          std::find(std::begin(kServerSet), std::end(kServerSet), field.name()) !=
              std::end(kServerSet);
@@ -275,6 +315,8 @@ absl::StatusOr<v1::Rollout> UpdateRolloutSpec(const v1::Rollout& current, const 
   *next.mutable_stages() = spec.stages();
   *next.mutable_gates() = spec.gates();
   next.set_precedence(spec.precedence());
+  next.set_watch_after_completion_seconds(spec.watch_after_completion_seconds());
+  next.set_stage_resolve_interval_seconds(spec.stage_resolve_interval_seconds());
   return next;
 }
 
@@ -291,6 +333,7 @@ absl::StatusOr<v1::Rollout> StartRollout(const v1::Rollout& spec, const policy::
   rollout.clear_state_reason();
   rollout.clear_members();
   rollout.clear_control();
+  rollout.clear_all_members();
   return rollout;
 }
 

@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_time.h"
+#include "deploy/conditional_fail_test.h"
+#include "deploy/rollout_bucket.h"
 
 namespace weightpath::deploy {
 namespace {
@@ -107,6 +110,7 @@ SequentialGateSettings SequentialSettingsFor(const v1::Rollout& rollout) {
   if (spec.min_absolute_increase() > 0) settings.min_absolute_increase = spec.min_absolute_increase();
   if (spec.min_member_trials() > 0) settings.min_member_trials = spec.min_member_trials();
   if (spec.min_control_trials() > 0) settings.min_control_trials = spec.min_control_trials();
+  settings.conditional = spec.fail_test() != "universal";
   int stages_with_control = 0;
   for (const v1::RolloutStage& stage : rollout.stages()) {
     if (stage.percent() < 100) ++stages_with_control;
@@ -227,11 +231,15 @@ absl::string_view GateVerdictName(GateVerdict verdict) {
 }
 
 SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest& test,
-                                std::vector<StratumReading> strata) {
+                                std::vector<StratumReading> strata, bool fail_values_given) {
   const SequentialGateSettings& settings = test.settings();
   SequentialGateReading reading;
   reading.gate = std::string(gate);
   reading.log_threshold = test.LogThreshold();
+  // The conditional test spends only its share of the stage's rate before
+  // the horizon.
+  reading.log_fail_threshold =
+      test.LogThreshold() - (fail_values_given ? std::log(1 - kHorizonShareOfFalsePauseRate) : 0.0);
   reading.strata = std::move(strata);
   if (reading.strata.empty()) {
     reading.why_inconclusive = "no class has both member and control devices";
@@ -241,7 +249,7 @@ SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest
   reading.log_pass_e_value = std::numeric_limits<double>::infinity();
   bool every_stratum_counted = true;
   for (StratumReading& stratum : reading.strata) {
-    stratum.log_fail_e_value = test.LogFailEValue(stratum.counts);
+    if (!fail_values_given) stratum.log_fail_e_value = test.LogFailEValue(stratum.counts);
     stratum.log_pass_e_value = test.LogPassEValue(stratum.counts);
     fail_terms.push_back(stratum.log_fail_e_value);
     reading.log_pass_e_value = std::min(reading.log_pass_e_value, stratum.log_pass_e_value);
@@ -257,7 +265,7 @@ SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest
 
   const bool totals_counted = reading.totals.member_trials >= settings.min_member_trials &&
                               reading.totals.control_trials >= settings.min_control_trials;
-  if (totals_counted && reading.log_fail_e_value >= reading.log_threshold) {
+  if (totals_counted && reading.log_fail_e_value >= reading.log_fail_threshold) {
     reading.verdict = GateVerdict::kFail;
   } else if (every_stratum_counted && reading.log_pass_e_value >= reading.log_threshold) {
     reading.verdict = GateVerdict::kPass;
@@ -280,10 +288,81 @@ SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest
   return reading;
 }
 
+namespace {
+
+// One concluded device as the conditional test reads it.
+struct OrderedTrial {
+  absl::Time at;
+  bool member = false;
+  v1::Outcome outcome = v1::OUTCOME_UNSPECIFIED;
+  bool silent = false;
+  std::string device_id;
+  uint32_t tie = 0;
+};
+
+// The concluded members and control devices of one class, in the order
+// their conclusions were observed: a report at its observed_at, a silent
+// member at its deadline.
+std::vector<OrderedTrial> OrderedTrials(const v1::Rollout& rollout,
+                                        const std::vector<CohortDevice>& members,
+                                        const std::vector<CohortDevice>& control, absl::Time now,
+                                        absl::Duration reach_timeout) {
+  std::vector<OrderedTrial> trials;
+  for (const CohortDevice& member : members) {
+    switch (StandingOf(rollout, member, now, reach_timeout)) {
+      case MemberStanding::kSucceeded:
+      case MemberStanding::kFailed:
+      case MemberStanding::kRolledBack:
+        trials.push_back({member.outcomes.lifecycle_at, true, member.outcomes.lifecycle, false,
+                          member.device_id});
+        break;
+      case MemberStanding::kSilent: {
+        const uint32_t stage = AdmittingStage(rollout, member.device_id);
+        const absl::Time deadline =
+            std::max(FromProtoTime(rollout.stage_entered_at(stage)), member.first_shaped_resolve) +
+            absl::Seconds(rollout.stages(stage).report_timeout_seconds());
+        trials.push_back({deadline, true, v1::OUTCOME_UNSPECIFIED, true, member.device_id});
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (const CohortDevice& device : control) {
+    const v1::Outcome outcome = device.outcomes.lifecycle;
+    if (outcome == v1::OUTCOME_ENGINE_STARTED || IsBuildFailure(outcome)) {
+      trials.push_back({device.outcomes.lifecycle_at, false, outcome, false, device.device_id});
+    }
+  }
+  // Reports observed at the same moment are taken in the order of a hash
+  // of their ids, which mixes the sides as arrivals would and never looks
+  // at outcomes; then by id, so every pass orders them the same way.
+  for (OrderedTrial& trial : trials) trial.tie = RolloutBucket(rollout.id(), trial.device_id);
+  std::sort(trials.begin(), trials.end(), [](const OrderedTrial& a, const OrderedTrial& b) {
+    if (a.at != b.at) return a.at < b.at;
+    if (a.tie != b.tie) return a.tie < b.tie;
+    return a.device_id < b.device_id;
+  });
+  return trials;
+}
+
+bool FailsGate(std::string_view gate, const OrderedTrial& trial) {
+  if (gate == "boot") return trial.outcome == v1::OUTCOME_BOOT_FAILED;
+  if (gate == "artifact") return trial.outcome == v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED;
+  if (gate == "engine") {
+    return trial.outcome == v1::OUTCOME_ENGINE_START_FAILED ||
+           trial.outcome == v1::OUTCOME_ROLLED_BACK;
+  }
+  return gate == "silent" && trial.silent;
+}
+
+}  // namespace
+
 std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollout,
                                                         const std::vector<CohortDevice>& members,
                                                         const std::vector<CohortDevice>& control,
-                                                        absl::Time now) {
+                                                        absl::Time now,
+                                                        absl::Duration reach_timeout) {
   std::vector<SequentialGateReading> readings;
   if (!rollout.gates().has_sequential()) return readings;
   std::map<policy::HardwareClass, std::vector<CohortDevice>> members_by_class;
@@ -296,6 +375,7 @@ std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollo
     policy::HardwareClass hardware_class;
     v1::CohortOutcomes members;
     v1::CohortOutcomes control;
+    std::vector<OrderedTrial> trials;  // concluded devices in observed order
   };
   std::vector<ClassCounts> classes;
   std::vector<std::string> unmatched;
@@ -305,8 +385,9 @@ std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollo
       unmatched.push_back(std::string(policy::HardwareClassName(hardware_class)));
       continue;
     }
-    classes.push_back({hardware_class, CountMembers(rollout, class_members, now),
-                       CountControl(found->second)});
+    classes.push_back({hardware_class, CountMembers(rollout, class_members, now, reach_timeout),
+                       CountControl(found->second),
+                       OrderedTrials(rollout, class_members, found->second, now, reach_timeout)});
   }
 
   const SequentialGateTest test(SequentialSettingsFor(rollout));
@@ -340,15 +421,35 @@ std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollo
                               c.tasks_completed() + control_failed};
        }},
   };
+  const SequentialGateSettings& settings = test.settings();
   for (const Gate& gate : kGates) {
+    // Tasks carry no time of their own: that gate keeps universal inference.
+    const bool conditional = settings.conditional && std::string_view(gate.name) != "task";
     std::vector<StratumReading> strata;
+    double smallest_p = 1;
     for (const ClassCounts& each : classes) {
       StratumReading stratum;
       stratum.hardware_class = each.hardware_class;
       stratum.counts = gate.extract(each.members, each.control);
+      if (conditional) {
+        ConditionalEProcess process(settings.min_relative_increase);
+        for (const OrderedTrial& trial : each.trials) {
+          process.Add(trial.member, FailsGate(gate.name, trial));
+        }
+        stratum.log_fail_e_value = process.LogEValue();
+        const FailureCounts& c = stratum.counts;
+        smallest_p = std::min(smallest_p, FisherUpperTail(c.member_trials, c.control_trials,
+                                                          c.member_failures + c.control_failures,
+                                                          c.member_failures));
+      }
       strata.push_back(stratum);
     }
-    SequentialGateReading reading = JudgeGate(gate.name, test, std::move(strata));
+    SequentialGateReading reading = JudgeGate(gate.name, test, std::move(strata), conditional);
+    if (conditional && !classes.empty()) {
+      reading.horizon_alpha = settings.stage_false_pause_rate * kHorizonShareOfFalsePauseRate;
+      reading.horizon_p_value =
+          std::min(1.0, smallest_p * static_cast<double>(classes.size()));
+    }
     const bool nothing_measured =
         reading.totals.member_trials == 0 && reading.totals.control_trials == 0;
     if (std::string_view(gate.name) == "task" && nothing_measured && unmatched.empty()) {
@@ -375,7 +476,7 @@ std::string DescribeSequentialGate(const SequentialGateReading& reading) {
   switch (reading.verdict) {
     case GateVerdict::kFail:
       evidence = absl::StrFormat(", e-value %.3g >= %.3g", std::exp(reading.log_fail_e_value),
-                                 std::exp(reading.log_threshold));
+                                 std::exp(reading.log_fail_threshold));
       break;
     case GateVerdict::kPass:
       evidence = absl::StrFormat(", pass e-value %.3g >= %.3g", std::exp(reading.log_pass_e_value),
@@ -401,6 +502,9 @@ v1::SequentialGateStatus SequentialGateStatusOf(const SequentialGateReading& rea
   status.set_fail_e_value(std::exp(reading.log_fail_e_value));
   status.set_pass_e_value(std::exp(reading.log_pass_e_value));
   status.set_threshold(std::exp(reading.log_threshold));
+  status.set_fail_threshold(std::exp(reading.log_fail_threshold));
+  status.set_horizon_p_value(reading.horizon_p_value);
+  status.set_horizon_alpha(reading.horizon_alpha);
   status.set_inconclusive_reason(reading.why_inconclusive);
   for (const StratumReading& stratum : reading.strata) {
     v1::SequentialGateClass* each = status.add_classes();

@@ -34,6 +34,11 @@ struct SequentialGateSettings {
   double min_absolute_increase = 0.01;
   uint64_t min_member_trials = 1;
   uint64_t min_control_trials = 1;
+  // The lifecycle gates' fail test: the conditional e-process at 0.3 of the
+  // stage's rate plus Fisher's exact test at the horizon at 0.7
+  // (kHorizonShareOfFalsePauseRate; true, the default), or universal
+  // inference at the whole rate.
+  bool conditional = true;
 };
 
 // The rollout's settings. Only stages under 100% have control devices to
@@ -97,7 +102,14 @@ struct SequentialGateReading {
   // has to pass.
   double log_fail_e_value = 0;
   double log_pass_e_value = 0;
-  double log_threshold = 0;
+  double log_threshold = 0;       // pass: ln(1 / the stage's false-pause rate)
+  double log_fail_threshold = 0;  // fail: the same, or ln(1/0.3) more for the conditional test
+  // The conditional test's other half, read at the horizon: Fisher's exact
+  // one-sided p-value, the smallest over the classes times their number
+  // (Bonferroni), against horizon_alpha; horizon_alpha 0 for a gate that
+  // has none (universal inference, the task gate).
+  double horizon_p_value = 1;
+  double horizon_alpha = 0;
   FailureCounts totals;  // summed over the strata
   std::vector<StratumReading> strata;
   std::string why_inconclusive;  // empty unless inconclusive
@@ -106,8 +118,12 @@ struct SequentialGateReading {
 // Judges one gate from its strata (one per hardware class that has both
 // member and control devices). Fail needs the summed minimum counts, pass
 // needs them in every stratum; no strata at all is inconclusive.
+// With `fail_values_given`, each stratum's log_fail_e_value is taken as it
+// comes (the conditional test's, computed from the reports in order) and
+// log_fail_threshold is the stage's threshold over the e-process's share.
 SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest& test,
-                                std::vector<StratumReading> strata);
+                                std::vector<StratumReading> strata,
+                                bool fail_values_given = false);
 
 // Every failure gate of the rollout, stratified by hardware class.
 // Classes with members but no control device make each gate inconclusive
@@ -115,10 +131,14 @@ SequentialGateReading JudgeGate(absl::string_view gate, const SequentialGateTest
 // left out. Empty when the rollout has no `gates.sequential`, or when no
 // class has a control device (a 100% stage: README.md says how it is
 // judged then).
+// With the conditional fail test, the boot, artifact, engine and silent
+// gates read each class's reports in the order they were observed (a
+// silent member at its deadline) and carry the horizon test's p-value.
 std::vector<SequentialGateReading> JudgeSequentialGates(const v1::Rollout& rollout,
                                                         const std::vector<CohortDevice>& members,
                                                         const std::vector<CohortDevice>& control,
-                                                        absl::Time now);
+                                                        absl::Time now,
+                                                        absl::Duration reach_timeout = kDefaultReachTimeout);
 
 // "engine gate: fail, e-value 412 >= 100 (members 12/300 failed, control 20/2700)"
 std::string DescribeSequentialGate(const SequentialGateReading& reading);

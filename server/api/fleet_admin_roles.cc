@@ -15,6 +15,7 @@ absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
       {"GetVerificationMatrix", Role::kViewer},
       {"GetRollout", Role::kViewer},
       {"ListRollouts", Role::kViewer},
+      {"ListRolloutDevices", Role::kViewer},
       {"ExplainDecision", Role::kViewer},
       {"ListAuditEvents", Role::kViewer},
       {"CreateRollout", Role::kOperator},

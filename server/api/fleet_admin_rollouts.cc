@@ -72,6 +72,13 @@ grpc::ServerUnaryReactor* FleetAdminService::DeleteRollout(grpc::CallbackServerC
                &FleetAdminService::HandleDeleteRollout);
 }
 
+grpc::ServerUnaryReactor* FleetAdminService::ListRolloutDevices(grpc::CallbackServerContext* context,
+                                                                const grpc::ByteBuffer* request,
+                                                                grpc::ByteBuffer* response) {
+  return Serve("FleetAdmin/ListRolloutDevices", context, request, response,
+               &FleetAdminService::HandleListRolloutDevices);
+}
+
 grpc::ServerUnaryReactor* FleetAdminService::ExplainDecision(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
@@ -135,6 +142,12 @@ absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout
   RETURN_IF_ERROR(Admit(context, "DeleteRollout", Needs::kRollouts));
   RETURN_IF_ERROR(fleet_->rollouts.Delete(request.id()).status());
   return v1::DeleteRolloutResponse();
+}
+
+absl::StatusOr<v1::ListRolloutDevicesResponse> FleetAdminService::HandleListRolloutDevices(
+    const grpc::ServerContextBase& context, const v1::ListRolloutDevicesRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "ListRolloutDevices", Needs::kRollouts));
+  return fleet_->rollouts.ListDevices(request);
 }
 
 absl::StatusOr<v1::ExplainDecisionResponse> FleetAdminService::HandleExplainDecision(

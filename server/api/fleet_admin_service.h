@@ -73,7 +73,8 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_DeleteRollout<
           v1::FleetAdmin::WithRawCallbackMethod_ExplainDecision<
           v1::FleetAdmin::WithRawCallbackMethod_ListAuditEvents<
-          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>> {
+          v1::FleetAdmin::WithRawCallbackMethod_ListRolloutDevices<
+          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>>> {
  public:
   // The fleet registry's queries and the rollout operations, with a fleet
   // store. Without one (--store=none) the service gets kNoFleet: every
@@ -143,6 +144,9 @@ class FleetAdminService final
   grpc::ServerUnaryReactor* ListAuditEvents(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListRolloutDevices(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
 
  private:
   template <typename Request, typename Response>
@@ -187,6 +191,8 @@ class FleetAdminService final
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
   absl::StatusOr<v1::ListAuditEventsResponse> HandleListAuditEvents(
       const grpc::ServerContextBase& context, const v1::ListAuditEventsRequest& request);
+  absl::StatusOr<v1::ListRolloutDevicesResponse> HandleListRolloutDevices(
+      const grpc::ServerContextBase& context, const v1::ListRolloutDevicesRequest& request);
 
   // What a call needs besides an operator identity.
   enum class Needs {

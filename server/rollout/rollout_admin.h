@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "deploy/cohort_outcomes.h"
 #include "policy/policy.h"
 #include "server/rollout/rollout_cache.h"
 #include "server/rollout/rollout_metrics.h"
@@ -27,6 +28,9 @@ struct RolloutDependencies {
   RolloutMetrics* metrics = nullptr;  // optional
   std::function<std::shared_ptr<const policy::Policy>()> policy;
   std::function<absl::Time()> now;
+  // How long after its stage opened a member no shaped resolve reached is
+  // `unreached` (deploy::ReachTimeout of the intervals devices are told).
+  absl::Duration reach_timeout = deploy::kDefaultReachTimeout;
 };
 
 // How many times a transition re-reads after ABORTED before giving up.
@@ -45,6 +49,12 @@ class RolloutAdmin {
   absl::StatusOr<v1::Rollout> Pause(const std::string& id, const std::string& reason);
   absl::StatusOr<v1::Rollout> Resume(const std::string& id, const std::string& reason);
   absl::StatusOr<v1::Rollout> Advance(const std::string& id, const std::string& reason);
+  // One page of the rollout's members with where each stands
+  // (deploy::StandingOf). INVALID_ARGUMENT naming the field for an unknown
+  // standing, a page_size over 1000 or a page_token that is not a device id
+  // this call could have given; NOT_FOUND naming the id.
+  absl::StatusOr<v1::ListRolloutDevicesResponse> ListDevices(
+      const v1::ListRolloutDevicesRequest& request);
   absl::StatusOr<v1::Rollout> Abort(const std::string& id, const std::string& reason);
   // Replaces the spec of the rollout `spec.id` names (deploy::UpdateRolloutSpec):
   // INVALID_ARGUMENT naming the field for a bad spec or a server-set field;
@@ -60,6 +70,10 @@ class RolloutAdmin {
   using Transition = std::function<absl::StatusOr<v1::Rollout>(const v1::Rollout&)>;
   // Read, transform, compare-and-swap; again from the read on ABORTED.
   absl::StatusOr<v1::Rollout> Transact(const std::string& id, const Transition& transition);
+
+  // Fills rollout.stage_plans from the fleet as it is now: how many
+  // devices the selector matches, and their engine failure rate.
+  absl::Status AttachPlans(v1::Rollout* rollout);
 
   RolloutDependencies deps_;
 };

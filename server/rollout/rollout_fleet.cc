@@ -1,5 +1,6 @@
 #include "server/rollout/rollout_fleet.h"
 
+#include "common/proto_time.h"
 #include "policy/hardware_class.h"
 
 namespace weightpath::server {
@@ -32,6 +33,10 @@ absl::StatusOr<FleetSnapshot> LoadFleetSnapshot(store::FleetStore& store) {
       entry.labels = device.labels();
       entry.hardware_class = *hardware_class;
       snapshot.devices.push_back(std::move(entry));
+      FleetSnapshot::Sighting sighting{device.rollout_id()};
+      if (device.has_rollout_since()) sighting.since = FromProtoTime(device.rollout_since());
+      if (device.has_last_seen()) sighting.last_seen = FromProtoTime(device.last_seen());
+      snapshot.sightings.push_back(std::move(sighting));
     }
     if (page->next_page_token.empty()) break;
     query.page_token = page->next_page_token;
@@ -48,10 +53,14 @@ std::vector<deploy::FleetDevice> FleetFor(const FleetSnapshot& snapshot,
                                           const std::string& rollout_id) {
   static const std::vector<deploy::DeviceOutcomes> kNone;
   std::vector<deploy::FleetDevice> fleet = snapshot.devices;
-  for (deploy::FleetDevice& device : fleet) {
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    deploy::FleetDevice& device = fleet[i];
     auto found = snapshot.records.find(device.device_id);
     deploy::AssignOutcomeRecords(found == snapshot.records.end() ? kNone : found->second,
                                  rollout_id, &device);
+    const FleetSnapshot::Sighting& sighting = snapshot.sightings[i];
+    device.first_shaped_resolve =
+        sighting.rollout_id == rollout_id ? sighting.since : absl::InfiniteFuture();
   }
   return fleet;
 }

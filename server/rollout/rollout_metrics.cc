@@ -104,12 +104,49 @@ RolloutMetrics::RolloutMetrics(std::shared_ptr<prometheus::Registry> registry)
       breaches_(prometheus::BuildCounter()
                     .Name("weightpath_rollout_gate_breaches_total")
                     .Help("Health gate breaches that paused or rolled back a rollout")
-                    .Register(*registry_)) {}
+                    .Register(*registry_)),
+      failures_after_completion_(
+          prometheus::BuildGauge()
+              .Name("weightpath_rollout_failures_after_completion")
+              .Help("Members of a completed rollout whose latest report since completion is a "
+                    "build failure (boot, artifact, engine start, rolled back), within the "
+                    "rollout's watch after completion")
+              .Register(*registry_)),
+      detectable_ratio_(
+          prometheus::BuildGauge()
+              .Name("weightpath_rollout_stage_detectable_ratio")
+              .Help("Planned power of each stage: the members' engine failure rate over the "
+                    "control's that its fail test catches with 80% probability by the stage's "
+                    "horizon (0: none, or no control to compare with)")
+              .Register(*registry_)),
+      settled_ratio_(prometheus::BuildGauge()
+                         .Name("weightpath_rollout_stage_settled_ratio")
+                         .Help("Horizon progress: the share of the current stage's members that "
+                               "have concluded, timed out or gone unreached (1 at the horizon)")
+                         .Register(*registry_)),
+      horizon_time_(prometheus::BuildGauge()
+                        .Name("weightpath_rollout_stage_horizon_timestamp_seconds")
+                        .Help("When the current stage reaches its horizon at the latest (Unix "
+                              "seconds; 0 before the first evaluation)")
+                        .Register(*registry_)) {}
 
 void RolloutMetrics::SetRollout(const v1::Rollout& rollout) {
   absl::MutexLock lock(&mutex_);
   stage_.Add({{"rollout", rollout.id()}}).Set(rollout.current_stage());
-  members_.Add({{"rollout", rollout.id()}}).Set(static_cast<double>(rollout.members().devices()));
+  members_.Add({{"rollout", rollout.id()}}).Set(static_cast<double>(rollout.all_members().devices()));
+  failures_after_completion_.Add({{"rollout", rollout.id()}})
+      .Set(static_cast<double>(rollout.failures_after_completion()));
+  for (const v1::StagePlan& plan : rollout.stage_plans()) {
+    detectable_ratio_.Add({{"rollout", rollout.id()}, {"stage", std::to_string(plan.stage() + 1)}})
+        .Set(plan.detectable_ratio());
+  }
+  const v1::CohortOutcomes& admitted = rollout.members();
+  settled_ratio_.Add({{"rollout", rollout.id()}})
+      .Set(admitted.devices() == 0 ? 0
+                                   : static_cast<double>(deploy::Settled(admitted)) /
+                                         static_cast<double>(admitted.devices()));
+  horizon_time_.Add({{"rollout", rollout.id()}})
+      .Set(rollout.has_stage_horizon() ? static_cast<double>(rollout.stage_horizon().seconds()) : 0);
   stages_.Add({{"rollout", rollout.id()}}).Set(rollout.stages_size());
   const bool staged = rollout.current_stage() < static_cast<uint32_t>(rollout.stages_size());
   stage_fraction_.Add({{"rollout", rollout.id()}})
@@ -201,7 +238,14 @@ void RolloutMetrics::RemoveRollout(absl::string_view rollout_id) {
   auto remove = [](auto& family, const prometheus::Labels& labels) {
     if (family.Has(labels)) family.Remove(&family.Add(labels));
   };
-  for (auto* family : {&stage_, &members_, &stages_, &stage_fraction_}) remove(*family, {{"rollout", id}});
+  for (auto* family : {&stage_, &members_, &stages_, &stage_fraction_, &failures_after_completion_,
+                       &settled_ratio_, &horizon_time_}) {
+    remove(*family, {{"rollout", id}});
+  }
+  // Stages are at most 100 (percents strictly increase up to 100).
+  for (int stage = 1; stage <= 100; ++stage) {
+    remove(detectable_ratio_, {{"rollout", id}, {"stage", std::to_string(stage)}});
+  }
   for (const char* cohort : kCohorts) {
     remove(cohort_devices_, {{"rollout", id}, {"cohort", cohort}});
     remove(cohort_reporting_, {{"rollout", id}, {"cohort", cohort}});

@@ -14,6 +14,10 @@
 //   weightpath_rollout_sequential_gate_verdict{rollout,gate,verdict}  1 for the current verdict
 //   weightpath_rollout_outcomes_total{rollout,cohort,outcome}
 //   weightpath_rollout_gate_breaches_total{rollout,gate}
+//   weightpath_rollout_failures_after_completion{rollout}  members failed since completion (watch)
+//   weightpath_rollout_stage_detectable_ratio{rollout,stage}  planned power: ratio caught with 80%
+//   weightpath_rollout_stage_settled_ratio{rollout}        horizon progress: members settled / admitted
+//   weightpath_rollout_stage_horizon_timestamp_seconds{rollout}  when the stage reaches its horizon
 #pragma once
 
 #include <memory>
@@ -62,6 +66,10 @@ class RolloutMetrics {
   prometheus::Family<prometheus::Gauge>& sequential_class_reports_;
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Family<prometheus::Counter>& breaches_;
+  prometheus::Family<prometheus::Gauge>& failures_after_completion_;
+  prometheus::Family<prometheus::Gauge>& detectable_ratio_;
+  prometheus::Family<prometheus::Gauge>& settled_ratio_;
+  prometheus::Family<prometheus::Gauge>& horizon_time_;
 };
 
 // "progressing", "paused", ... (the enum name without its prefix, lowercase).

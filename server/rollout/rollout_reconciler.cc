@@ -1,5 +1,6 @@
 #include "server/rollout/rollout_reconciler.h"
 
+#include "common/proto_time.h"
 #include "deploy/cohort_outcomes.h"
 #include "server/rollout/rollout_fleet.h"
 #include "spdlog/spdlog.h"
@@ -23,23 +24,38 @@ absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() 
   }
 
   std::vector<ReconcileResult> results;
-  bool any_progressing = false;
+  const absl::Time now = deps_.now();
+  // PROGRESSING rollouts move; COMPLETED ones within their watch keep
+  // counting members that fail after completion.
+  const auto evaluated = [now](const v1::Rollout& rollout) {
+    if (rollout.state() == v1::ROLLOUT_STATE_PROGRESSING) return true;
+    return rollout.state() == v1::ROLLOUT_STATE_COMPLETED && rollout.has_completed_at() &&
+           now < FromProtoTime(rollout.completed_at()) + deploy::WatchAfterCompletion(rollout);
+  };
+  bool any_evaluated = false;
   for (const store::StoredRollout& each : *stored) {
-    any_progressing |= each.rollout.state() == v1::ROLLOUT_STATE_PROGRESSING;
+    any_evaluated |= evaluated(each.rollout);
     if (deps_.metrics != nullptr) deps_.metrics->SetRollout(each.rollout);
   }
-  if (!any_progressing) return results;
+  if (!any_evaluated) return results;
 
   absl::StatusOr<FleetSnapshot> fleet = LoadFleetSnapshot(*deps_.store);
   if (!fleet.ok()) return fleet.status();
-  const absl::Time now = deps_.now();
   for (const store::StoredRollout& each : *stored) {
     const v1::Rollout& rollout = each.rollout;
-    if (rollout.state() != v1::ROLLOUT_STATE_PROGRESSING) continue;
+    if (!evaluated(rollout)) continue;
     const deploy::FleetSplit split = deploy::SplitFleet(rollout, FleetFor(*fleet, rollout.id()));
     const deploy::RolloutVerdict verdict =
-        deploy::EvaluateRollout(rollout, split.members, split.control, now);
+        deploy::EvaluateRollout(rollout, split.members, split.control, now, deps_.reach_timeout);
     const v1::Rollout next = deploy::ApplyVerdict(rollout, verdict, now);
+    if (rollout.state() == v1::ROLLOUT_STATE_COMPLETED &&
+        next.failures_after_completion() == rollout.failures_after_completion()) {
+      continue;  // nothing new since completion: no write
+    }
+    if (next.failures_after_completion() > rollout.failures_after_completion()) {
+      spdlog::warn("rollout {}: {} member(s) failed after completion", rollout.id(),
+                   next.failures_after_completion());
+    }
 
     ReconcileResult result;
     result.rollout_id = rollout.id();
@@ -64,7 +80,7 @@ absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() 
           }
         }
       }
-      if (verdict.step != deploy::RolloutStep::kHold) {
+      if (verdict.step != deploy::RolloutStep::kHold && verdict.step != deploy::RolloutStep::kUnchanged) {
         spdlog::info("rollout {}: {} -> stage {}/{}: {}", rollout.id(),
                      std::string(deploy::RolloutStepName(verdict.step)), verdict.stage + 1,
                      rollout.stages_size(), verdict.reason);

@@ -206,5 +206,62 @@ TEST(DeployCohortOutcomesTest, AssignOutcomeRecordsPicksThisRolloutsAndTheLatest
   EXPECT_EQ(device.on_other_build.lifecycle, v1::OUTCOME_BOOT_FAILED);
 }
 
+// A device learns of a rollout at its next resolve; an hour-long check-in
+// interval must not make half a stage "silent" before it could know.
+TEST(DeployCohortOutcomesTest, SilenceRunsFromTheFirstShapedResolve) {
+  v1::Rollout rollout = Started();  // report timeout 1800 s
+  EnterStage(3, Epoch(), &rollout);
+  CohortDevice told_late = Member("told-late", v1::OUTCOME_UNSPECIFIED);
+  told_late.first_shaped_resolve = Epoch() + absl::Minutes(50);
+  CohortDevice never_told = Member("never-told", v1::OUTCOME_UNSPECIFIED);
+  never_told.first_shaped_resolve = absl::InfiniteFuture();
+  CohortDevice told_before = Member("told-before", v1::OUTCOME_UNSPECIFIED);
+  told_before.first_shaped_resolve = Epoch() - absl::Hours(3);  // a deleted namesake's
+  const std::vector<CohortDevice> members = {told_late, never_told, told_before};
+
+  v1::CohortOutcomes at_timeout = CountMembers(rollout, members, Epoch() + absl::Seconds(1800));
+  EXPECT_EQ(at_timeout.silent(), 1u) << "only the one told when the stage opened";
+  EXPECT_EQ(at_timeout.unreached(), 0u);
+
+  // 50 min + 30 min: the late one is silent too; the one no resolve reached
+  // is unreached once the reach timeout (77 min) has passed, never silent.
+  v1::CohortOutcomes later = CountMembers(rollout, members, Epoch() + absl::Minutes(80));
+  EXPECT_EQ(later.silent(), 2u);
+  EXPECT_EQ(later.unreached(), 1u);
+  EXPECT_EQ(Concluded(later), 2u);
+  EXPECT_EQ(Settled(later), 3u);
+  EXPECT_EQ(CountMembers(rollout, members, Epoch() + absl::Minutes(76)).unreached(), 0u);
+}
+
+TEST(DeployCohortOutcomesTest, TheCurrentStageIsJudgedOnItsOwnMembersAndWindow) {
+  v1::Rollout rollout = Started();
+  EnterStage(1, Epoch() + absl::Hours(2), &rollout);  // 10%
+  std::string stage_one, stage_two;
+  for (int i = 0; stage_one.empty() || stage_two.empty(); ++i) {
+    std::string id = absl::StrCat("device-", i);
+    uint32_t bucket = RolloutBucket("fid", id);
+    if (bucket < 100 && stage_one.empty()) stage_one = id;
+    if (bucket >= 100 && bucket < 1000 && stage_two.empty()) stage_two = id;
+  }
+  EXPECT_EQ(AdmittingStage(rollout, stage_one), 0u);
+  EXPECT_EQ(AdmittingStage(rollout, stage_two), 1u);
+  CohortDevice old_report{"control-old", {}};
+  old_report.outcomes.lifecycle = v1::OUTCOME_ENGINE_START_FAILED;
+  old_report.outcomes.lifecycle_at = Epoch() + absl::Hours(1);
+  CohortDevice new_report{"control-new", {}};
+  new_report.outcomes.lifecycle = v1::OUTCOME_ENGINE_STARTED;
+  new_report.outcomes.lifecycle_at = Epoch() + absl::Hours(3);
+  const FleetSplit stage = CurrentStageCohorts(
+      rollout, FleetSplit{{Member(stage_one, v1::OUTCOME_ENGINE_STARTED),
+                           Member(stage_two, v1::OUTCOME_UNSPECIFIED)},
+                          {old_report, new_report}});
+  ASSERT_EQ(stage.members.size(), 1u);
+  EXPECT_EQ(stage.members[0].device_id, stage_two);
+  const v1::CohortOutcomes control = CountControl(stage.control);
+  EXPECT_EQ(control.devices(), 2u);
+  EXPECT_EQ(control.engine_started(), 1u);
+  EXPECT_EQ(control.engine_failed(), 0u) << "reported before the stage opened";
+}
+
 }  // namespace
 }  // namespace weightpath::deploy

@@ -46,6 +46,13 @@ TEST(DeployResolveIntervalTest, ShorterWhileALiveRolloutSelectsTheDevice) {
   ResolveIntervalSettings settings;
   settings.steady = absl::Minutes(20);
   EXPECT_EQ(SuggestedResolveIntervalSeconds(rollouts, agentic, HC::kX86Cpu, settings), 1200u);
+
+  // The rollout's own interval while a stage is open, in place of the server's.
+  rollouts[0].set_state(v1::ROLLOUT_STATE_PROGRESSING);
+  rollouts[0].mutable_stages(0)->set_report_timeout_seconds(1800);
+  rollouts[0].set_stage_resolve_interval_seconds(120);
+  EXPECT_EQ(SuggestedResolveIntervalSeconds(rollouts, agentic, HC::kX86Cpu, settings), 120u);
+  EXPECT_EQ(SuggestedResolveIntervalSeconds(rollouts, chat, HC::kX86Cpu, settings), 1200u);
 }
 
 }  // namespace

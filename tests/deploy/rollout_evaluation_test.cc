@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto_time.h"
+#include "deploy/rollout_bucket.h"
 #include "deploy/rollout_validation.h"
 #include "deploy/stage_text.h"
 #include "gmock/gmock.h"
@@ -30,6 +32,8 @@ std::vector<CohortDevice> Devices(const std::string& prefix, int count, v1::Outc
   for (int i = 0; i < count; ++i) {
     CohortDevice device{absl::StrCat(prefix, i), {}};
     device.outcomes.lifecycle = outcome;
+    // Reported once the stage had opened: control evidence counts from then.
+    device.outcomes.lifecycle_at = Epoch() + absl::Seconds(1);
     devices.push_back(device);
   }
   return devices;
@@ -221,6 +225,91 @@ TEST(DeployRolloutEvaluationTest, PausedRolloutsTakeNoAutomaticStep) {
   v1::Rollout same = ApplyVerdict(rollout, verdict, kAfterBake);
   EXPECT_EQ(same.state(), v1::ROLLOUT_STATE_PAUSED);
   EXPECT_EQ(same.current_stage(), 0u);
+}
+
+// Found by hand: the first device ids whose buckets fall in each stage of
+// "fid" (1%, 10%, 50%, 100%).
+std::vector<std::string> OnePerStage() {
+  std::vector<std::string> ids(4);
+  const uint32_t bounds[] = {0, 100, 1000, 5000, 10000};
+  for (int i = 0, found = 0; found < 4; ++i) {
+    const std::string id = absl::StrCat("device-", i);
+    const uint32_t bucket = RolloutBucket("fid", id);
+    for (int stage = 0; stage < 4; ++stage) {
+      if (bucket >= bounds[stage] && bucket < bounds[stage + 1] && ids[stage].empty()) {
+        ids[stage] = id;
+        ++found;
+      }
+    }
+  }
+  return ids;
+}
+
+CohortDevice WithOutcome(const std::string& id, v1::Outcome outcome, absl::Time at) {
+  CohortDevice device{id, {}};
+  device.outcomes.lifecycle = outcome;
+  device.outcomes.lifecycle_at = at;
+  return device;
+}
+
+// Earlier stages' members do not carry a later stage: the last stage's one
+// member has not reported, so the rollout does not complete; when it rolls
+// back, the last stage pauses and the failure is counted.
+TEST(DeployRolloutEvaluationTest, TheLastStageWaitsForItsOwnMembersAndCountsTheirFailures) {
+  // No reporting minimum: what holds the stage is its own member.
+  v1::Rollout spec = FidelityForAgentic("fid", /*min_reporting=*/0);
+  for (v1::RolloutStage& stage : *spec.mutable_stages()) stage.set_min_bake_seconds(0);
+  v1::Rollout rollout = Started(spec);
+  const absl::Time opened = Epoch() + absl::Hours(3);
+  EnterStage(3, opened, &rollout);
+  const std::vector<std::string> ids = OnePerStage();
+  std::vector<CohortDevice> members;
+  for (int stage = 0; stage < 3; ++stage) {
+    members.push_back(WithOutcome(ids[stage], v1::OUTCOME_ENGINE_STARTED, Epoch()));
+  }
+  CohortDevice late = WithOutcome(ids[3], v1::OUTCOME_UNSPECIFIED, absl::InfinitePast());
+  late.first_shaped_resolve = absl::InfiniteFuture();  // has not resolved since stage 4 opened
+  members.push_back(late);
+
+  RolloutVerdict waiting = EvaluateRollout(rollout, members, {}, opened + absl::Seconds(2));
+  EXPECT_EQ(waiting.step, RolloutStep::kHold) << waiting.reason;
+  EXPECT_THAT(waiting.reason, HasSubstr("1 of 1 member it admitted has not concluded yet"));
+  EXPECT_EQ(waiting.members.devices(), 1u);
+  EXPECT_EQ(waiting.all_members.devices(), 4u);
+  EXPECT_EQ(waiting.all_members.engine_started(), 3u);
+
+  members[3] = WithOutcome(ids[3], v1::OUTCOME_ROLLED_BACK, opened + absl::Minutes(3));
+  RolloutVerdict failed = EvaluateRollout(rollout, members, {}, opened + absl::Minutes(4));
+  EXPECT_EQ(failed.step, RolloutStep::kPause) << failed.reason;
+  EXPECT_THAT(failed.reason, HasSubstr("stage 4 of 4: engine gate: members 1.000"));
+  EXPECT_EQ(ApplyVerdict(rollout, failed, opened).members().engine_failed(), 1u);
+}
+
+TEST(DeployRolloutEvaluationTest, ACompletedRolloutCountsFailuresWithinItsWatch) {
+  v1::Rollout spec = FidelityForAgentic("fid", /*min_reporting=*/1);
+  for (v1::RolloutStage& stage : *spec.mutable_stages()) stage.set_min_bake_seconds(0);
+  spec.set_watch_after_completion_seconds(3600);
+  v1::Rollout rollout = Started(spec);
+  EnterStage(3, Epoch(), &rollout);
+  const std::vector<std::string> ids = OnePerStage();
+  std::vector<CohortDevice> members;
+  for (const std::string& id : ids) {
+    members.push_back(WithOutcome(id, v1::OUTCOME_ENGINE_STARTED, Epoch()));
+  }
+  RolloutVerdict complete = EvaluateRollout(rollout, members, {}, Epoch() + absl::Minutes(1));
+  ASSERT_EQ(complete.step, RolloutStep::kComplete) << complete.reason;
+  rollout = ApplyVerdict(rollout, complete, Epoch() + absl::Minutes(1));
+  EXPECT_EQ(FromProtoTime(rollout.completed_at()), Epoch() + absl::Minutes(1));
+
+  members[0] = WithOutcome(ids[0], v1::OUTCOME_ROLLED_BACK, Epoch() + absl::Minutes(30));
+  RolloutVerdict watched = EvaluateRollout(rollout, members, {}, Epoch() + absl::Minutes(31));
+  EXPECT_EQ(watched.step, RolloutStep::kUnchanged);
+  ASSERT_TRUE(watched.failures_after_completion.has_value());
+  EXPECT_EQ(*watched.failures_after_completion, 1u);
+  EXPECT_EQ(ApplyVerdict(rollout, watched, Epoch()).failures_after_completion(), 1u);
+  EXPECT_FALSE(EvaluateRollout(rollout, members, {}, Epoch() + absl::Minutes(62))
+                   .failures_after_completion.has_value())
+      << "the watch is over";
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "deploy/sequential_gates.h"
 
+#include "deploy/conditional_fail_test.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -259,6 +261,8 @@ std::vector<CohortDevice> Devices(const std::string& prefix, int count, v1::Outc
   for (int i = 0; i < count; ++i) {
     CohortDevice device{absl::StrCat(prefix, i), {}, hardware_class};
     device.outcomes.lifecycle = outcome;
+    // Reported once the stage had opened: control evidence counts from then.
+    device.outcomes.lifecycle_at = Epoch() + absl::Seconds(1);
     devices.push_back(device);
   }
   return devices;
@@ -283,8 +287,10 @@ TEST(DeploySequentialGatesTest, EvaluationPausesOnAFailedGateEvenWithinTheHardGu
   EXPECT_EQ(verdict.sequential_gates[0].gate, "boot");
 }
 
+// advance: on_pass, the rule before horizons: only a pass advances.
 TEST(DeploySequentialGatesTest, EvaluationHoldsOnInconclusiveAndAdvancesOnPass) {
   v1::Rollout rollout = SequentialRollout(20);
+  rollout.mutable_gates()->set_advance("on_pass");
   std::vector<CohortDevice> members = Devices("m", 400, v1::OUTCOME_ENGINE_STARTED);
   std::vector<CohortDevice> control = Devices("c", 2000, v1::OUTCOME_ENGINE_STARTED);
   RolloutVerdict verdict = EvaluateRollout(rollout, members, control, kLater);
@@ -301,6 +307,7 @@ TEST(DeploySequentialGatesTest, EvaluationHoldsOnInconclusiveAndAdvancesOnPass) 
 
 TEST(DeploySequentialGatesTest, TheVerdictIsStoredOnTheRolloutPerGateAndClass) {
   v1::Rollout rollout = SequentialRollout(10);
+  rollout.mutable_gates()->mutable_sequential()->set_fail_test("universal");
   std::vector<CohortDevice> members = Devices("m", 70, v1::OUTCOME_ENGINE_STARTED);
   Append(Devices("mf", 30, v1::OUTCOME_BOOT_FAILED), &members);
   std::vector<CohortDevice> control = Devices("c", 898, v1::OUTCOME_ENGINE_STARTED);
@@ -325,12 +332,98 @@ TEST(DeploySequentialGatesTest, TheVerdictIsStoredOnTheRolloutPerGateAndClass) {
 
 TEST(DeploySequentialGatesTest, MembersOfAClassWithoutControlHoldTheStage) {
   v1::Rollout rollout = SequentialRollout(20);
+  rollout.mutable_gates()->set_advance("on_pass");
   std::vector<CohortDevice> members = Devices("m", 600, v1::OUTCOME_ENGINE_STARTED);
   Append(Devices("j", 3, v1::OUTCOME_ENGINE_STARTED, HardwareClass::kJetson), &members);
   std::vector<CohortDevice> control = Devices("c", 2000, v1::OUTCOME_ENGINE_STARTED);
   RolloutVerdict verdict = EvaluateRollout(rollout, members, control, kLater);
   EXPECT_EQ(verdict.step, RolloutStep::kHold);
   EXPECT_THAT(verdict.reason, HasSubstr("no control devices of class jetson to compare with"));
+}
+
+// The conditional test's pieces against sums done by hand.
+TEST(DeployConditionalFailTest, ABlockLikelihoodRatioIsPsiToTheXOverItsNullMean) {
+  // One member, one control device, one failure, the member's: under the
+  // null the failure is either's with probability 1/2, so
+  // LR(psi) = psi / ((1 + psi) / 2).
+  std::vector<double> logs = LogBlockLikelihoodRatios({2.0, 3.0}, 1, 1, 1, 1);
+  EXPECT_NEAR(logs[0], std::log(4.0 / 3.0), 1e-12);
+  EXPECT_NEAR(logs[1], std::log(6.0 / 4.0), 1e-12);
+  // Two members, three control, two failures: P0(X = 0, 1, 2) = 3/10, 6/10,
+  // 1/10, so E0[2^X] = 0.3 + 1.2 + 0.4 = 1.9.
+  EXPECT_NEAR(LogBlockLikelihoodRatios({2.0}, 2, 3, 2, 2)[0], std::log(4 / 1.9), 1e-12);
+  EXPECT_NEAR(LogBlockLikelihoodRatios({2.0}, 2, 3, 2, 0)[0], std::log(1 / 1.9), 1e-12);
+  // Its mean under the null is exactly 1 (a test martingale's step).
+  for (double psi : {1.5, 2.0, 9.0}) {
+    const double p[] = {0.3, 0.6, 0.1};
+    double mean = 0;
+    for (uint64_t y = 0; y <= 2; ++y) {
+      mean += p[y] * std::exp(LogBlockLikelihoodRatios({psi}, 2, 3, 2, y)[0]);
+    }
+    EXPECT_NEAR(mean, 1.0, 1e-12) << psi;
+  }
+  // Failures that could only be one side's say nothing.
+  EXPECT_EQ(LogBlockLikelihoodRatios({2.0}, 3, 0, 2, 2)[0], 0.0);
+  EXPECT_EQ(LogBlockLikelihoodRatios({2.0}, 3, 4, 0, 0)[0], 0.0);
+}
+
+TEST(DeployConditionalFailTest, FishersTailIsTheHypergeometricUpperTail) {
+  EXPECT_NEAR(FisherUpperTail(2, 3, 2, 2), 0.1, 1e-12);
+  EXPECT_NEAR(FisherUpperTail(2, 3, 2, 1), 0.7, 1e-12);
+  EXPECT_EQ(FisherUpperTail(2, 3, 2, 0), 1.0);
+  // 5 of 10 members and 0 of 10 control failed: C(10,5) / C(20,5).
+  EXPECT_NEAR(FisherUpperTail(10, 10, 5, 5), 252.0 / 15504.0, 1e-12);
+}
+
+TEST(DeployConditionalFailTest, TheMixtureAveragesTheOddsRatiosOverClosedBlocksOnly) {
+  ConditionalEProcess process(1.5, /*block_side=*/1);
+  EXPECT_EQ(ConditionalOddsRatios(1.5),
+            (std::vector<double>{1.5, 2, 3, 5, 9, 17, 33}));
+  process.Add(/*member=*/true, /*failed=*/true);
+  EXPECT_EQ(process.LogEValue(), 0.0) << "the block is still open";
+  process.Add(/*member=*/false, /*failed=*/false);
+  double mean = 0;
+  for (double psi : ConditionalOddsRatios(1.5)) mean += 2 * psi / (1 + psi) / 7;
+  EXPECT_NEAR(process.LogEValue(), std::log(mean), 1e-12);
+}
+
+TEST(DeployConditionalFailTest, PlannedPowerShrinksWithTheStage) {
+  const double thousand = DetectableRatio(1000, 4000, 0.02, 0.005);
+  EXPECT_GT(thousand, 1.7);
+  EXPECT_LT(thousand, 2.3);
+  EXPECT_LT(DetectableRatio(10000, 40000, 0.02, 0.005), 1.3);
+  EXPECT_GT(DetectableRatio(200, 800, 0.02, 0.005), thousand);
+  // One member failing among ten control devices is p = 1/11.
+  EXPECT_EQ(DetectableRatio(1, 10, 0.02, 0.005), 0.0) << "not even a broken build is caught";
+  // Three failing of three, none of ten control: p = 1/286, caught.
+  EXPECT_GT(DetectableRatio(3, 10, 0.02, 0.005), 0.0);
+}
+
+// The default with sequential gates: at its horizon a stage with no failed
+// gate advances, without waiting for a positive pass; a 3x regression is
+// stopped before it.
+TEST(DeploySequentialGatesTest, AHealthyStageAdvancesAtItsHorizonAndARegressionPausesBeforeIt) {
+  v1::Rollout rollout = SequentialRollout(20);
+  std::vector<CohortDevice> members = Devices("m", 392, v1::OUTCOME_ENGINE_STARTED);
+  Append(Devices("mf", 8, v1::OUTCOME_ENGINE_START_FAILED), &members);
+  std::vector<CohortDevice> control = Devices("c", 1960, v1::OUTCOME_ENGINE_STARTED);
+  Append(Devices("cf", 40, v1::OUTCOME_ENGINE_START_FAILED), &control);
+  CohortDevice waiting{"late", {}};
+  waiting.first_shaped_resolve = Epoch() + absl::Minutes(50);  // silent at +80 min
+  members.push_back(waiting);
+  RolloutVerdict held = EvaluateRollout(rollout, members, control, kLater);
+  EXPECT_EQ(held.step, RolloutStep::kHold) << held.reason;
+  EXPECT_THAT(held.reason, HasSubstr("1 of 401 members it admitted have not concluded yet; horizon at"));
+  // Its timeout (SequentialRollout: 3600 s) runs out: silent, so settled.
+  RolloutVerdict advanced = EvaluateRollout(rollout, members, control, kLater + absl::Minutes(21));
+  EXPECT_EQ(advanced.step, RolloutStep::kAdvance) << advanced.reason;
+  EXPECT_THAT(advanced.reason, HasSubstr("reached its horizon with no failed gate"));
+
+  std::vector<CohortDevice> regressed = Devices("m", 376, v1::OUTCOME_ENGINE_STARTED);
+  Append(Devices("mf", 24, v1::OUTCOME_ENGINE_START_FAILED), &regressed);  // 6% vs 2%
+  RolloutVerdict paused = EvaluateRollout(rollout, regressed, control, kLater);
+  EXPECT_EQ(paused.step, RolloutStep::kPause) << paused.reason;
+  EXPECT_THAT(paused.reason, HasSubstr("engine gate"));
 }
 
 TEST(DeploySequentialGatesTest, AStageWithoutControlIsLeftToTheHardGuards) {

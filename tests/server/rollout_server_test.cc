@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "deploy/rollout_bucket.h"
 #include "absl/time/clock.h"
 #include "common/proto_time.h"
 #include "gmock/gmock.h"
@@ -471,6 +473,135 @@ TEST_P(RolloutServerTest, DeleteTakesOnlyAFinishedRolloutAndItsIdStartsAfresh) {
   EXPECT_EQ(reused->members().engine_failed(), 0u) << "the old rollout's failure is not inherited";
   EXPECT_EQ(reused->members().reporting(), 0u);
   EXPECT_EQ(replica_->Decide("device-0002", "agentic"), "w4a16-tinygemm");
+}
+
+TEST_P(RolloutServerTest, ListDevicesPagesTheMembersWithTheirStandingAndRefusesBadInputs) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  Register(*replica_->store, "device-0001", "agentic", kT0);
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  ASSERT_THAT(replica_->admin->Create(spec).status(), IsOk());
+  ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
+  ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
+  ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());  // 100%: both
+  ASSERT_THAT(replica_->store->RecordOutcome(
+                  Report("device-0002", kRolloutId, v1::OUTCOME_ROLLED_BACK, kT0 + absl::Minutes(2)),
+                  kT0 + absl::Minutes(2)),
+              IsOk());
+  v1::ListRolloutDevicesRequest request;
+  request.set_id(kRolloutId);
+  request.set_page_size(1);
+  absl::StatusOr<v1::ListRolloutDevicesResponse> page = replica_->admin->ListDevices(request);
+  ASSERT_THAT(page.status(), IsOk());
+  ASSERT_EQ(page->devices_size(), 1);
+  EXPECT_EQ(page->devices(0).device_id(), "device-0001");
+  EXPECT_EQ(page->devices(0).stage(), 3u);
+  EXPECT_EQ(page->devices(0).standing(), "pending") << "registered, never told of the rollout";
+  EXPECT_EQ(page->matched(), 2u);
+  EXPECT_EQ(page->next_page_token(), "device-0001");
+  request.set_page_token(page->next_page_token());
+  page = replica_->admin->ListDevices(request);
+  ASSERT_THAT(page.status(), IsOk());
+  ASSERT_EQ(page->devices_size(), 1);
+  EXPECT_EQ(page->devices(0).device_id(), "device-0002");
+  EXPECT_EQ(page->devices(0).standing(), "rolled_back");
+  EXPECT_EQ(page->devices(0).stage(), 0u);
+  EXPECT_TRUE(page->next_page_token().empty());
+
+  v1::ListRolloutDevicesRequest failed;
+  failed.set_id(kRolloutId);
+  failed.add_standings("rolled_back");
+  page = replica_->admin->ListDevices(failed);
+  ASSERT_THAT(page.status(), IsOk());
+  EXPECT_EQ(page->matched(), 1u);
+
+  failed.add_standings("exploded");
+  EXPECT_THAT(replica_->admin->ListDevices(failed).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("standings[1]: 'exploded'")));
+  v1::ListRolloutDevicesRequest huge;
+  huge.set_id(kRolloutId);
+  huge.set_page_size(5000);
+  EXPECT_THAT(replica_->admin->ListDevices(huge).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_size: 5000 is over 1000")));
+  huge.set_page_size(0);
+  huge.set_page_token(std::string(300, 'x'));
+  EXPECT_THAT(replica_->admin->ListDevices(huge).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+  huge.set_id("missing");
+  huge.clear_page_token();
+  EXPECT_THAT(replica_->admin->ListDevices(huge).status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(RolloutServerTest, ACompletedRolloutKeepsCountingFailuresWithinItsWatch) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  ASSERT_THAT(replica_->admin->Create(spec).status(), IsOk());
+  for (int i = 0; i < 4; ++i) ASSERT_THAT(replica_->admin->Advance(kRolloutId, "").status(), IsOk());
+  ASSERT_EQ(replica_->admin->Get(kRolloutId)->state(), v1::ROLLOUT_STATE_COMPLETED);
+  now_ = kT0 + absl::Hours(2);
+  ASSERT_THAT(replica_->store->RecordOutcome(
+                  Report("device-0002", kRolloutId, v1::OUTCOME_ROLLED_BACK, now_), now_),
+              IsOk());
+  ASSERT_THAT(replica_->reconciler->ReconcileOnce().status(), IsOk());
+  absl::StatusOr<v1::Rollout> watched = replica_->admin->Get(kRolloutId);
+  EXPECT_EQ(watched->failures_after_completion(), 1u);
+  EXPECT_THAT(replica_->Metrics(),
+              HasSubstr("weightpath_rollout_failures_after_completion{rollout=\"fidelity-agentic\"} 1"));
+}
+
+// A 3x regression (15% of members' engine starts fail against 5% of the
+// control's) pauses the stage before its horizon: a fifth of its members
+// have not reported yet, and the conditional e-process alone stops it.
+TEST_P(RolloutServerTest, AThreeFoldRegressionPausesBeforeTheHorizon) {
+  for (int i = 0; i < 2000; ++i) {
+    Register(*replica_->store, absl::StrFormat("dev-%04d", i), "agentic", kT0);
+  }
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  spec.clear_stages();
+  for (uint32_t percent : {20u, 100u}) {
+    v1::RolloutStage* stage = spec.add_stages();
+    stage->set_percent(percent);
+    stage->set_min_reporting_devices(1);
+    stage->set_report_timeout_seconds(3600);
+  }
+  spec.mutable_gates()->set_max_engine_failure_delta(1);
+  spec.mutable_gates()->mutable_sequential();
+  absl::StatusOr<v1::Rollout> created = replica_->admin->Create(spec);
+  ASSERT_THAT(created.status(), IsOk());
+  ASSERT_EQ(created->stage_plans_size(), 2);
+  EXPECT_GT(created->stage_plans(0).detectable_ratio(), 1.0);
+  EXPECT_LT(created->stage_plans(0).detectable_ratio(), 3.0);
+
+  int member = 0, control = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string id = absl::StrFormat("dev-%04d", i);
+    const bool is_member = deploy::RolloutBucket(kRolloutId, id) < 2000;
+    const absl::Time at = kT0 + absl::Seconds(1 + i);
+    if (is_member) {
+      if (member++ % 5 == 4) continue;  // a fifth not reported yet
+      const bool fails = member % 20 < 3;  // 15%
+      ASSERT_THAT(replica_->store->RecordOutcome(
+                      Report(id, kRolloutId,
+                             fails ? v1::OUTCOME_ROLLED_BACK : v1::OUTCOME_ENGINE_STARTED, at),
+                      at),
+                  IsOk());
+    } else {
+      const bool fails = control++ % 20 == 0;  // 5%
+      ASSERT_THAT(replica_->store->RecordOutcome(
+                      Report(id, "", fails ? v1::OUTCOME_ENGINE_START_FAILED
+                                           : v1::OUTCOME_ENGINE_STARTED, at),
+                      at),
+                  IsOk());
+    }
+  }
+  now_ = kT0 + absl::Minutes(40);
+  absl::StatusOr<std::vector<ReconcileResult>> pass = replica_->reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  ASSERT_THAT(*pass, SizeIs(1));
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kPause) << (*pass)[0].reason;
+  EXPECT_THAT((*pass)[0].reason, HasSubstr("stage 1 of 2: engine gate: fail, e-value"));
+  absl::StatusOr<v1::Rollout> paused = replica_->admin->Get(kRolloutId);
+  EXPECT_LT(FromProtoTime(paused->stage_horizon()) - now_, absl::Hours(2));
+  EXPECT_GT(FromProtoTime(paused->stage_horizon()), now_) << "paused before its horizon";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RolloutServerTest,
