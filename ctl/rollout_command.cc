@@ -17,6 +17,7 @@
 #include "ctl/rollout_view.h"
 #include "ctl/rollout_yaml.h"
 #include "ctl/text_file.h"
+#include "ctl/rollout_devices.h"
 #include "ctl/view_output.h"
 #include "absl/time/clock.h"
 
@@ -54,6 +55,7 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
                      "refresh until the rollout completes (exit 0), pauses, rolls back or is "
                      "aborted (exit 1); Ctrl-C exits 130"});
     flags.push_back({"interval", '\0', true, "with --watch: time between reads (default 2s)"});
+    for (FlagSpec& flag : RolloutDeviceFlags()) flags.push_back(std::move(flag));
   }
   flags.push_back({"output", 'o', true, "table (default), json or yaml"});
   flags.push_back({"help", 'h', false, "show this help"});
@@ -64,6 +66,8 @@ void WriteHelp(std::ostream& out) {
   out << "usage: weightpathctl rollout create -f rollout.yaml [flags]\n"
          "       weightpathctl rollout status|pause|resume|advance|abort ID [flags]\n"
          "       weightpathctl rollout status ID --watch [--interval 2s] [flags]\n"
+         "       weightpathctl rollout status ID --devices [--silent] [--failed] [--rolled-back]\n"
+         "                     [--unreached] [--pending] [--page-size N] [--page-token T] [flags]\n"
          "       weightpathctl rollout list [flags]\n"
          "       weightpathctl rollout delete ID [flags]\n\n"
          "status shows the progress view: stage k/n and percent, members and how many\n"
@@ -73,6 +77,11 @@ void WriteHelp(std::ostream& out) {
          "when stdout is a terminal, otherwise one block each time it changed. It ends\n"
          "when the rollout completes (exit 0) or pauses, rolls back or is aborted\n"
          "(exit 1); Ctrl-C ends it with exit 130.\n"
+         "status --devices lists the members, a page at a time: the stage that admitted\n"
+         "each, its first resolve the rollout shaped, last report, outcome and detail, and\n"
+         "where it stands (engine_started, failed, rolled_back, cache_full, silent,\n"
+         "unreached, pending); --silent, --failed, --rolled-back, --unreached and\n"
+         "--pending keep the members in any of those standings.\n"
          "delete removes a COMPLETED, ABORTED or ROLLED_BACK rollout, so that its id can\n"
          "be used again (a running or paused one: abort it first). Its outcomes stay in\n"
          "the store and do not count for a new rollout of the same id. The devices a\n"
@@ -143,6 +152,15 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
       status = connection->stub().CreateRollout(context.get(), create, &rollout);
       break;
     case Action::kStatus: {
+      if (arguments.Has("devices")) {
+        ASSIGN_OR_RETURN(v1::ListRolloutDevicesRequest request, RolloutDevicesRequest(id, arguments));
+        v1::ListRolloutDevicesResponse response;
+        status = connection->stub().ListRolloutDevices(context.get(), request, &response);
+        if (!status.ok()) return FromGrpcStatus("ListRolloutDevices", status, *context);
+        if (format != ViewOutput::kTable) return WriteMessage(response, format, out);
+        out << FormatRolloutDevices(response);
+        return absl::OkStatus();
+      }
       rpc = "GetRollout";
       v1::GetRolloutRequest request;
       request.set_id(id);
@@ -330,6 +348,16 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
   if (!arguments.has_value()) return exit_code;
   if (spec->action == Action::kStatus && arguments->Has("watch")) {
     return Watch(id, *arguments, io);
+  }
+  if (spec->action == Action::kStatus && !arguments->Has("devices")) {
+    for (const FlagSpec& flag : RolloutDeviceFlags()) {
+      if (arguments->Has(flag.name)) {
+        return ReportError(kCommand,
+                           absl::InvalidArgumentError(absl::StrCat("--", flag.name,
+                                                                   " applies to --devices only")),
+                           io.err);
+      }
+    }
   }
   if (arguments->Has("interval")) {
     return ReportError(kCommand, absl::InvalidArgumentError("--interval applies to --watch only"),

@@ -13,6 +13,7 @@
 #include "ctl/table_writer.h"
 #include "ctl/view_output.h"
 #include "deploy/rollout_evaluation.h"
+#include "deploy/stage_plan.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace weightpath::ctl {
@@ -105,6 +106,20 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
                                        absl::UTCTimeZone()));
     }
     absl::StrAppend(&out, "\n");
+    if (rollout.has_stage_horizon()) {
+      absl::StrAppend(&out, "             horizon ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", FromProtoTime(rollout.stage_horizon()),
+                                       absl::UTCTimeZone()),
+                      deploy::AdvancesAtHorizon(rollout) ? " (advances there with no failed gate)"
+                                                         : " (advances only on a pass: on_pass)",
+                      "\n");
+    }
+  }
+  if (rollout.stage_plans_size() > 0) {
+    absl::StrAppend(&out, "  planned power (engine gate, 80% by the horizon):\n");
+    for (const v1::StagePlan& plan : rollout.stage_plans()) {
+      absl::StrAppend(&out, "    ", deploy::DescribeStagePlan(plan), "\n");
+    }
   }
 
   if (NotEvaluatedYet(rollout)) {
@@ -114,11 +129,33 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
   }
   const v1::CohortOutcomes& members = rollout.members();
   const v1::CohortOutcomes& control = rollout.control();
+  // The counts the gates read: the stage's own members, and control
+  // reports since it opened (deploy/README.md, "Each stage is judged on its
+  // own devices").
+  const uint32_t shown_stage =
+      std::min<uint32_t>(rollout.current_stage(), std::max(1, stage_count) - 1) + 1;
   absl::StrAppend(&out, "  members:   ", Counted(members.devices(), "device", "devices"), ", ",
                   members.reporting(), " reporting (",
-                  Percent(members.reporting(), members.devices()), ")\n");
+                  Percent(members.reporting(), members.devices()), ") admitted by stage ",
+                  shown_stage, "\n");
+  if (rollout.has_all_members()) {
+    const v1::CohortOutcomes& all = rollout.all_members();
+    absl::StrAppend(&out, "  all stages: ", Counted(all.devices(), "member", "members"), ": ",
+                    all.engine_started(), " engine_started, ",
+                    all.boot_failed() + all.artifact_failed() + all.engine_failed(), " failed, ",
+                    all.silent(), " silent, ", all.unreached(), " unreached\n");
+  }
   absl::StrAppend(&out, "  control:   ", Counted(control.devices(), "device", "devices"), ", ",
-                  control.reporting(), " reporting\n");
+                  control.reporting(), " reporting since the stage opened\n");
+  if (rollout.state() == v1::ROLLOUT_STATE_COMPLETED && rollout.has_completed_at()) {
+    absl::StrAppend(&out, "  after completion: ",
+                    Counted(rollout.failures_after_completion(), "member", "members"),
+                    " failed since ",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", FromProtoTime(rollout.completed_at()),
+                                     absl::UTCTimeZone()),
+                    " (watched for ",
+                    FormatSeconds(deploy::WatchAfterCompletion(rollout)), ")\n");
+  }
   absl::StrAppend(&out, absl::StrFormat("  outcomes:  %-18s %10s %10s\n", "", "members", "control"));
   AppendOutcomeRow(&out, "engine_started", members.engine_started(), control.engine_started());
   AppendOutcomeRow(&out, "boot_failed", members.boot_failed(), control.boot_failed());
@@ -127,6 +164,8 @@ std::string FormatRolloutProgress(const v1::Rollout& rollout) {
   AppendOutcomeRow(&out, "silent", members.silent(), control.silent());
   // Never read by a gate: the device's disk was full, the build never ran.
   AppendOutcomeRow(&out, "cache_full", members.cache_full(), control.cache_full());
+  // Never told (no shaped resolve within the reach timeout): not silent.
+  AppendOutcomeRow(&out, "unreached", members.unreached(), control.unreached());
   AppendOutcomeRow(&out, "tasks_completed", members.tasks_completed(), control.tasks_completed());
   AppendOutcomeRow(&out, "tasks_undone", members.tasks_undone(), control.tasks_undone());
   AppendOutcomeRow(&out, "tasks_failed", members.tasks_failed(), control.tasks_failed());

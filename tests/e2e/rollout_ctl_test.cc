@@ -64,7 +64,10 @@ TEST(CtlRolloutYamlTest, FieldsTheServerSetsAreRefusedSayingSoAndAreNotListedAsK
   for (const char* key : {"state: ROLLOUT_STATE_COMPLETED", "current_stage: 2", "members: {}",
                           "control: {}", "created_at: \"2026-01-01T00:00:00Z\"",
                           "stage_started_at: \"2026-01-01T00:00:00Z\"", "state_reason: x",
-                          "sequential_gates: []", "stage_entered_at: []", "currentStage: 1"}) {
+                          "sequential_gates: []", "stage_entered_at: []", "currentStage: 1",
+                          "all_members: {}", "completed_at: \"2026-01-01T00:00:00Z\"",
+                          "failures_after_completion: 1", "stage_plans: []",
+                          "stage_horizon: \"2026-01-01T00:00:00Z\""}) {
     EXPECT_THAT(ParseRolloutYaml(absl::StrCat("id: x\n", key, "\n"), "r.yaml"),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr("r.yaml:2:"), HasSubstr("is set by the server"))))
@@ -74,7 +77,8 @@ TEST(CtlRolloutYamlTest, FieldsTheServerSetsAreRefusedSayingSoAndAreNotListedAsK
   EXPECT_THAT(typo.status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("(allowed: id, description, selector, action, stages, gates, "
-                                 "precedence)")));
+                                 "precedence, watch_after_completion_seconds, "
+                                 "stage_resolve_interval_seconds)")));
 }
 
 TEST(CtlRolloutYamlTest, LabelKeysAreFreeAndTheirValuesStayStrings) {
