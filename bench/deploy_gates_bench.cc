@@ -1,10 +1,22 @@
-// Simulated rollout stages judged after every report: the sequential gates
-// (deploy/sequential_gates.h) against today's threshold gate, on the same
-// fleets in the same run. Prints a table; asserts nothing.
+// Simulated rollout stages judged after every report, side by side on the
+// same fleets in the same run: the conditional fail test with its horizon
+// test (deploy/conditional_fail_test.h, the default), universal inference
+// advancing only on a pass (the rule before horizons, advance: on_pass),
+// Fisher's exact test read once at the horizon, and the threshold gates.
+// Prints a table; asserts nothing.
 //
 //   deploy_gates_bench [--rollouts=1000] [--members=1000] [--control=4000]
 //                      [--control_rate=0.02] [--ratio=2] [--seed=20261201]
 //                      [--alpha=0.01] [--stages_with_control=1] [--classes=1]
+//                      [--order=random|hourly|late] [--universal=1]
+//                      [--horizon_share=0.5]
+//
+// --order: random interleaves the reports uniformly; hourly has members
+// report within 10 min of a first check-in spread over 1.2 h (an hourly
+// resolve interval with the agent's jitter) while control devices report
+// evenly over 2 h; late has every member check in over an hour after the
+// stage opened (1 h + the same), control over 2.5 h. --universal=0 skips
+// the (slow) universal-inference judge.
 //
 // Each rollout is one stage: `members` member devices and `control` control
 // devices, every one reporting once, in a random order; a member fails with
@@ -15,6 +27,7 @@
 // last member reported, i.e. before the stage completed.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +37,7 @@
 
 #include "absl/strings/str_format.h"
 #include "deploy/cohort_outcomes.h"
+#include "deploy/conditional_fail_test.h"
 #include "deploy/rollout_evaluation.h"
 #include "deploy/sequential_gates.h"
 #include "policy/hardware_class.h"
@@ -41,6 +55,9 @@ struct Options {
   double alpha = 0.01;
   int stages_with_control = 1;
   int classes = 1;
+  std::string order = "random";
+  bool universal = true;
+  double horizon_share = kHorizonShareOfFalsePauseRate;
 };
 
 bool ParseFlag(const char* arg, const char* name, std::string* value) {
@@ -72,6 +89,16 @@ Options ParseOptions(int argc, char** argv) {
       options.stages_with_control = std::atoi(value.c_str());
     } else if (ParseFlag(argv[i], "--classes", &value)) {
       options.classes = std::atoi(value.c_str());
+    } else if (ParseFlag(argv[i], "--order", &value)) {
+      options.order = value;
+      if (value != "random" && value != "hourly" && value != "late") {
+        std::fprintf(stderr, "--order is random, hourly or late\n");
+        std::exit(2);
+      }
+    } else if (ParseFlag(argv[i], "--horizon_share", &value)) {
+      options.horizon_share = std::atof(value.c_str());
+    } else if (ParseFlag(argv[i], "--universal", &value)) {
+      options.universal = value != "0";
     } else {
       std::fprintf(stderr, "unknown flag %s (see the comment at the top of %s)\n", argv[i],
                    __FILE__);
@@ -93,13 +120,16 @@ constexpr int kThresholdCount = sizeof(kThresholdJudges) / sizeof(kThresholdJudg
 
 // What one judge did over one stage.
 struct Outcome {
-  bool paused = false;
+  bool paused = false;            // before the horizon (the last report)
+  bool paused_at_horizon = false;  // by the test read at the horizon
   int member_reports_at_pause = 0;
-  bool passed = false;  // sequential: every class passed; threshold: never breached
+  bool passed = false;  // advanced by the horizon
 };
 
 struct ArmTally {
-  std::vector<Outcome> sequential;
+  std::vector<Outcome> conditional;
+  std::vector<Outcome> sequential;  // universal inference, on_pass
+  std::vector<Outcome> fixed;       // Fisher's exact test read once at the horizon
   std::vector<std::vector<Outcome>> threshold{kThresholdCount};
 };
 
@@ -107,6 +137,7 @@ struct Device {
   bool member;
   int hardware_class;
   bool fails;
+  double at = 0;  // when it reports, hours after the stage opened
 };
 
 const policy::HardwareClass kClasses[] = {
@@ -118,22 +149,42 @@ void SimulateStage(const Options& options, double ratio, const SequentialGateTes
                    std::mt19937_64& random, ArmTally* tally) {
   std::vector<Device> devices;
   std::uniform_real_distribution<double> uniform(0, 1);
+  const bool late = options.order == "late";
   for (int i = 0; i < options.members + options.control; ++i) {
     Device device;
     device.member = i < options.members;
     device.hardware_class = i % options.classes;
     double base = options.control_rate * (options.classes == 1 ? 1.0 : 0.5 * (1 << device.hardware_class));
     device.fails = uniform(random) < (device.member ? std::min(1.0, base * ratio) : base);
+    if (device.member) {
+      device.at = (late ? 1.0 : 0.0) + 1.2 * uniform(random) + uniform(random) / 6;
+    } else {
+      device.at = (late ? 2.5 : 2.0) * uniform(random);
+    }
     devices.push_back(device);
   }
-  std::shuffle(devices.begin(), devices.end(), random);
+  if (options.order == "random") {
+    std::shuffle(devices.begin(), devices.end(), random);
+  } else {
+    std::sort(devices.begin(), devices.end(),
+              [](const Device& a, const Device& b) { return a.at < b.at; });
+  }
 
   std::vector<StratumReading> strata(options.classes);
   for (int c = 0; c < options.classes; ++c) strata[c].hardware_class = kClasses[c];
+  const SequentialGateSettings& settings = test.settings();
+  std::vector<ConditionalEProcess> processes(
+      options.classes, ConditionalEProcess(settings.min_relative_increase));
+  // The conditional test spends its share of the stage's rate before the
+  // horizon and the rest at it, as JudgeSequentialGates does.
+  const double log_conditional_threshold =
+      test.LogThreshold() - std::log(1 - options.horizon_share);
   v1::HealthGates gates;
   v1::CohortOutcomes members;
   v1::CohortOutcomes control;
+  Outcome conditional;
   Outcome sequential;
+  Outcome fixed;
   std::vector<Outcome> threshold(kThresholdCount);
   int member_reports = 0;
   for (const Device& device : devices) {
@@ -152,9 +203,22 @@ void SimulateStage(const Options& options, double ratio, const SequentialGateTes
     } else {
       pooled.set_engine_started(pooled.engine_started() + 1);
     }
+    processes[device.hardware_class].Add(device.member, device.fails);
+    if (!conditional.paused) {
+      std::vector<double> logs;
+      for (const ConditionalEProcess& process : processes) logs.push_back(process.LogEValue());
+      double largest = *std::max_element(logs.begin(), logs.end());
+      double sum = 0;
+      for (double each : logs) sum += std::exp(each - largest);
+      const double log_mean = largest + std::log(sum / static_cast<double>(logs.size()));
+      if (log_mean >= log_conditional_threshold) {
+        conditional.paused = true;
+        conditional.member_reports_at_pause = member_reports;
+      }
+    }
     // A pause ends the stage for that judge; a sequential pass is kept
     // watching so that a later fail still counts (the stage would not wait).
-    if (!sequential.paused) {
+    if (options.universal && !sequential.paused) {
       SequentialGateReading reading = JudgeGate("boot", test, strata);
       if (reading.verdict == GateVerdict::kFail) {
         sequential.paused = true;
@@ -172,9 +236,29 @@ void SimulateStage(const Options& options, double ratio, const SequentialGateTes
       }
     }
   }
+  // The horizon: every device has reported. Fisher per class, Bonferroni.
+  const auto fisher_rejects = [&](double alpha) {
+    double smallest = 1;
+    for (const StratumReading& stratum : strata) {
+      const FailureCounts& c = stratum.counts;
+      smallest = std::min(smallest, FisherUpperTail(c.member_trials, c.control_trials,
+                                                    c.member_failures + c.control_failures,
+                                                    c.member_failures));
+    }
+    return smallest * static_cast<double>(strata.size()) <= alpha;
+  };
+  if (!conditional.paused) {
+    conditional.paused_at_horizon =
+        fisher_rejects(settings.stage_false_pause_rate * options.horizon_share);
+    conditional.passed = !conditional.paused_at_horizon;
+  }
+  fixed.paused_at_horizon = fisher_rejects(settings.stage_false_pause_rate);
+  fixed.passed = !fixed.paused_at_horizon;
   if (sequential.paused) sequential.passed = false;
   for (Outcome& each : threshold) each.passed = !each.paused;
+  tally->conditional.push_back(conditional);
   tally->sequential.push_back(sequential);
+  tally->fixed.push_back(fixed);
   for (int t = 0; t < kThresholdCount; ++t) tally->threshold[t].push_back(threshold[t]);
 }
 
@@ -194,12 +278,17 @@ std::string MedianReports(const std::vector<Outcome>& outcomes) {
   return absl::StrFormat("%d", reports[reports.size() / 2]);
 }
 
+double Caught(const std::vector<Outcome>& outcomes) {
+  int count = 0;
+  for (const Outcome& each : outcomes) count += each.paused || each.paused_at_horizon;
+  return 100.0 * count / static_cast<double>(outcomes.size());
+}
+
 void PrintRow(const std::string& judge, const std::vector<Outcome>& equal,
               const std::vector<Outcome>& worse) {
-  std::printf("| %-50s | %8.1f%% | %8.1f%% | %8.1f%% | %8s | %8.1f%% |\n", judge.c_str(),
-              Share(equal, &Outcome::paused), Share(equal, &Outcome::passed),
-              Share(worse, &Outcome::paused), MedianReports(worse).c_str(),
-              Share(worse, &Outcome::passed));
+  std::printf("| %-52s | %7.1f%% | %7.1f%% | %7.1f%% | %7.1f%% | %7s |\n", judge.c_str(),
+              Caught(equal), Share(equal, &Outcome::passed), Share(worse, &Outcome::paused),
+              Caught(worse), MedianReports(worse).c_str());
 }
 
 int Run(int argc, char** argv) {
@@ -232,26 +321,36 @@ int Run(int argc, char** argv) {
       settings.false_pause_rate, options.stages_with_control,
       options.stages_with_control == 1 ? "" : "s", settings.stage_false_pause_rate,
       settings.min_relative_increase, settings.min_absolute_increase);
-  std::printf("| %-50s | %9s | %9s | %9s | %8s | %9s |\n", "judge (after every report)",
-              "eq paused", "eq passed", absl::StrFormat("%.3gx det.", options.ratio).c_str(),
-              "median", "worse pass");
-  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(52, '-').c_str(), std::string(11, '-').c_str(),
-              std::string(11, '-').c_str(), std::string(11, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(11, '-').c_str());
-  PrintRow(absl::StrFormat("sequential, alpha %.3g", settings.stage_false_pause_rate),
-           equal.sequential, worse.sequential);
+  std::printf("| %-52s | %8s | %8s | %8s | %8s | %7s |\n", "judge (read after every report)",
+              "eq pause", "eq adv.", absl::StrFormat("%.3gx pre", options.ratio).c_str(),
+              absl::StrFormat("%.3gx by", options.ratio).c_str(), "median");
+  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(54, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(10, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(10, '-').c_str(), std::string(9, '-').c_str());
+  PrintRow(absl::StrFormat("conditional SPRT %.2g + Fisher at horizon %.2g",
+                           settings.stage_false_pause_rate * (1 - options.horizon_share),
+                           settings.stage_false_pause_rate * options.horizon_share),
+           equal.conditional, worse.conditional);
+  if (options.universal) {
+    PrintRow(absl::StrFormat("universal inference %.3g, advance on pass (before)",
+                             settings.stage_false_pause_rate),
+             equal.sequential, worse.sequential);
+  }
+  PrintRow(absl::StrFormat("Fisher's exact %.3g, read once at the horizon",
+                           settings.stage_false_pause_rate),
+           equal.fixed, worse.fixed);
   for (int t = 0; t < kThresholdCount; ++t) {
     PrintRow(absl::StrFormat("threshold: delta > %.2f once %d members concluded",
                              kThresholdJudges[t].max_delta, kThresholdJudges[t].min_reporting),
              equal.threshold[t], worse.threshold[t]);
   }
   std::printf(
-      "\neq paused: equal-rate stages paused (false pauses); eq passed: equal-rate stages the "
-      "judge let advance\n(sequential: pass verdict reached; threshold: no breach by the last "
-      "report); %.3gx det.: worse stages paused\nbefore the stage completed; median: member "
-      "reports at that pause; worse pass: worse stages let advance.\n%.1f s for %d stages "
-      "(%d reports each)\n",
-      options.ratio, seconds, 2 * options.rollouts, options.members + options.control);
+      "\neq pause: equal-rate stages paused (false pauses, before or at the horizon); eq adv.:\n"
+      "equal-rate stages advanced by the horizon (the last report); %.3gx pre: worse stages\n"
+      "paused before the horizon; %.3gx by: paused before or at it; median: member reports\n"
+      "at a pause before it. Reports in %s order. %.1f s for %d stages (%d reports each)\n",
+      options.ratio, options.ratio, options.order.c_str(), seconds, 2 * options.rollouts,
+      options.members + options.control);
   return 0;
 }
 

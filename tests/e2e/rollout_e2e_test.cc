@@ -130,6 +130,16 @@ class RolloutEndToEnd : public ::testing::Test {
     return decision.ok() ? decision->response.weight_path().name() : "";
   }
 
+  // Waits until the registry has the device (its records are written
+  // behind the resolve).
+  void WaitForRegistered(const std::string& device_id) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      if (Ctl({"device", "show", device_id}).exit_code == 0) return;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    ADD_FAILURE() << device_id << " never registered";
+  }
+
   // The rollout as `status -o json` prints it, polled until `ready` holds.
   v1::Rollout WaitForStatus(const std::function<bool(const v1::Rollout&)>& ready) {
     v1::Rollout rollout;
@@ -243,6 +253,179 @@ TEST_F(RolloutEndToEnd, EngineStartIsReportedOnlyOnceTheEngineAnswersHealth) {
        "--outcome", "tasks", "--tasks-completed", "1", "--wait-ready", stuck_url});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--wait-ready goes with --outcome engine_started"));
+}
+
+// Three stages, no bake, one report each: only the members each stage
+// admitted can pass it. Buckets in "fidelity-agentic": device-0002 34
+// (stage 1), device-0028 70 (stage 2, 10%), device-0001 8492 (stage 3).
+constexpr char kStagedYaml[] = R"(id: fidelity-agentic
+selector:
+  match_labels:
+    workload: agentic
+action:
+  set_priority: PRIORITY_FIDELITY
+stages:
+  - {percent: 1, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 3600}
+  - {percent: 10, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 3600}
+  - {percent: 100, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 3600}
+gates:
+  max_engine_failure_delta: 0.5
+)";
+
+TEST_F(RolloutEndToEnd, ALateMembersRollbackKeepsTheLastStageFromCompletingAndIsCounted) {
+  // Every device last checked in before the rollout existed.
+  for (const char* device : {"device-0002", "device-0028", "device-0001"}) {
+    ASSERT_EQ(Boot(device, "agentic"), "w4a8-amx");
+    WaitForRegistered(device);
+  }
+  agent::testing::WriteTextFile(dir_.Sub("staged.yaml"), kStagedYaml);
+  const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("staged.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+
+  const auto start = [&](const std::string& device, const std::string& outcome) {
+    ASSERT_EQ(Boot(device, "agentic"), "w4a16-tinygemm") << device;
+    const ProcessResult reported = RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config",
+                                               AgentConfig(device, "agentic"), "--outcome", outcome});
+    ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  };
+  start("device-0002", "engine_started");
+  WaitForStatus([](const v1::Rollout& r) { return r.current_stage() == 1; });
+  start("device-0028", "engine_started");
+  const v1::Rollout last = WaitForStatus([](const v1::Rollout& r) {
+    return r.current_stage() == 2 && r.members().devices() == 1;
+  });
+  // Stage 3's one member has not resolved since the rollout began: the
+  // earlier stages' two successes do not carry it.
+  absl::SleepFor(absl::Seconds(1));
+  const v1::Rollout waiting =
+      WaitForStatus([](const v1::Rollout& r) { return r.all_members().devices() == 3; });
+  EXPECT_EQ(waiting.state(), v1::ROLLOUT_STATE_PROGRESSING) << waiting.state_reason();
+  EXPECT_THAT(waiting.state_reason(), HasSubstr("stage 3 of 3: 0 of 1 required member has concluded"));
+  EXPECT_EQ(waiting.members().silent(), 0u);
+  EXPECT_EQ(waiting.all_members().engine_started(), 2u);
+
+  const ProcessResult devices = Ctl({"rollout", "status", kRolloutId, "--devices"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  EXPECT_THAT(devices.out, HasSubstr("device-0001"));
+  EXPECT_THAT(devices.out, ::testing::ContainsRegex("device-0002 +1 +x86_cpu +engine_started"));
+  EXPECT_THAT(devices.out, ::testing::ContainsRegex("device-0028 +2 +x86_cpu +engine_started"));
+  EXPECT_THAT(devices.out, ::testing::ContainsRegex("device-0001 +3 +x86_cpu +pending"));
+  EXPECT_THAT(devices.out, HasSubstr("3 of 3 members shown"));
+
+  // It fails late; the rollout pauses instead of completing, and counts it.
+  start("device-0001", "engine_start_failed");
+  const v1::Rollout paused =
+      WaitForStatus([](const v1::Rollout& r) { return r.state() != v1::ROLLOUT_STATE_PROGRESSING; });
+  EXPECT_EQ(paused.state(), v1::ROLLOUT_STATE_PAUSED) << paused.state_reason();
+  EXPECT_THAT(paused.state_reason(), HasSubstr("stage 3 of 3: engine gate: members 1.000"));
+  EXPECT_EQ(paused.members().engine_failed(), 1u);
+
+  // The device's record (with its first shaped resolve) is written behind
+  // its resolve, so it may reach the store after its report.
+  v1::ListRolloutDevicesResponse listed;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const ProcessResult failed =
+        Ctl({"rollout", "status", kRolloutId, "--devices", "--failed", "-o", "json"});
+    ASSERT_EQ(failed.exit_code, 0) << failed.err;
+    listed.Clear();
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(failed.out, &listed).ok()) << failed.out;
+    if (listed.devices_size() == 1 && listed.devices(0).has_first_shaped_resolve()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(listed.devices_size(), 1);
+  EXPECT_EQ(listed.devices(0).device_id(), "device-0001");
+  EXPECT_EQ(listed.devices(0).stage(), 2u);
+  EXPECT_EQ(listed.devices(0).standing(), "failed");
+  EXPECT_EQ(listed.devices(0).outcome(), v1::OUTCOME_ENGINE_START_FAILED);
+  EXPECT_TRUE(listed.devices(0).has_first_shaped_resolve());
+  EXPECT_TRUE(listed.devices(0).has_last_report());
+
+  const ProcessResult bad_page = Ctl({"rollout", "status", kRolloutId, "--devices", "--page-size", "5000"});
+  EXPECT_EQ(bad_page.exit_code, 2);
+  EXPECT_THAT(bad_page.err, HasSubstr("--page-size: '5000'"));
+  const ProcessResult stray = Ctl({"rollout", "status", kRolloutId, "--failed"});
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_THAT(stray.err, HasSubstr("--failed applies to --devices only"));
+  (void)last;
+}
+
+// Members that last checked in before the rollout cannot know of it: their
+// report timeout (2 s here) starts at their first shaped resolve.
+TEST_F(RolloutEndToEnd, MembersThatHaveNotResolvedSinceTheRolloutBeganAreNotSilent) {
+  ASSERT_EQ(Boot("device-0002", "agentic"), "w4a8-amx");
+  WaitForRegistered("device-0002");
+  agent::testing::WriteTextFile(dir_.Sub("quick.yaml"), R"(id: fidelity-agentic
+selector: {match_labels: {workload: agentic}}
+action: {set_priority: PRIORITY_FIDELITY}
+stages:
+  - {percent: 1, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 2}
+  - {percent: 100, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 2}
+gates: {max_engine_failure_delta: 0.5}
+)");
+  const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("quick.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  absl::SleepFor(absl::Seconds(3));
+  const v1::Rollout quiet = WaitForStatus([](const v1::Rollout& r) { return r.has_members(); });
+  EXPECT_EQ(quiet.state(), v1::ROLLOUT_STATE_PROGRESSING) << quiet.state_reason();
+  EXPECT_EQ(quiet.members().devices(), 1u);
+  EXPECT_EQ(quiet.members().silent(), 0u) << "it has not been told yet";
+  const ProcessResult pending = Ctl({"rollout", "status", kRolloutId, "--devices", "--pending"});
+  EXPECT_THAT(pending.out, HasSubstr("device-0002"));
+
+  // Told now, and then silent for longer than its timeout: that counts.
+  ASSERT_EQ(Boot("device-0002", "agentic"), "w4a16-tinygemm");
+  const v1::Rollout silent =
+      WaitForStatus([](const v1::Rollout& r) { return r.state() == v1::ROLLOUT_STATE_PAUSED; });
+  EXPECT_EQ(silent.members().silent(), 1u);
+  EXPECT_THAT(silent.state_reason(), HasSubstr("engine gate: members 1.000"));
+}
+
+// Sequential gates, advance at the horizon (the default with them): the
+// stage's one member and two control devices report healthy starts, no
+// gate can pass on so little, and the stage advances on its own once its
+// member has concluded. Before horizons it waited for `rollout advance`.
+TEST_F(RolloutEndToEnd, AHealthyStageAdvancesUnattendedAtItsHorizon) {
+  for (const char* device : {"device-0002", "device-0028", "device-0001"}) {
+    ASSERT_EQ(Boot(device, "agentic"), "w4a8-amx");
+    WaitForRegistered(device);
+  }
+  agent::testing::WriteTextFile(dir_.Sub("horizon.yaml"), R"(id: fidelity-agentic
+selector: {match_labels: {workload: agentic}}
+action: {set_priority: PRIORITY_FIDELITY}
+stages:
+  - {percent: 1, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 3600}
+  - {percent: 100, min_bake_seconds: 0, min_reporting_devices: 1, report_timeout_seconds: 3600}
+gates: {max_engine_failure_delta: 0.5, sequential: {}}
+)");
+  const ProcessResult created = Ctl({"rollout", "create", "-f", dir_.Sub("horizon.yaml")});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_THAT(created.out, HasSubstr("planned power (engine gate, 80% by the horizon):"));
+  EXPECT_THAT(created.out, HasSubstr("stage 1: 1 member, 2 control at 2.0% (assumed)"));
+  EXPECT_THAT(created.out, HasSubstr("stage 2: 2 members, 0 control"));
+
+  // The control devices restart on their own build; the member moves.
+  for (const char* device : {"device-0028", "device-0001"}) {
+    ASSERT_EQ(Boot(device, "agentic"), "w4a8-amx");
+    const ProcessResult reported = RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config",
+                                               AgentConfig(device, "agentic"), "--outcome",
+                                               "engine_started"});
+    ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  }
+  ASSERT_EQ(Boot("device-0002", "agentic"), "w4a16-tinygemm");
+  const ProcessResult reported = RunProcess({WEIGHTPATH_AGENT_PATH, "outcome", "--config",
+                                             AgentConfig("device-0002", "agentic"), "--outcome",
+                                             "engine_started"});
+  ASSERT_EQ(reported.exit_code, 0) << reported.err;
+
+  const v1::Rollout advanced =
+      WaitForStatus([](const v1::Rollout& r) { return r.current_stage() == 1; });
+  EXPECT_EQ(advanced.state(), v1::ROLLOUT_STATE_PROGRESSING);
+  // No operator advanced it, and no gate could pass on one member.
+  EXPECT_THAT(advanced.state_reason(), HasSubstr("stage 2 of 2"));
+  const ProcessResult audit = Ctl({"audit"});
+  EXPECT_THAT(audit.out, ::testing::Not(HasSubstr("AdvanceRollout")));
+  const ProcessResult view = Ctl({"rollout", "status", kRolloutId});
+  EXPECT_THAT(view.out, HasSubstr("(advances there with no failed gate)"));
 }
 
 TEST_F(RolloutEndToEnd, OperatorErrorsComeBackWithTheirCodes) {

@@ -552,9 +552,12 @@ TEST_P(RolloutServerTest, ACompletedRolloutKeepsCountingFailuresWithinItsWatch) 
 // control's) pauses the stage before its horizon: a fifth of its members
 // have not reported yet, and the conditional e-process alone stops it.
 TEST_P(RolloutServerTest, AThreeFoldRegressionPausesBeforeTheHorizon) {
+  std::vector<v1::Device> fleet;
   for (int i = 0; i < 2000; ++i) {
-    Register(*replica_->store, absl::StrFormat("dev-%04d", i), "agentic", kT0);
+    fleet.push_back(MakeDevice(absl::StrFormat("dev-%04d", i), "x86_cpu", "w4a8-amx", "Intel Xeon", kT0));
+    (*fleet.back().mutable_labels())["workload"] = "agentic";
   }
+  ASSERT_THAT(replica_->store->UpsertDevices(fleet), IsOk());
   v1::Rollout spec = FidelitySpec(kRolloutId);
   spec.clear_stages();
   for (uint32_t percent : {20u, 100u}) {
