@@ -176,7 +176,7 @@ measure() {  # arm run
       stamped_boots=$((stamped_boots + 1))
     fi
   fi
-  if grep -q "already cached and verified (hashed)" "$log"; then
+  if grep -Eq "already cached and verified at .* \([1-9][0-9]* hashed\)" "$log"; then
     hashed_boots[$arm]=$((hashed_boots[$arm] + 1))
   fi
   walls_ms[$arm]+=" $(( (end - start) / 1000 ))"

@@ -150,7 +150,7 @@ if [[ $status -ne 0 ]]; then
 fi
 grep -q 'trust: target .* verified' "$work/agent.log" ||
   { cat "$work/agent.log" >&2; fail "the boot did not check the target against the signed metadata"; }
-grep -q 'boot: downloaded ' "$work/agent.log" ||
+grep -Eq 'boot: .*downloaded [0-9]+ bytes' "$work/agent.log" ||
   { cat "$work/agent.log" >&2; fail "the boot downloaded nothing"; }
 grep -q WEIGHTPATH_ENGINE_ARGS "$work/device/run/engine.env" || fail "no engine.env handed over"
 chosen=$(sed -n 's/.*boot: server .* path \([^ ]*\) for model.*/\1/p' "$work/agent.log")
