@@ -22,7 +22,8 @@ weightpath_warnings(bench_grpc_floor_server)
 add_executable(bench_server_hot_path ${CMAKE_CURRENT_LIST_DIR}/server_hot_path_bench.cc)
 target_link_libraries(bench_server_hot_path PRIVATE weightpath_server_lib benchmark::benchmark)
 target_compile_definitions(bench_server_hot_path PRIVATE
-  WEIGHTPATH_EXAMPLE_PROFILES_DIR="${PROJECT_SOURCE_DIR}/examples/profiles")
+  WEIGHTPATH_EXAMPLE_PROFILES_DIR="${PROJECT_SOURCE_DIR}/examples/profiles"
+  WEIGHTPATH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 weightpath_warnings(bench_server_hot_path)
 
 # bench_published: a published snapshot's read, thread-local copy vs a

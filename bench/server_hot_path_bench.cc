@@ -5,6 +5,9 @@
 // the registry on). The *_Protobuf cases are the straightforward way a
 // typed handler does it, kept as the reference the hot path is measured
 // against. Figures go to bench/RESULTS-server.md.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -128,6 +131,56 @@ void BM_Respond_HotPath(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Respond_HotPath);
+
+// The same for examples/policies/gpu-fleet.yaml on the captured H200 with
+// the catalog's model facts: its fp8 path derives five engine arguments
+// from the profile, so the decided part is built and encoded per call
+// (server/wire/response_cache.h) instead of found.
+const SnapshotHolder& GpuFleetSnapshots() {
+  static const SnapshotHolder* holder = [] {
+    std::string catalog = "default_model: Llama-3.1-8B\nmodels:\n";
+    for (const char* model : {"Llama-3.1-8B", "Llama-3.1-70B", "Synthetic-12-heads"}) {
+      absl::StrAppend(&catalog, "  ", model, ":\n");
+      for (const char* build : {"fp8-w8a8", "w4a16-marlin", "bf16", "fp16", "export-qnn-w8a16",
+                                "w4a16-tinygemm", "w4a8-amx"}) {
+        absl::StrAppend(&catalog, "    ", build, ": {uri: https://mirror.example/", model, "/",
+                        build, ".bin, sha256: ", std::string(64, 'a'), ", size_bytes: 1}\n");
+      }
+    }
+    std::ifstream facts(WEIGHTPATH_SOURCE_DIR "/tests/data/gpu-profiles/models.yaml");
+    std::stringstream text;
+    text << facts.rdbuf();
+    const std::string path = absl::StrCat(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR")
+                                                                           : "/tmp",
+                                          "/bench-gpu-fleet-catalog.yaml");
+    std::ofstream(path) << catalog << text.str();
+    return new SnapshotHolder(*LoadSnapshot(
+        {WEIGHTPATH_SOURCE_DIR "/examples/policies/gpu-fleet.yaml", path}));
+  }();
+  return *holder;
+}
+
+void BM_Respond_HotPath_GpuFleetH200(benchmark::State& state) {
+  v1::ResolveWeightPathRequest request =
+      *bench::BenchResolveRequest(WEIGHTPATH_SOURCE_DIR "/tests/data/gpu-profiles/h200.json");
+  const auto pinned_snapshot = GpuFleetSnapshots().Current();
+  const Snapshot& snapshot = *pinned_snapshot;
+  v1::ResolveWeightPathResponse per_call;
+  for (auto _ : state) {
+    ResolveSummary summary;
+    const absl::StatusOr<ResolvedDecision> decision = Decide(request, snapshot, &summary);
+    const DecidedPart& decided =
+        ThreadDecidedPartCache().Find(GpuFleetSnapshots(), snapshot, *decision);
+    if (decided.message.engine_kwargs().fields().size() != 6) state.SkipWithError("kwargs");
+    per_call.Clear();
+    FillPerCallPart(*decision, &per_call);
+    per_call.set_decision_etag(decided.EtagFor(per_call));
+    grpc::ByteBuffer out;
+    EncodeResolveResponse(decided.encoded, per_call, &out);
+    benchmark::DoNotOptimize(out.Length());
+  }
+}
+BENCHMARK(BM_Respond_HotPath_GpuFleetH200);
 
 // A device re-resolving the decision it holds: decided, then answered with
 // the few bytes of "unchanged".

@@ -10,7 +10,9 @@
 #   bench/server_instructions.sh SERVER_BINARY BODY_TOOL FLOOR_SERVER [PROFILE.json...]
 #   env: CALLS (default 4000), WARMUP_CALLS (default 500), SERVER_B_BINARY (another
 #   build, e.g. the commit before a change, counted in the same run against the
-#   same floor: the resolve_b and flr/b columns)
+#   same floor: the resolve_b and flr/b columns), SERVER_FLAGS (more flags for both servers,
+#   e.g. --catalog=tests/data/single_file_catalog.yaml: the request is a single-file agent's,
+#   and the embedded demo catalog's directory builds are refused to it)
 set -euo pipefail
 
 server_bin=$1
@@ -67,6 +69,8 @@ fi
 for profile in "${profiles[@]}"; do
   for answer in full unchanged; do
     etag=() floor_flag=() server_flags=(--listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --reload_interval=0s --store=none)
+    # shellcheck disable=SC2206 # flags are whitespace-separated on purpose
+    server_flags+=(${SERVER_FLAGS:-})
     if [[ $answer == unchanged ]]; then etag=(--known-etag); floor_flag=(--unchanged); fi
     "$body_tool" "$profile" "$work/resolve.bin" "$work/health.bin" "${etag[@]}" >/dev/null
     resolve=$(count resolve "$work/resolve.bin" /weightpath.v1.WeightPath/ResolveWeightPath \
