@@ -27,10 +27,18 @@ std::string CommandOptions::ValueOr(const std::string& name, const std::string& 
   return parsed_.ValueOr(Undashed(name), fallback);
 }
 
+std::vector<std::string> CommandOptions::Values(const std::string& name) const {
+  return parsed_.Values(Undashed(name));
+}
+
 absl::StatusOr<CommandOptions> ParseCommandOptions(
     int argc, char** argv, std::initializer_list<const char*> value_options,
-    std::initializer_list<const char*> flags) {
+    std::initializer_list<const char*> flags,
+    std::initializer_list<const char*> repeatable_options) {
   std::vector<FlagSpec> specs;
+  for (const char* name : repeatable_options) {
+    specs.push_back({Undashed(name), '\0', true, "", true});
+  }
   for (const char* name : value_options) specs.push_back({Undashed(name), '\0', true, "", false});
   for (const char* name : flags) specs.push_back({Undashed(name), '\0', false, "", false});
   absl::StatusOr<ParsedArguments> parsed =

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,20 +24,25 @@ class CommandOptions {
   // The value of "--name" (dashes included), if given.
   std::optional<std::string> Value(const std::string& name) const;
   std::string ValueOr(const std::string& name, const std::string& fallback) const;
+  // Every value of a repeatable option, in order.
+  std::vector<std::string> Values(const std::string& name) const;
 
  private:
   friend absl::StatusOr<CommandOptions> ParseCommandOptions(
       int argc, char** argv, std::initializer_list<const char*> value_options,
-      std::initializer_list<const char*> flags);
+      std::initializer_list<const char*> flags,
+      std::initializer_list<const char*> repeatable_options);
   ParsedArguments parsed_;
 };
 
 // argv[0] is the subcommand's name; options are named with their dashes
 // ("--config", "-o"). INVALID_ARGUMENT "unknown argument 'X'", "flag --X
-// needs a value" or "flag --X given twice".
+// needs a value" or "flag --X given twice" (unless it is one of
+// `repeatable_options`, which take a value each time).
 absl::StatusOr<CommandOptions> ParseCommandOptions(
     int argc, char** argv, std::initializer_list<const char*> value_options,
-    std::initializer_list<const char*> flags = {});
+    std::initializer_list<const char*> flags = {},
+    std::initializer_list<const char*> repeatable_options = {});
 
 // "weightpath-agent COMMAND: MESSAGE; <usage's first line>" on stderr
 // (common/command_line.h); returns the bad-command-line exit code (2).

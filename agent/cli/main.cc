@@ -6,6 +6,7 @@
 //   weightpath-agent report --file FILE [--config FILE]
 //   weightpath-agent trust status [--config FILE] [-o json]
 //   weightpath-agent cache [list|gc] [--config FILE] [-o json]
+//   weightpath-agent serve-cache --listen ADDR --cache-dir DIR --upstream URL...
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "agent/flow/boot_flow.h"
 #include "agent/cli/outcome_command.h"
 #include "agent/cli/run_command.h"
+#include "agent/cli/serve_cache_command.h"
 #include "agent/probe/probe_command.h"
 #include "agent/cli/report_command.h"
 #include "agent/cli/trust_status_command.h"
@@ -31,6 +33,7 @@ void PrintUsage(FILE* stream) {
       "  report --file FILE [--config FILE]  send one measurement the engine benchmark wrote\n"
       "  trust status [--config FILE]        what this device trusts of the signed metadata\n"
       "  cache [list|gc] [--config FILE]     what the build cache holds; evict by hand\n"
+      "  serve-cache --listen A --cache-dir D --upstream URL  a site cache of blobs\n"
       "Run `weightpath-agent <command> --help` for a command's options and exit codes.\n",
       stream);
 }
@@ -62,6 +65,9 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(command, "cache") == 0) {
     return weightpath::agent::RunCacheCommand(argc - 1, argv + 1);
+  }
+  if (std::strcmp(command, "serve-cache") == 0) {
+    return weightpath::agent::RunServeCacheCommand(argc - 1, argv + 1);
   }
   if (std::strcmp(command, "--help") == 0 || std::strcmp(command, "-h") == 0 ||
       std::strcmp(command, "help") == 0) {

@@ -5,9 +5,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "agent/base/local_file.h"
 #include "common/bounded_yaml.h"
+#include "common/control_characters.h"
 #include "common/strict_yaml.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
@@ -20,10 +23,10 @@ constexpr size_t kMaxConfigNodes = 10000;
 
 // The keys of an agent config, as an unknown one's refusal lists them.
 constexpr absl::string_view kConfigKeys[] = {
-    "apply_command", "budget", "cache_dir", "cache_max_bytes", "cache_min_free_bytes",
+    "apply_command", "artifact_mirrors", "budget", "cache_dir", "cache_max_bytes", "cache_min_free_bytes",
     "cache_reserve_bytes", "call_timeout", "decision_file", "device_id",
     "engine_check_command", "env_file", "labels", "max_download_rate",
-    "max_resolve_interval", "min_resolve_interval", "model", "parallel_downloads", "priority",
+    "max_resolve_interval", "min_resolve_interval", "mirror_stall_timeout", "model", "parallel_downloads", "priority",
     "resolve_interval", "retry_base_delay", "retry_max_delay", "server", "state_dir", "tls",
     "trust"};
 
@@ -64,6 +67,24 @@ absl::Status ParseLabels(const yaml::Reader& reader, const yaml::Entry& entry,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> ParseMirrors(const yaml::Reader& reader,
+                                                      const yaml::Entry& entry) {
+  ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items,
+                   yaml::ReadList(reader, entry, "a list of http:// or https:// base URLs"));
+  if (items.size() > kMaxArtifactMirrors) {
+    return yaml::Fault(reader, entry,
+                       absl::StrCat("at most ", kMaxArtifactMirrors, " mirrors, got ", items.size()));
+  }
+  std::vector<std::string> mirrors;
+  for (const yaml::Entry& item : items) {
+    ASSIGN_OR_RETURN(const std::string url, yaml::ReadNonEmptyString(reader, item));
+    absl::StatusOr<std::string> base = ValidateBlobBaseUrl(url);
+    if (!base.ok()) return yaml::Fault(reader, item, base.status().message());
+    mirrors.push_back(*std::move(base));
+  }
+  return mirrors;
+}
+
 absl::StatusOr<std::string> ReadMachineId(absl::string_view root) {
   const std::string path = absl::StrCat(root, root.empty() || root.back() != '/' ? "/" : "",
                                         "etc/machine-id");
@@ -83,6 +104,33 @@ absl::StatusOr<std::string> ReadMachineId(absl::string_view root) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ValidateBlobBaseUrl(absl::string_view url) {
+  if (url.size() > kMaxMirrorUrlBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("longer than ", kMaxMirrorUrlBytes, " bytes"));
+  }
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "http://") && !absl::ConsumePrefix(&rest, "https://")) {
+    return absl::InvalidArgumentError(absl::StrCat("'", ControlEscaped(std::string(url)),
+                                                   "' must start with http:// or https://"));
+  }
+  const absl::string_view authority = rest.substr(0, rest.find('/'));
+  if (authority.empty() || absl::StrContains(authority, '@')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", ControlEscaped(std::string(url)), "' needs a host and no user information (user@)"));
+  }
+  for (const char c : url) {
+    if (c == '?' || c == '#' || static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", ControlEscaped(std::string(url)),
+          "' must not hold a query, a fragment, whitespace or control bytes "
+          "(/blobs/sha256/<hex> is appended to it)"));
+    }
+  }
+  std::string base(url);
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base;
+}
 
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
                                              absl::string_view source_name, absl::string_view root) {
@@ -118,6 +166,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
   if (const yaml::Entry* labels = map.Find("labels")) {
     RETURN_IF_ERROR(ParseLabels(reader, *labels, &config.labels));
   }
+  if (const yaml::Entry* mirrors = map.Find("artifact_mirrors")) {
+    ASSIGN_OR_RETURN(config.artifact_mirrors, ParseMirrors(reader, *mirrors));
+  }
   if (const yaml::Entry* trust = map.Find("trust")) {
     ASSIGN_OR_RETURN(config.trust, ParseTrustConfig(reader, *trust));
   }
@@ -139,10 +190,16 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view yaml_text,
         {"retry_max_delay", &config.retry_max_delay},
         {"resolve_interval", &config.resolve_interval},
         {"min_resolve_interval", &config.min_resolve_interval},
-        {"max_resolve_interval", &config.max_resolve_interval}}) {
+        {"max_resolve_interval", &config.max_resolve_interval},
+        {"mirror_stall_timeout", &config.mirror_stall_timeout}}) {
     if (const yaml::Entry* entry = map.Find(key)) {
       ASSIGN_OR_RETURN(*value, yaml::ReadPositiveDuration(reader, *entry));
     }
+  }
+  if (const yaml::Entry* stall = map.Find("mirror_stall_timeout");
+      stall != nullptr && config.mirror_stall_timeout < absl::Seconds(1)) {
+    return yaml::Fault(reader, *stall,
+                       "must be at least 1s (the low-speed check counts whole seconds)");
   }
   // cache_reserve_bytes is the older name of cache_min_free_bytes: a config
   // written before it still boots, and one naming both is ambiguous.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,14 @@ struct AgentConfig {
   int parallel_downloads = 4;
   // Bytes per second over all downloads together; 0: no cap.
   uint64_t max_download_rate = 0;
+  // Site caches or mirrors that serve blobs by content address
+  // (<base>/blobs/sha256/<hex>), tried in this order before a file's own
+  // uri: whatever they send is checked against the digest the build lists,
+  // so they need no trust. http:// or https:// base URLs without a query.
+  std::vector<std::string> artifact_mirrors;
+  // A mirror that sends less than kMirrorMinRate (build_cache.h) bytes/s for this long (or
+  // takes longer to connect) is skipped: the next source gets the time.
+  absl::Duration mirror_stall_timeout = absl::Seconds(10);
   // Bounds the whole boot: resolve with its retries, then the download.
   absl::Duration budget = absl::Seconds(30);
   // Deadline of a single ResolveWeightPath call (clipped to what is left of
@@ -70,6 +79,17 @@ struct AgentConfig {
   // the only check, as before.
   std::optional<TrustConfig> trust;
 };
+
+// At most this many artifact_mirrors, each at most this long.
+inline constexpr size_t kMaxArtifactMirrors = 8;
+inline constexpr size_t kMaxMirrorUrlBytes = 2048;
+
+// A base URL blobs are asked of as <base>/blobs/sha256/<hex> (a mirror, a
+// site cache's upstream): http:// or https://, a host, no user information,
+// query, fragment, whitespace or control bytes, at most kMaxMirrorUrlBytes.
+// Returned without trailing slashes; INVALID_ARGUMENT saying what is wrong
+// (the caller names the key or flag).
+absl::StatusOr<std::string> ValidateBlobBaseUrl(absl::string_view url);
 
 // Parses a config document. `source_name` labels errors ("agent.yaml:7:
 // ..."); `root` is where /etc/machine-id is read from when device_id is not

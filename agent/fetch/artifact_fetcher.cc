@@ -242,7 +242,8 @@ absl::Status SyncPartial(const PartialDownload& partial, TransferOutcome* outcom
 // One libcurl transfer appending to the partial file from byte `offset`.
 absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact& artifact,
                                          PartialDownload* partial, uint64_t offset,
-                                         absl::Duration time_limit, TransferRate* rate) {
+                                         absl::Duration time_limit, TransferRate* rate,
+                                         const FetchOptions& options) {
   std::unique_ptr<CURL, CurlDeleter> curl(api.easy_init(), CurlDeleter{&api});
   if (!curl) return absl::InternalError("curl_easy_init failed");
   TransferSink sink;
@@ -270,6 +271,16 @@ absl::StatusOr<TransferOutcome> Transfer(const CurlApi& api, const v1::Artifact&
   api.easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
   api.easy_setopt(handle, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(time_limit))));
+  if (options.stall_timeout > absl::ZeroDuration()) {
+    const long seconds =
+        static_cast<long>(std::max<int64_t>(1, absl::ToInt64Seconds(options.stall_timeout)));
+    api.easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, seconds);
+    api.easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT,
+                    static_cast<long>(std::max<uint64_t>(1, options.stall_min_rate)));
+    api.easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS,
+                    static_cast<long>(std::max<int64_t>(
+                        1, absl::ToInt64Milliseconds(options.stall_timeout))));
+  }
   if (offset > 0) {
     api.easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(offset));
   }
@@ -652,6 +663,12 @@ absl::Status ArtifactFetcher::CheckRoomFor(const v1::Artifact& artifact,
 
 absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
                                                    absl::Duration time_limit) {
+  return Fetch(artifact, time_limit, FetchOptions());
+}
+
+absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
+                                                   absl::Duration time_limit,
+                                                   const FetchOptions& options) {
   // Monotonic, from the start of the call: checking the cache counts too.
   const MonotonicTime deadline = clock_->MonotonicNow() + time_limit;
   RETURN_IF_ERROR(ValidateBlob(artifact));
@@ -726,12 +743,13 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
   // libcurl enforces the limit itself (CURLOPT_TIMEOUT_MS, on its own
   // monotonic clock) over the whole transfer: resolving, connecting, and a
   // server that sends nothing or trickles.
-  ASSIGN_OR_RETURN(TransferOutcome outcome, Transfer(*curl, artifact, &partial, offset,
-                                                     deadline - clock_->MonotonicNow(), rate_));
+  ASSIGN_OR_RETURN(TransferOutcome outcome,
+                   Transfer(*curl, artifact, &partial, offset, deadline - clock_->MonotonicNow(),
+                            rate_, options));
   const bool range_refused =
       outcome.code == CURLE_RANGE_ERROR ||
       (outcome.code == CURLE_HTTP_RETURNED_ERROR && outcome.http_status == 416);
-  if (range_refused && offset > 0) {
+  if (range_refused && offset > 0 && !options.untrusted_source) {
     // The source ignores Range requests (200 instead of 206), or is now
     // shorter than the partial file (416): either way the partial file
     // cannot be continued, and the only safe choice is the whole file again.
@@ -742,7 +760,7 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
           "no time left in the budget to download ", artifact.uri(), " again from the start"));
     }
     RETURN_IF_ERROR(StartOver(&partial));
-    ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, &partial, 0, time_left, rate_));
+    ASSIGN_OR_RETURN(outcome, Transfer(*curl, artifact, &partial, 0, time_left, rate_, options));
   }
   result.bytes_transferred = outcome.received;
   if (outcome.code != CURLE_OK) {
@@ -756,6 +774,13 @@ absl::StatusOr<FetchResult> ArtifactFetcher::Fetch(const v1::Artifact& artifact,
                    artifact.uri(), outcome.error_text, artifact.size_bytes());
       RETURN_IF_ERROR(VerifyAndInstall(artifact, &partial, result.path, cache_dir_));
       return result;
+    }
+    if (options.untrusted_source && outcome.write_errno == 0 && SizeOf(partial) > offset) {
+      // Bytes from a source that failed cannot be judged until the file is
+      // whole; the next source resumes from what was there before them.
+      if (::ftruncate(partial.fd.get(), static_cast<off_t>(offset)) != 0) {
+        (void)StartOver(&partial);
+      }
     }
     return TransferError(artifact, outcome, partial_path, cache_dir_);
   }

@@ -32,6 +32,23 @@ struct FetchResult {
   bool hashed = false;             // the whole file was hashed by this call
 };
 
+// How one source is tried. The catalog's own URI is the source of last
+// resort: its defaults (no stall limit, a Range refusal starts the file
+// over) keep trying while the time limit lasts. A mirror is one source of
+// several: it is given up on quickly and must not spoil the partial file
+// for the next one.
+struct FetchOptions {
+  // Abort a transfer that moves fewer than `stall_min_rate` bytes per
+  // second for this long (whole seconds, at least 1; libcurl's low-speed
+  // check), and a connect that takes longer. Zero: only the time limit.
+  absl::Duration stall_timeout = absl::ZeroDuration();
+  uint64_t stall_min_rate = 1;
+  // On any failure the bytes this call appended are cut off again (the
+  // partial file keeps what it held before), and a source that refuses to
+  // resume is a failure rather than a reason to start the file over.
+  bool untrusted_source = false;
+};
+
 struct CachedArtifact {
   std::string path;
   bool hashed = false;  // false: its verified stamp was trusted
@@ -71,6 +88,8 @@ class ArtifactFetcher {
   //                     names it, the path and the free bytes, and the
   //                     partial file is removed
   absl::StatusOr<FetchResult> Fetch(const v1::Artifact& artifact, absl::Duration time_limit);
+  absl::StatusOr<FetchResult> Fetch(const v1::Artifact& artifact, absl::Duration time_limit,
+                                    const FetchOptions& options);
 
   // The cached artifact's path if it is present and verifies, without any
   // network. NOT_FOUND when absent; DATA_LOSS (and the copy is deleted) when

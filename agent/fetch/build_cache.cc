@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -140,6 +141,39 @@ absl::Status Errno(absl::string_view what, const std::string& label) {
   return absl::InternalError(text);
 }
 
+// The mirrors' failures during one Stage, shared by its download threads:
+// each mirror's first failure is logged (its URL and why), and a mirror
+// that is down or stalls is not asked for the build's other blobs.
+class MirrorFailures {
+ public:
+  explicit MirrorFailures(size_t mirrors) : failures_(mirrors), dead_(mirrors, false) {}
+
+  bool Dead(size_t mirror) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dead_[mirror];
+  }
+  void Note(size_t mirror, const std::string& url, const absl::Status& status) {
+    // Unreachable, refused mid-transfer or too slow: the mirror itself is
+    // the trouble. A 404 or bytes that do not verify concern one blob.
+    const bool down = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failures_[mirror]++ == 0) {
+      log::Warn("build cache: mirror {} skipped: {}{}", ControlEscaped(url), status.ToString(),
+                down ? " (not asked again for this build)" : "");
+    }
+    if (down) dead_[mirror] = true;
+  }
+  int failures(size_t mirror) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failures_[mirror];
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<int> failures_;
+  std::vector<bool> dead_;
+};
+
 class LocalBuildCache : public BuildCache {
  public:
   LocalBuildCache(BuildCacheOptions options, Clock* clock)
@@ -191,6 +225,10 @@ class LocalBuildCache : public BuildCache {
   void RemoveBuildDirectory(const std::string& sha256);
   void RemoveIdleStaging(const CacheContents& contents);
   absl::Status EnsureEmptyBlob(const Blob& blob);
+  // One blob from the mirrors in order, then its own uri; `source` is set
+  // when it was downloaded.
+  absl::StatusOr<FetchResult> FetchBlob(const Blob& blob, MonotonicTime deadline,
+                                        MirrorFailures& failures, BlobSource* source);
   // Whether builds/<sha256> holds exactly the build's files, each a link to
   // its blob.
   bool BuildDirectoryComplete(int builds_fd, const v1::Artifact& artifact) const;
@@ -369,6 +407,50 @@ absl::Status LocalBuildCache::EnsureEmptyBlob(const Blob& blob) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<FetchResult> LocalBuildCache::FetchBlob(const Blob& blob, MonotonicTime deadline,
+                                                       MirrorFailures& failures,
+                                                       BlobSource* source) {
+  v1::Artifact one;
+  one.set_sha256(blob.sha256);
+  one.set_size_bytes(blob.size_bytes);
+  FetchOptions mirror_options;
+  mirror_options.stall_timeout = options_.mirror_stall_timeout;
+  mirror_options.untrusted_source = true;
+  // Under a download rate cap each transfer's share may itself be below
+  // kMirrorMinRate: then the stall is judged against a fraction of it.
+  mirror_options.stall_min_rate = kMirrorMinRate;
+  if (options_.max_download_rate > 0) {
+    const uint64_t share = options_.max_download_rate /
+                           (4 * static_cast<uint64_t>(std::max(1, options_.parallel_downloads)));
+    mirror_options.stall_min_rate = std::clamp<uint64_t>(share, 1, kMirrorMinRate);
+  }
+  for (size_t m = 0; m < options_.mirrors.size(); ++m) {
+    if (failures.Dead(m)) continue;
+    const absl::Duration left = deadline - clock_->MonotonicNow();
+    if (left <= absl::ZeroDuration()) break;
+    one.set_uri(absl::StrCat(options_.mirrors[m], "/blobs/sha256/", blob.sha256));
+    absl::StatusOr<FetchResult> fetched = fetcher_.Fetch(one, left, mirror_options);
+    if (fetched.ok()) {
+      if (fetched->downloaded) *source = {blob.sha256, one.uri(), true, fetched->bytes_transferred};
+      return fetched;
+    }
+    // Out of room or a cache_dir that cannot be written is no mirror's
+    // doing: another source would fail the same way.
+    if (absl::IsResourceExhausted(fetched.status()) || absl::IsInternal(fetched.status()) ||
+        absl::IsFailedPrecondition(fetched.status())) {
+      return fetched;
+    }
+    failures.Note(m, options_.mirrors[m], Labelled(blob, fetched.status()));
+  }
+  one.set_uri(blob.uri);
+  absl::StatusOr<FetchResult> fetched =
+      fetcher_.Fetch(one, deadline - clock_->MonotonicNow());
+  if (fetched.ok() && fetched->downloaded) {
+    *source = {blob.sha256, blob.uri, false, fetched->bytes_transferred};
+  }
+  return fetched;
+}
+
 absl::StatusOr<CachedBuild> LocalBuildCache::Stage(const v1::Artifact& artifact,
                                                    const std::vector<const v1::Artifact*>& keep,
                                                    absl::Duration time_limit) {
@@ -394,7 +476,9 @@ absl::StatusOr<CachedBuild> LocalBuildCache::Stage(const v1::Artifact& artifact,
 
   struct Fetched {
     absl::StatusOr<FetchResult> result = absl::UnknownError("not fetched");
+    BlobSource source;
   };
+  MirrorFailures failures(options_.mirrors.size());
   std::vector<Fetched> fetched(blobs.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
@@ -409,11 +493,7 @@ absl::StatusOr<CachedBuild> LocalBuildCache::Stage(const v1::Artifact& artifact,
         }
         continue;
       }
-      v1::Artifact one;
-      one.set_uri(blob.uri);
-      one.set_sha256(blob.sha256);
-      one.set_size_bytes(blob.size_bytes);
-      fetched[i].result = fetcher_.Fetch(one, deadline - clock_->MonotonicNow());
+      fetched[i].result = FetchBlob(blob, deadline, failures, &fetched[i].source);
     }
   };
   const size_t threads = std::min<size_t>(
@@ -437,6 +517,9 @@ absl::StatusOr<CachedBuild> LocalBuildCache::Stage(const v1::Artifact& artifact,
     if (one->downloaded) {
       ++result.files_downloaded;
       result.bytes_resumed += one->resumed_from;
+      const BlobSource& source = fetched[i].source;
+      (source.mirror ? result.bytes_from_mirrors : result.bytes_from_origin) += source.bytes;
+      result.sources.push_back(source);
     }
     result.bytes_transferred += one->bytes_transferred;
     if (one->hashed) ++result.files_hashed;
@@ -728,6 +811,8 @@ BuildCacheOptions BuildCacheOptionsFor(const AgentConfig& config) {
   options.min_free_bytes = config.cache_reserve_bytes;
   options.parallel_downloads = config.parallel_downloads;
   options.max_download_rate = config.max_download_rate;
+  options.mirrors = config.artifact_mirrors;
+  options.mirror_stall_timeout = config.mirror_stall_timeout;
   return options;
 }
 

@@ -41,6 +41,10 @@ namespace weightpath::agent {
 // How long a partial download is kept for a later attempt to resume it.
 inline constexpr absl::Duration kPartialDownloadLifetime = absl::Hours(24);
 
+// A mirror moving fewer bytes per second than this for
+// BuildCacheOptions::mirror_stall_timeout is skipped (a trickle is a stall).
+inline constexpr uint64_t kMirrorMinRate = 1024;
+
 struct BuildCacheOptions {
   std::string cache_dir;
   // Blobs and partial downloads together at most this many bytes; 0: no cap
@@ -56,6 +60,22 @@ struct BuildCacheOptions {
   uint64_t max_download_rate = 0;
   // A full re-hash at least this often (verified_stamp.h).
   absl::Duration reverify_after = absl::Hours(7 * 24);
+  // Base URLs tried in order for each blob, as <base>/blobs/sha256/<hex>,
+  // before the file's own uri (config artifact_mirrors). A mirror is
+  // skipped for a blob when it answers an error or 404, sends bytes that do
+  // not verify (discarded), or stalls: no kMirrorMinRate for
+  // `mirror_stall_timeout`. One that is down or stalls is not asked again
+  // during the same Stage.
+  std::vector<std::string> mirrors;
+  absl::Duration mirror_stall_timeout = absl::Seconds(10);
+};
+
+// Where a blob a Stage downloaded came from.
+struct BlobSource {
+  std::string sha256;
+  std::string url;      // the URL that served it
+  bool mirror = false;  // one of `mirrors`; false: the build's own uri
+  uint64_t bytes = 0;   // received from it by this call
 };
 
 // A build in the cache, ready for the engine.
@@ -70,6 +90,12 @@ struct CachedBuild {
   uint64_t bytes_resumed = 0;      // already in partial files when it began
   int files_hashed = 0;            // hashed in full by this call (stamp not trusted)
   uint64_t bytes_evicted = 0;      // freed to make room by this call
+  // Of bytes_transferred: what mirrors sent and what the builds' own uris
+  // did (bytes a failed source sent and that were discarded count in
+  // neither), and each downloaded blob's source.
+  uint64_t bytes_from_mirrors = 0;
+  uint64_t bytes_from_origin = 0;
+  std::vector<BlobSource> sources;
 };
 
 class BuildCache {

@@ -27,10 +27,11 @@ absl::StatusOr<DecisionRecord> StageDecision(BuildCache& builds,
                                ? absl::StrCat("directory build of ", staged->files, " files")
                                : ControlEscaped(artifact.uri());
   if (staged->files_downloaded > 0) {
-    log::Info("{}: {}: downloaded {} bytes in {} file(s) (resumed from {} bytes already held), {} "
-              "file(s) already cached{}",
+    log::Info("{}: {}: downloaded {} bytes in {} file(s) ({} from mirrors, {} from origin; "
+              "resumed from {} bytes already held), {} file(s) already cached{}",
               who, what, staged->bytes_transferred, staged->files_downloaded,
-              staged->bytes_resumed, staged->files - staged->files_downloaded,
+              staged->bytes_from_mirrors, staged->bytes_from_origin, staged->bytes_resumed,
+              staged->files - staged->files_downloaded,
               staged->bytes_evicted > 0
                   ? absl::StrCat("; evicted ", staged->bytes_evicted, " bytes to make room")
                   : std::string());

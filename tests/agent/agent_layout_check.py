@@ -8,8 +8,9 @@ import sys
 
 # What each folder may include besides itself, from the top down.
 MAY_USE = {
-    "cli": {"flow", "signed", "fetch", "report", "engine", "net", "decision", "config", "base",
-            "probe"},
+    "cli": {"flow", "sitecache", "signed", "fetch", "report", "engine", "net", "decision",
+            "config", "base", "probe"},
+    "sitecache": {"fetch", "net", "config", "base"},
     "flow": {"signed", "fetch", "report", "engine", "net", "decision", "config", "base"},
     "signed": {"fetch", "net", "decision", "config", "base"},
     "fetch": {"net", "decision", "config", "base"},
