@@ -30,6 +30,7 @@
 #include "tests/agent/artifact_files.h"
 #include "tests/agent/model_build.h"
 #include "tests/agent/range_http_server.h"
+#include "tests/agent/site_cache_process.h"
 #include "tests/agent/temp_dir.h"
 #include "tests/server/server_process.h"
 #include "tests/support/subprocess.h"
@@ -96,7 +97,9 @@ class AgentBuildEndToEnd : public ::testing::Test {
   }
 
   std::string served() const { return work_.Sub("served"); }
-  std::string device(const std::string& relative) const { return work_.Sub("device/" + relative); }
+  std::string device(const std::string& relative) const {
+    return work_.Sub(device_name_ + "/" + relative);
+  }
   std::string profile_path() const { return work_.Sub("profile.json"); }
 
   // A build of the model published on the mirror under served()/<name>/.
@@ -129,7 +132,10 @@ class AgentBuildEndToEnd : public ::testing::Test {
   void WriteAgentConfig() {
     WriteTextFile(device("agent.yaml"),
                   absl::StrCat("server: ", server_->grpc_address(), "\n",
-                               "device_id: edge-build-0001\n",
+                               "device_id: ",
+                               device_name_ == "device" ? std::string("edge-build-0001")
+                                                        : "edge-" + device_name_,
+                               "\n",
                                "state_dir: ", device("state"), "\n",
                                "cache_dir: ", device("cache"), "\n",
                                "decision_file: ", device("run/decision.json"), "\n",
@@ -202,7 +208,38 @@ class AgentBuildEndToEnd : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
   std::map<std::string, v1::Artifact> others_;
   std::string extra_config_;
+  std::string device_name_ = "device";  // the folder of the device booted
 };
+
+// Body bytes the origin mirror sent, every URL counted.
+uint64_t BytesIn(const RangeHttpServer& http) {
+  uint64_t total = 0;
+  for (const std::string& line : http.RequestLog()) {
+    const size_t at = line.rfind("bytes=");
+    uint64_t bytes = 0;
+    if (at != std::string::npos && absl::SimpleAtoi(line.substr(at + 6), &bytes)) total += bytes;
+  }
+  return total;
+}
+
+uint64_t BuildBytes(const std::vector<ModelFileSpec>& files) {
+  uint64_t total = 0;
+  for (const ModelFileSpec& file : files) total += file.bytes.size();
+  return total;
+}
+
+// `files` laid out by content address under `root`/blobs/sha256/<hex>, as
+// a mirror or a site cache's upstream serves them.
+void WriteByContent(const std::string& root, const v1::Artifact& build,
+                    const std::vector<ModelFileSpec>& files) {
+  for (const ModelFileSpec& spec : files) {
+    for (const v1::BuildFile& file : build.files()) {
+      if (file.path() == spec.path) {
+        WriteTextFile(root + "/blobs/sha256/" + file.sha256(), spec.bytes);
+      }
+    }
+  }
+}
 
 TEST_F(AgentBuildEndToEnd, TheEngineIsHandedTheModelDirectoryUnderTheModelsName) {
   const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 1, 2);
@@ -439,6 +476,118 @@ TEST_F(AgentBuildEndToEnd, ADiskThatFillsMidDownloadLeavesTheLastGoodBuildBootin
     EXPECT_THAT(entry.path().filename().string(), Not(HasSubstr(".staging")));
   }
   EXPECT_THAT(ReadTextFile(device("run/engine.env")), HasSubstr(BuildDir(good)));
+}
+
+// A site: the origin (the catalog's mirror, also serving blobs by content
+// address under /cas as the site cache's upstream), one real serve-cache,
+// and devices whose artifact_mirrors name it. The first device's boot pulls
+// each blob across the uplink once; the second's fetches nothing from the
+// origin.
+TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 41, 42);
+  const v1::Artifact build = Publish("site", files);
+  WriteByContent(served() + "/cas", build, files);
+  absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
+      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
+                                       {http_->Url("cas")}, work_.Sub("site-cache.err"));
+  ASSERT_THAT(site, IsOk());
+  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
+  Serve(build);
+
+  device_name_ = "device-a";
+  WriteAgentConfig();
+  const ProcessResult first = Boot();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ExpectHandedOver(build, files);
+  const uint64_t after_first = BytesIn(*http_);
+  // Each blob once, and a one-byte length probe for each.
+  EXPECT_LE(after_first, BuildBytes(files) * 105 / 100);
+  EXPECT_EQ(BytesServed("site"), 0u);  // nothing from the catalog's own URIs
+  EXPECT_THAT(first.err, HasSubstr("from mirrors, 0 from origin"));
+
+  device_name_ = "device-b";
+  WriteAgentConfig();
+  const ProcessResult second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  ExpectHandedOver(build, files);
+  EXPECT_EQ(BytesIn(*http_), after_first);
+  EXPECT_THAT(second.err, HasSubstr("0 from origin"));
+
+  ProcessResult metrics = RunProcess({"curl", "-s", (*site)->BaseUrl() + "/metrics"}, {},
+                                     absl::Seconds(10));
+  EXPECT_THAT(metrics.out, HasSubstr("weightpath_site_cache_refused_digests_total 0"));
+  EXPECT_THAT(metrics.out, Not(HasSubstr("weightpath_site_cache_hits_total 0\n")));
+
+  // The cache killed: the next device falls back to the origin and boots.
+  (*site)->Stop();
+  device_name_ = "device-c";
+  WriteAgentConfig();
+  const ProcessResult third = Boot();
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  ExpectHandedOver(build, files);
+  EXPECT_EQ(BytesServed("site"), BuildBytes(files));
+  EXPECT_THAT(third.err, HasSubstr("skipped"));
+}
+
+// Mirrors that are down, do not have the blob, send other bytes under its
+// name, or trickle: each skipped (its failure logged once, with its URL),
+// and the device installs exactly the signed build from the origin within
+// a bound set by mirror_stall_timeout, not by the boot's budget.
+TEST_F(AgentBuildEndToEnd, HostileMirrorsAreSkippedAndTheBuildInstallsFromTheOrigin) {
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 51, 52);
+  const v1::Artifact build = Publish("hostile", files);
+  // Wrong bytes: every blob the same size, one byte flipped.
+  std::vector<ModelFileSpec> flipped = files;
+  for (ModelFileSpec& spec : flipped) spec.bytes[spec.bytes.size() / 2] ^= 0x01;
+  WriteByContent(work_.Sub("mirror-wrong"), build, flipped);
+  WriteByContent(work_.Sub("mirror-slow"), build, files);
+  fs::create_directories(work_.Sub("mirror-empty"));
+  fs::create_directories(work_.Sub("logs-wrong"));
+  fs::create_directories(work_.Sub("logs-slow"));
+  fs::create_directories(work_.Sub("logs-empty"));
+  absl::StatusOr<std::unique_ptr<RangeHttpServer>> wrong =
+      RangeHttpServer::Start(work_.Sub("mirror-wrong"), work_.Sub("logs-wrong"));
+  absl::StatusOr<std::unique_ptr<RangeHttpServer>> slow =
+      RangeHttpServer::Start(work_.Sub("mirror-slow"), work_.Sub("logs-slow"), "trickle=10");
+  absl::StatusOr<std::unique_ptr<RangeHttpServer>> empty =
+      RangeHttpServer::Start(work_.Sub("mirror-empty"), work_.Sub("logs-empty"));
+  ASSERT_THAT(wrong, IsOk());
+  ASSERT_THAT(slow, IsOk());
+  ASSERT_THAT(empty, IsOk());
+  // A port nobody listens on: one the kernel gave a server that has gone.
+  absl::StatusOr<std::unique_ptr<RangeHttpServer>> gone =
+      RangeHttpServer::Start(work_.Sub("mirror-empty"), work_.Sub("logs-empty"));
+  ASSERT_THAT(gone, IsOk());
+  const std::string down = (*gone)->Url("");
+  (*gone)->Stop();
+
+  extra_config_ = absl::StrCat("mirror_stall_timeout: 1s\nartifact_mirrors:\n  - ", down,
+                               "\n  - ", (*empty)->Url("x"), "\n  - ", (*wrong)->Url(""),
+                               "\n  - ", (*slow)->Url(""), "\n");
+  Serve(build);
+  const absl::Time start = absl::Now();
+  const ProcessResult boot = Boot();
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(boot.exit_code, 0) << boot.err;
+  ExpectHandedOver(build, files);
+  // The trickling mirror costs about a second per transfer at once, not the
+  // 30 s budget.
+  EXPECT_LT(took, absl::Seconds(15));
+  EXPECT_EQ(BytesServed("hostile"), BuildBytes(files));
+  for (const std::string& mirror : {down, (*empty)->Url("x"), (*wrong)->Url(""),
+                                    (*slow)->Url("")}) {
+    std::string base = mirror;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    const std::string logged = absl::StrCat("mirror ", base, " skipped");
+    EXPECT_THAT(boot.err, HasSubstr(logged));
+    EXPECT_EQ(boot.err.find(logged), boot.err.rfind(logged)) << "logged more than once: " << base;
+  }
+  EXPECT_THAT(boot.err, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(boot.err, HasSubstr("0 from mirrors"));
+  // No byte of the wrong mirror stayed: no partial download is left.
+  for (const auto& entry : fs::directory_iterator(device("cache"))) {
+    EXPECT_FALSE(absl::EndsWith(entry.path().string(), ".partial")) << entry.path();
+  }
 }
 
 }  // namespace

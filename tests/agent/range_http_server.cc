@@ -13,7 +13,7 @@
 namespace weightpath::agent::testing {
 
 absl::StatusOr<std::unique_ptr<RangeHttpServer>> RangeHttpServer::Start(
-    const std::string& root, const std::string& work_dir) {
+    const std::string& root, const std::string& work_dir, const std::string& default_query) {
   const std::string log_path = work_dir + "/http-requests.log";
   ::weightpath::testing::SpawnOptions options;
   options.pipe_stdout = true;
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<RangeHttpServer>> RangeHttpServer::Start(
   ASSIGN_OR_RETURN(std::unique_ptr<::weightpath::testing::Subprocess> process,
                    ::weightpath::testing::Subprocess::Start(
                        {"python3", WEIGHTPATH_RANGE_HTTP_SERVER_SCRIPT, "--root", root,
-                        "--request-log", log_path},
+                        "--request-log", log_path, "--default-query", default_query},
                        options));
   // Generous: a cold python3 start on a loaded 2-core machine is slow.
   ASSIGN_OR_RETURN(std::string line, process->WaitForLine("PORT ", absl::Seconds(30)));

@@ -14,8 +14,10 @@ namespace weightpath::agent::testing {
 class RangeHttpServer {
  public:
   // `work_dir` holds the request log and the server's stderr.
-  static absl::StatusOr<std::unique_ptr<RangeHttpServer>> Start(const std::string& root,
-                                                                const std::string& work_dir);
+  // `default_query` ("trickle=10"): the fault knobs for every request
+  // without a query of its own, for a mirror known only by its base URL.
+  static absl::StatusOr<std::unique_ptr<RangeHttpServer>> Start(
+      const std::string& root, const std::string& work_dir, const std::string& default_query = "");
 
   // http://127.0.0.1:<port>/<relative>
   std::string Url(const std::string& relative) const;

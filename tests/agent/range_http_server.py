@@ -5,7 +5,11 @@
 Python's SimpleHTTPRequestHandler ignores Range headers, which is exactly the
 feature the resume tests exercise, so this serves files itself.
 
-  range_http_server.py --root DIR [--request-log FILE]
+  range_http_server.py --root DIR [--request-log FILE] [--default-query Q]
+
+--default-query applies the knobs below to every request whose URL has no
+query of its own (a mirror base URL cannot carry one): a whole server that
+trickles, say.
 
 Prints "PORT <n>" once it listens on 127.0.0.1:<n> (a port the kernel picked).
 A query of ?cut_after=N makes the server announce the full length, send only
@@ -41,6 +45,7 @@ class RangeHandler(BaseHTTPRequestHandler):
     root = "."
     log_path = None
     log_lock = threading.Lock()
+    default_query = ""
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         pass  # the request log below is the record tests read
@@ -55,7 +60,7 @@ class RangeHandler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - the name http.server dispatches to
         url = urllib.parse.urlsplit(self.path)
-        query = urllib.parse.parse_qs(url.query)
+        query = urllib.parse.parse_qs(url.query or self.default_query)
         relative = urllib.parse.unquote(url.path).lstrip("/")
         path = os.path.realpath(os.path.join(self.root, relative))
         if not path.startswith(os.path.realpath(self.root) + os.sep) or not os.path.isfile(path):
@@ -144,7 +149,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--root", required=True)
     parser.add_argument("--request-log")
+    parser.add_argument("--default-query", default="")
     args = parser.parse_args()
+    RangeHandler.default_query = args.default_query
     RangeHandler.root = args.root
     RangeHandler.log_path = args.request_log
     server = ThreadingHTTPServer(("127.0.0.1", 0), RangeHandler)

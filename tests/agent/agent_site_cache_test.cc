@@ -1,0 +1,242 @@
+// weightpath-agent serve-cache as a client at the site meets it, and as an
+// attacker does: the real binary on loopback, its upstream a real
+// Range-capable HTTP server. Paths outside /blobs/sha256/<hex>, an upstream
+// that sends other bytes under a digest, over-long request heads, more
+// connections than it takes, Range forms.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "agent/fetch/sha256_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/artifact_files.h"
+#include "tests/agent/range_http_server.h"
+#include "tests/agent/site_cache_process.h"
+#include "tests/agent/temp_dir.h"
+#include "tests/testing/status_matchers.h"
+
+#ifndef WEIGHTPATH_AGENT_BINARY
+#error "the test target defines WEIGHTPATH_AGENT_BINARY"
+#endif
+
+namespace weightpath::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using testing::ArtifactBytes;
+using testing::RangeHttpServer;
+using testing::SiteCacheProcess;
+using testing::TempDir;
+using testing::WriteTextFile;
+using ::weightpath::testing::IsOk;
+
+namespace fs = std::filesystem;
+
+std::string Sha256Of(const std::string& bytes) {
+  Sha256Stream hash;
+  hash.Update(bytes.data(), bytes.size());
+  return *hash.FinishHex();
+}
+
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  struct timeval timeout = {20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+// Sends `request` as it is (no normalisation of the path, unlike curl) and
+// returns the whole answer.
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buffer[65536];
+  for (ssize_t got; (got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) {
+    answer.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return answer;
+}
+
+std::string Get(int port, const std::string& target, const std::string& headers = "") {
+  return Exchange(port, absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: cache\r\n", headers,
+                                     "\r\n"));
+}
+
+std::string Body(const std::string& answer) {
+  const size_t end = answer.find("\r\n\r\n");
+  return end == std::string::npos ? "" : answer.substr(end + 4);
+}
+
+class AgentSiteCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(work_.Sub("origin/blobs/sha256"));
+    blob_ = ArtifactBytes(3 * 1024 * 1024 + 17, 7);
+    digest_ = Sha256Of(blob_);
+    WriteTextFile(work_.Sub("origin/blobs/sha256/" + digest_), blob_);
+    absl::StatusOr<std::unique_ptr<RangeHttpServer>> origin =
+        RangeHttpServer::Start(work_.Sub("origin"), work_.path());
+    ASSERT_THAT(origin, IsOk());
+    origin_ = *std::move(origin);
+  }
+
+  void StartCache(const std::vector<std::string>& extra = {}) {
+    absl::StatusOr<std::unique_ptr<SiteCacheProcess>> cache = SiteCacheProcess::Start(
+        WEIGHTPATH_AGENT_BINARY, work_.Sub("store"), {origin_->Url("")}, work_.Sub("cache.err"),
+        extra);
+    ASSERT_THAT(cache, IsOk());
+    cache_ = *std::move(cache);
+  }
+
+  std::string Metric(const std::string& name) {
+    const std::string metrics = Body(Get(cache_->port(), "/metrics"));
+    const std::string prefix = absl::StrCat("weightpath_site_cache_", name, " ");
+    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+      if (absl::StartsWith(line, prefix)) return std::string(line.substr(prefix.size()));
+    }
+    return "absent";
+  }
+
+  TempDir work_;
+  std::string blob_;
+  std::string digest_;
+  std::unique_ptr<RangeHttpServer> origin_;
+  std::unique_ptr<SiteCacheProcess> cache_;
+};
+
+TEST_F(AgentSiteCache, ServesABlobOnceFetchedWithRangesAndCoalescesMisses) {
+  StartCache();
+  const std::string target = "/blobs/sha256/" + digest_;
+  std::vector<std::thread> clients;
+  std::vector<std::string> answers(4);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    clients.emplace_back([&, i] { answers[i] = Get(cache_->port(), target); });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const std::string& answer : answers) {
+    EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
+    EXPECT_EQ(Body(answer), blob_);
+  }
+  // One fetch of the whole blob from upstream for the four requests.
+  int full_gets = 0;
+  for (const std::string& line : origin_->RequestLog()) full_gets += absl::StrContains(line, "range=-");
+  EXPECT_EQ(full_gets, 1);
+  EXPECT_EQ(Metric("upstream_bytes_total"), absl::StrCat(blob_.size()));
+
+  const std::string part = Get(cache_->port(), target, "Range: bytes=100-199\r\n");
+  EXPECT_THAT(part, StartsWith("HTTP/1.1 206"));
+  EXPECT_THAT(part, HasSubstr(absl::StrCat("Content-Range: bytes 100-199/", blob_.size())));
+  EXPECT_EQ(Body(part), blob_.substr(100, 100));
+  EXPECT_EQ(Body(Get(cache_->port(), target, "Range: bytes=-5\r\n")), blob_.substr(blob_.size() - 5));
+  EXPECT_THAT(Get(cache_->port(), target, absl::StrCat("Range: bytes=", blob_.size(), "-\r\n")),
+              StartsWith("HTTP/1.1 416"));
+  // A number past 64 bits is no range this server takes: the whole blob.
+  EXPECT_THAT(Get(cache_->port(), target, "Range: bytes=99999999999999999999999-\r\n"),
+              StartsWith("HTTP/1.1 200"));
+  const std::string head = Exchange(cache_->port(), "HEAD " + target + " HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(head, HasSubstr(absl::StrCat("Content-Length: ", blob_.size())));
+  EXPECT_EQ(Body(head), "");
+  EXPECT_EQ(Metric("misses_total"), "4");
+}
+
+TEST_F(AgentSiteCache, RefusesEveryPathOutsideTheBlobForm) {
+  StartCache();
+  std::string upper = digest_;
+  absl::AsciiStrToUpper(&upper);
+  for (const std::string& target :
+       {std::string("/blobs/sha256/../../etc/passwd"), std::string("/etc/passwd"),
+        std::string("/blobs/sha256/") + upper, std::string("/blobs/sha256/") + digest_.substr(1),
+        std::string("/blobs/sha256/") + digest_ + "/", std::string("/blobs/sha256/") + digest_ + "?x=1",
+        std::string("/blobs/sha256/") + digest_ + "%00", std::string("/blobs/sha512/") + digest_,
+        std::string("//blobs/sha256/") + digest_, std::string("http://evil.example/blobs/sha256/") + digest_,
+        std::string("/blobs/sha256/%2e%2e/%2e%2e/etc/passwd"), std::string("/")}) {
+    SCOPED_TRACE(target);
+    EXPECT_THAT(Get(cache_->port(), target), StartsWith("HTTP/1.1 404"));
+  }
+  // Nothing of those went upstream.
+  EXPECT_TRUE(origin_->RequestLog().empty());
+  EXPECT_THAT(Exchange(cache_->port(), "DELETE /blobs/sha256/" + digest_ + " HTTP/1.1\r\n\r\n"),
+              StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(Get(cache_->port(), "/blobs/sha256/" + digest_, std::string(9000, 'x') + "\r\n"),
+              StartsWith("HTTP/1.1 431"));
+  EXPECT_THAT(Exchange(cache_->port(), "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+  // A blob no upstream has is 404 too.
+  EXPECT_THAT(Get(cache_->port(), "/blobs/sha256/" + std::string(64, 'a')),
+              StartsWith("HTTP/1.1 404"));
+}
+
+TEST_F(AgentSiteCache, AnUpstreamSendingOtherBytesIsRefusedNotKeptNotServed) {
+  // The upstream holds other bytes of the same length under the digest.
+  std::string wrong = blob_;
+  wrong[wrong.size() / 2] ^= 0x01;
+  WriteTextFile(work_.Sub("origin/blobs/sha256/" + digest_), wrong);
+  StartCache();
+  const std::string answer = Get(cache_->port(), "/blobs/sha256/" + digest_);
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 502"));
+  EXPECT_THAT(Body(answer), Not(HasSubstr(wrong.substr(0, 64))));
+  EXPECT_FALSE(fs::exists(work_.Sub("store/" + digest_)));
+  EXPECT_FALSE(fs::exists(work_.Sub("store/" + digest_ + ".partial")));
+  EXPECT_EQ(Metric("refused_digests_total"), "1");
+  // The upstream mended: the next request fetches and serves it.
+  WriteTextFile(work_.Sub("origin/blobs/sha256/" + digest_), blob_);
+  EXPECT_EQ(Body(Get(cache_->port(), "/blobs/sha256/" + digest_)), blob_);
+}
+
+TEST_F(AgentSiteCache, ConnectionsBeyondTheLimitAreRefusedAndIdleOnesDropped) {
+  StartCache({"--max-connections", "4"});
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(cache_->port()));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_THAT(Get(cache_->port(), "/metrics"), StartsWith("HTTP/1.1 503"));
+  // The idle ones said nothing: dropped after the 10 s head timeout, and
+  // the cache serves again.
+  for (int fd : idle) {
+    char byte;
+    EXPECT_LE(::recv(fd, &byte, 1, 0), 0);
+    ::close(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_THAT(Get(cache_->port(), "/metrics"), StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(Metric("refused_connections_total"), "1");
+}
+
+TEST_F(AgentSiteCache, EvictsTheLeastRecentlyServedBlobUnderMaxBytes) {
+  const std::string second = ArtifactBytes(3 * 1024 * 1024, 8);
+  const std::string second_digest = Sha256Of(second);
+  WriteTextFile(work_.Sub("origin/blobs/sha256/" + second_digest), second);
+  StartCache({"--max-bytes", absl::StrCat(5 * 1024 * 1024)});
+  EXPECT_EQ(Body(Get(cache_->port(), "/blobs/sha256/" + digest_)), blob_);
+  EXPECT_EQ(Body(Get(cache_->port(), "/blobs/sha256/" + second_digest)), second);
+  EXPECT_FALSE(fs::exists(work_.Sub("store/" + digest_)));
+  EXPECT_TRUE(fs::exists(work_.Sub("store/" + second_digest)));
+  EXPECT_EQ(Metric("evicted_bytes_total"), absl::StrCat(blob_.size()));
+}
+
+}  // namespace
+}  // namespace weightpath::agent
