@@ -17,6 +17,7 @@ endif()
 
 install(TARGETS weightpath-agent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT agent)
 install(FILES deploy/systemd/weightpath-agent.service deploy/systemd/weightpath-agent-run.service
+              deploy/systemd/weightpath-site-cache.service
         DESTINATION lib/systemd/system COMPONENT agent)
 install(FILES examples/agent.yaml DESTINATION /etc/weightpath COMPONENT agent)
 install(FILES agent/README.md DESTINATION share/doc/weightpath-agent COMPONENT agent)

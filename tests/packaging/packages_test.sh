@@ -38,7 +38,8 @@ for package in weightpath-server weightpath-agent weightpathctl; do
 done
 for file in usr/bin/weightpath-server usr/bin/weightpath-agent usr/bin/weightpathctl \
     usr/lib/systemd/system/weightpath-server.service usr/lib/systemd/system/weightpath-agent.service \
-    usr/lib/systemd/system/weightpath-agent-run.service etc/weightpath/server.yaml \
+    usr/lib/systemd/system/weightpath-agent-run.service \
+    usr/lib/systemd/system/weightpath-site-cache.service etc/weightpath/server.yaml \
     etc/weightpath/agent.yaml; do
   [[ -e $root/$file ]] || fail "/$file is not in any package"
 done
