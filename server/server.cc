@@ -17,6 +17,8 @@
 #include "common/clock.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "deploy/cohort_outcomes.h"
+#include "deploy/resolve_interval.h"
 #include "grpc/grpc.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -29,6 +31,13 @@
 
 namespace weightpath::server {
 namespace {
+
+deploy::ResolveIntervalSettings ResolveIntervalsOf(const ServerConfig& config) {
+  deploy::ResolveIntervalSettings intervals;
+  intervals.steady = config.resolve_interval;
+  intervals.during_rollout = config.rollout_resolve_interval;
+  return intervals;
+}
 
 // The store calls' workers, in two pools: devices' reports, and operators'
 // calls. SQLite takes one writer at a time and the PostgreSQL pool (8
@@ -253,6 +262,11 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     const SnapshotHolder* snapshots = &server->snapshots_;
     rollout_deps.policy = [snapshots] { return snapshots->Share()->policy; };
     rollout_deps.now = [] { return SystemClockInstance()->Now(); };
+    // A member no shaped resolve reaches within this long is unreached:
+    // it resolves at most every --resolve_interval (plus jitter), and a
+    // stage may open just after it asked.
+    rollout_deps.reach_timeout =
+        deploy::ReachTimeout(config.resolve_interval, config.rollout_resolve_interval);
     server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
     server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
@@ -303,7 +317,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->device_call_limits_ = std::make_unique<DeviceCallLimits>(limits);
   server->service_ = std::make_unique<WeightPathService>(
       &server->snapshots_, server->metrics_.get(), mutual_tls, device_fleet,
-      server->device_store_executor_.get(), server->device_call_limits_.get());
+      server->device_store_executor_.get(), server->device_call_limits_.get(),
+      ResolveIntervalsOf(config));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // The server binds and accepts on the gRPC port itself and hands each

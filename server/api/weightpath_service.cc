@@ -49,13 +49,15 @@ void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* 
 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                                      bool require_client_identity, std::optional<Fleet> fleet,
-                                     StoreExecutor* store_executor, DeviceCallLimits* limits)
+                                     StoreExecutor* store_executor, DeviceCallLimits* limits,
+                                     deploy::ResolveIntervalSettings intervals)
     : snapshots_(snapshots),
       metrics_(metrics),
       require_client_identity_(require_client_identity),
       fleet_(fleet),
       store_executor_(store_executor),
-      limits_(limits != nullptr && limits->enabled() ? limits : nullptr) {}
+      limits_(limits != nullptr && limits->enabled() ? limits : nullptr),
+      intervals_(intervals) {}
 
 absl::StatusOr<DeviceCallLimits::Admission> WeightPathService::AdmitLoad(
     DeviceCallMethod method, absl::string_view device_id, int64_t now_ns) const {
@@ -158,7 +160,7 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
       return false;
     }
     absl::StatusOr<ResolvedDecision> resolved =
-        DecideKnown(decision, scratch->request, snapshot, summary);
+        DecideKnown(decision, scratch->request, snapshot, summary, intervals_);
     // Refusals are the full path's to make and count.
     if (!resolved.ok() ||
         !CheckAgentTakesBuild(*resolved, scratch->request.accepts_directory_builds()).ok()) {
@@ -183,7 +185,7 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
   } else {
     FillRequestHead(head, scratch);
     absl::StatusOr<ResolvedDecision> resolved =
-        DecideKnown(decision, scratch->request, snapshot, summary);
+        DecideKnown(decision, scratch->request, snapshot, summary, intervals_);
     if (!resolved.ok() || !CheckAgentTakesBuild(*resolved, head.accepts_directory_builds).ok()) {
       return false;
     }
@@ -224,7 +226,7 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                          : Published<RolloutCache::Rollouts>::Pin::Of(kNoRollouts);
   const SnapshotHolder::Pin snapshot = snapshots_->Current();
   ASSIGN_OR_RETURN(const ResolvedDecision decision,
-                   Decide(request, *hardware_class, *snapshot, summary, *rollouts));
+                   Decide(request, *hardware_class, *snapshot, summary, *rollouts, intervals_));
   RETURN_IF_ERROR(CheckAgentTakesBuild(decision, request.accepts_directory_builds()));
   AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
   if (head != nullptr) RememberProfile(request, *head, *hardware_class, *snapshot, *rollouts);

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/grpc_status.h"
+#include "deploy/resolve_interval.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/security/device_call_limits.h"
 #include "server/fleet/fleet_state.h"
@@ -60,7 +61,8 @@ class WeightPathService final
   // call before its work.
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                     bool require_client_identity, std::optional<Fleet> fleet,
-                    StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr);
+                    StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr,
+                    deploy::ResolveIntervalSettings intervals = {});
 
   // Answered on the callback thread: a resolve never touches the store.
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
@@ -147,6 +149,7 @@ class WeightPathService final
   const std::optional<Fleet> fleet_;
   StoreExecutor* const store_executor_;
   DeviceCallLimits* const limits_;
+  const deploy::ResolveIntervalSettings intervals_;
   // Verdicts and decisions by profile bytes (fixed memory, see its header).
   mutable ProfileMemo memo_;
 };

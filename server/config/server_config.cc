@@ -78,6 +78,12 @@ ABSL_FLAG(absl::Duration, fleet_refresh_interval, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, devices_seen_refresh_interval, absl::Minutes(1),
           "How often weightpath_devices_seen is recounted from the store (a count reads every "
           "device's sighting)");
+ABSL_FLAG(absl::Duration, resolve_interval, absl::Hours(1),
+          "How often a device is told to resolve again when no live rollout selects it "
+          "(resolve_interval_seconds; the agent adds +-20% jitter). 30s to 24h");
+ABSL_FLAG(absl::Duration, rollout_resolve_interval, absl::Minutes(5),
+          "The shorter interval while a rollout that selects a device is live, unless the rollout "
+          "sets stage_resolve_interval_seconds. 30s to --resolve_interval");
 ABSL_FLAG(absl::Duration, audit_retention, absl::Hours(90 * 24),
           "Audit events older than this are deleted (0: kept whatever their age)");
 ABSL_FLAG(int64_t, audit_max_events, 200000,
@@ -140,7 +146,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "devices_seen_refresh_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
+    "fleet_refresh_interval", "devices_seen_refresh_interval", "resolve_interval", "rollout_resolve_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
     "handshake_timeout", "max_concurrent_streams", "max_connections", "grpc_memory_quota_mb",
     "max_connection_idle", "max_connection_age", "listener_check_interval",
@@ -292,6 +298,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
+  config.resolve_interval = absl::GetFlag(FLAGS_resolve_interval);
+  config.rollout_resolve_interval = absl::GetFlag(FLAGS_rollout_resolve_interval);
   config.audit_retention = absl::GetFlag(FLAGS_audit_retention);
   config.audit_max_events = absl::GetFlag(FLAGS_audit_max_events);
   config.registry_flush_period = absl::GetFlag(FLAGS_registry_flush_period);
@@ -368,6 +376,20 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (config.fleet_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--fleet_refresh_interval must be positive");
+  }
+  // Below the floor the server never answers anyway; past a day a device
+  // would miss a whole timestamp lifetime and most rollouts' stages.
+  if (config.resolve_interval < absl::Seconds(30) || config.resolve_interval > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resolve_interval: ", absl::FormatDuration(config.resolve_interval),
+        " is outside 30s..24h (how often a device resolves when no rollout selects it)"));
+  }
+  if (config.rollout_resolve_interval < absl::Seconds(30) ||
+      config.rollout_resolve_interval > config.resolve_interval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rollout_resolve_interval: ", absl::FormatDuration(config.rollout_resolve_interval),
+        " is outside 30s..--resolve_interval (", absl::FormatDuration(config.resolve_interval),
+        "): it is the shorter interval while a rollout selects the device"));
   }
   if (config.devices_seen_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--devices_seen_refresh_interval must be positive");

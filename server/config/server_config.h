@@ -59,6 +59,11 @@ struct ServerConfig {
   absl::Duration devices_seen_window = absl::Hours(24);
   absl::Duration fleet_refresh_interval = absl::Seconds(5);
   absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
+  // What devices are told (deploy/resolve_interval.h): resolve_interval
+  // when no live rollout selects them, rollout_resolve_interval while one
+  // does (unless the rollout sets its own).
+  absl::Duration resolve_interval = absl::Hours(1);
+  absl::Duration rollout_resolve_interval = absl::Minutes(5);
   // Audit retention (FleetOptions); 0 turns each bound off.
   absl::Duration audit_retention = absl::Hours(90 * 24);
   int64_t audit_max_events = 200000;

@@ -68,10 +68,11 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
 absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
                                         policy::HardwareClass hardware_class,
                                         const Snapshot& snapshot, ResolveSummary* summary,
-                                        const std::vector<v1::Rollout>& rollouts) {
+                                        const std::vector<v1::Rollout>& rollouts,
+                                        const deploy::ResolveIntervalSettings& intervals) {
   ResolvedDecision resolved;
   ASSIGN_OR_RETURN(resolved.shaped,
-                   ResolveShaped(*snapshot.policy, hardware_class, request, rollouts));
+                   ResolveShaped(*snapshot.policy, hardware_class, request, rollouts, intervals));
   CheckPinnedTarget(snapshot.catalog->trust(), &resolved.shaped);
   const policy::Decision& decision = resolved.shaped.resolution.decision;
   resolved.path = decision.path;
@@ -82,14 +83,15 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
 
 absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
                                              const v1::ResolveWeightPathRequest& request,
-                                             const Snapshot& snapshot, ResolveSummary* summary) {
+                                             const Snapshot& snapshot, ResolveSummary* summary,
+                                             const deploy::ResolveIntervalSettings& intervals) {
   static const std::vector<v1::Rollout> kNoRollouts;
   ResolvedDecision resolved;
   // As ResolveShaped with no rollouts: the policy's decision unshaped, and
   // the interval no rollout shortens.
   resolved.shaped.resolution.decision = decision;
   resolved.shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(
-      kNoRollouts, request.labels(), decision.hardware_class);
+      kNoRollouts, request.labels(), decision.hardware_class, intervals);
   resolved.path = decision.path;
   Summarize(decision, summary);
   RETURN_IF_ERROR(AttachArtifact(request, *snapshot.catalog, &resolved));

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "deploy/resolve_interval.h"
 #include "policy/engine_args.h"
 #include "policy/hardware_class.h"
 #include "server/config/catalog.h"
@@ -68,10 +69,13 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
                                         const std::vector<v1::Rollout>& rollouts = {});
 // The same for a validated request whose profile's class is known
 // (ValidateAndClassifyResolveRequest): nothing classifies it again.
+// `intervals`: what the server tells devices about when to resolve again
+// (--resolve_interval, --rollout_resolve_interval).
 absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& request,
                                         policy::HardwareClass hardware_class,
                                         const Snapshot& snapshot, ResolveSummary* summary,
-                                        const std::vector<v1::Rollout>& rollouts);
+                                        const std::vector<v1::Rollout>& rollouts,
+                                        const deploy::ResolveIntervalSettings& intervals = {});
 
 // Decide for a call that no rollout shapes, given the policy's decision for
 // its profile and priority (policy::Evaluate, as ProfileMemo keeps it): the
@@ -79,7 +83,8 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
 // `snapshot`'s policy.
 absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
                                              const v1::ResolveWeightPathRequest& request,
-                                             const Snapshot& snapshot, ResolveSummary* summary);
+                                             const Snapshot& snapshot, ResolveSummary* summary,
+                                             const deploy::ResolveIntervalSettings& intervals = {});
 
 // Whether the requesting agent can take the decision's build (the pinned
 // one when a rollout pinned one): a directory build to an agent that did

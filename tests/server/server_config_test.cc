@@ -190,6 +190,22 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
   EXPECT_THAT(ValidateServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
                                                      HasSubstr("--devices_seen_refresh_interval")));
   config = ServerConfig();
+  config.resolve_interval = absl::Seconds(10);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--resolve_interval: 10s is outside 30s..24h")));
+  config.resolve_interval = absl::Hours(25);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--resolve_interval: 25h")));
+  config.resolve_interval = absl::Minutes(10);
+  config.rollout_resolve_interval = absl::Minutes(20);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--rollout_resolve_interval: 20m is outside 30s..--resolve_interval "
+                                 "(10m)")));
+  config.rollout_resolve_interval = absl::Minutes(2);
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config = ServerConfig();
   config.device_rate_limit = -1;
   EXPECT_THAT(ValidateServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--device_rate_limit=-1")));

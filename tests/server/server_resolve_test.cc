@@ -169,6 +169,25 @@ TEST_F(ServerResolveTest, ExplicitModelAndEngineKwargsForTheAmxPath) {
   EXPECT_EQ(response.engine_kwargs().fields().at("quantization").string_value(), "gptq");
 }
 
+// --resolve_interval is what a device no rollout selects is told; the
+// default is an hour.
+TEST_F(ServerResolveTest, TheSteadyResolveIntervalIsTheServersFlag) {
+  v1::ResolveWeightPathResponse response;
+  ASSERT_TRUE(CallResolve(*stub_, AmxRequest(), &response).ok());
+  EXPECT_EQ(response.resolve_interval_seconds(), 3600u);
+
+  auto server = testing::ServerProcess::Start({"--resolve_interval=10m"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel((*server)->grpc_address()));
+  ASSERT_TRUE(CallResolve(*stub, AmxRequest(), &response).ok());
+  EXPECT_EQ(response.resolve_interval_seconds(), 600u);
+  // And a value the server cannot use stops the start, naming the flag.
+  const testing::ExitResult refused =
+      testing::ServerProcess::RunToExit({"--resolve_interval=5s"}, absl::Seconds(30));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.log, HasSubstr("--resolve_interval: 5s is outside 30s..24h"));
+}
+
 TEST_F(ServerResolveTest, HealthIsServingForTheServerAndTheService) {
   grpc::Status status;
   EXPECT_EQ(CheckHealth(channel_, "", &status), grpc::health::v1::HealthCheckResponse::SERVING);
