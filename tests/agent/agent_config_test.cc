@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/temp_dir.h"
@@ -74,6 +75,46 @@ TEST(AgentConfig, MinimalConfigTakesDefaults) {
   EXPECT_EQ(config->state_dir, "/var/lib/weightpath");
   EXPECT_EQ(config->budget, absl::Seconds(30));
   EXPECT_EQ(config->call_timeout, absl::Seconds(5));
+}
+
+TEST(AgentConfig, ArtifactMirrorsAreOrderedBaseUrls) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(
+      "server: a:1\ndevice_id: d\nmirror_stall_timeout: 3s\nartifact_mirrors:\n"
+      "  - http://site-cache.local:8470/\n  - https://mirror.example/weightpath\n",
+      "agent.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->artifact_mirrors,
+            (std::vector<std::string>{"http://site-cache.local:8470",
+                                      "https://mirror.example/weightpath"}));
+  EXPECT_EQ(config->mirror_stall_timeout, absl::Seconds(3));
+  absl::StatusOr<AgentConfig> none = ParseAgentConfig("server: a:1\ndevice_id: d\n", "agent.yaml");
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE(none->artifact_mirrors.empty());
+  EXPECT_EQ(none->mirror_stall_timeout, absl::Seconds(10));
+}
+
+TEST(AgentConfig, ArtifactMirrorsRefusedNameTheLineAndKey) {
+  std::string nine = "artifact_mirrors:\n";
+  for (int i = 0; i < 9; ++i) absl::StrAppend(&nine, "  - http://m", i, "\n");
+  for (const auto& [yaml, why] : std::vector<std::pair<std::string, std::string>>{
+           {"artifact_mirrors:\n  - ftp://m.example\n", "http:// or https://"},
+           {"artifact_mirrors:\n  - file:///srv/blobs\n", "http:// or https://"},
+           {"artifact_mirrors:\n  - http://m.example/?token=1\n", "query"},
+           {"artifact_mirrors:\n  - http://m.example/#x\n", "fragment"},
+           {"artifact_mirrors:\n  - http://user:pw@m.example\n", "user information"},
+           {"artifact_mirrors:\n  - http:///blobs\n", "needs a host"},
+           {"artifact_mirrors:\n  - \"http://m.example/a b\"\n", "whitespace"},
+           {"artifact_mirrors:\n  - http://m.example/" + std::string(2100, 'a') + "\n", "longer than 2048"},
+           {"artifact_mirrors: http://m.example\n", "list"},
+           {nine, "at most 8 mirrors"},
+           {"mirror_stall_timeout: 500ms\n", "at least 1s"},
+       }) {
+    SCOPED_TRACE(yaml);
+    EXPECT_THAT(ParseAgentConfig("server: a:1\ndevice_id: d\n" + yaml, "agent.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("agent.yaml:"), HasSubstr(yaml.substr(0, yaml.find(':'))),
+                               HasSubstr(why))));
+  }
 }
 
 TEST(AgentConfig, UnknownKeyNamesFileLineAndKey) {
