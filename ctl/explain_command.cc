@@ -13,6 +13,7 @@
 #include "ctl/text_file.h"
 #include "ctl/resolve_output.h"
 #include "ctl/view_output.h"
+#include "deploy/stage_plan.h"
 #include "policy/profile_json.h"
 
 namespace weightpath::ctl {
@@ -117,6 +118,11 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
                            ? RolloutStateName(detail.state())
                            : absl::StrCat(RolloutStateName(detail.state()), " (",
                                           detail.state_reason(), ")"));
+    // What each stage can catch: the smallest increase its fail test finds
+    // with 80% probability by its horizon.
+    for (const v1::StagePlan& plan : detail.stage_plans()) {
+      Line(out, "planned power", deploy::DescribeStagePlan(plan));
+    }
     out << "rollout gates (at the last evaluation)\n";
     for (absl::string_view line : absl::StrSplit(FormatGateTable(detail), '\n', absl::SkipEmpty())) {
       out << "  " << line << "\n";

@@ -174,7 +174,9 @@ TEST_F(CtlOperatorTest, ExplainShowsEachGateOfTheShapingRolloutPerClass) {
                     HasSubstr("MEMBERS"), HasSubstr("CONTROL"),
                     HasSubstr("engine delta"), HasSubstr("within"),
                     HasSubstr("engine sequential"), HasSubstr("threshold"),
-                    HasSubstr("arm64_cpu"), HasSubstr("0/1 failed")));
+                    HasSubstr("arm64_cpu"), HasSubstr("0/1 failed"),
+                    // What each stage can catch by its horizon, stated at creation.
+                    HasSubstr("planned power     stage 1")));
 
   ProcessResult json = Ctl({"explain", "device-0002", "-o", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
