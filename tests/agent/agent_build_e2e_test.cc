@@ -529,6 +529,67 @@ TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
   EXPECT_THAT(third.err, HasSubstr("skipped"));
 }
 
+// The site cache stopped while a device's boot waits on it (its upstream
+// slow, so the cache is mid-fetch): the device moves on to the origin and
+// installs the build, and the cache, started again on the same store,
+// serves the next device whole and verified.
+TEST_F(AgentBuildEndToEnd, ASiteCacheStoppedMidDownloadLeavesTheDeviceOnTheOrigin) {
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 61, 62);
+  const v1::Artifact build = Publish("killed", files);
+  WriteByContent(work_.Sub("cas-slow"), build, files);
+  fs::create_directories(work_.Sub("logs-cas-slow"));
+  absl::StatusOr<std::unique_ptr<RangeHttpServer>> slow_upstream =
+      RangeHttpServer::Start(work_.Sub("cas-slow"), work_.Sub("logs-cas-slow"), "trickle=65536");
+  ASSERT_THAT(slow_upstream, IsOk());
+  absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
+      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
+                                       {(*slow_upstream)->Url("")}, work_.Sub("site-cache.err"));
+  ASSERT_THAT(site, IsOk());
+  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
+  Serve(build);
+
+  device_name_ = "device-a";
+  WriteAgentConfig();
+  ::weightpath::testing::SpawnOptions options;
+  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
+  options.stderr_path = work_.Sub("device-a.err");
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
+      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+  ASSERT_THAT(agent, IsOk());
+  // Once the cache is pulling from its upstream, it goes.
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (BytesIn(**slow_upstream) == 0 && (*slow_upstream)->RequestLog().empty() &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  (*site)->Stop();
+  const ::weightpath::testing::ExitStatus ended = (*agent)->Wait(absl::Seconds(60));
+  EXPECT_EQ(ended.exit_code, 0) << ReadTextFile(work_.Sub("device-a.err"));
+  ExpectHandedOver(build, files);
+  EXPECT_GT(BytesServed("killed"), 0u) << "the origin served what the cache could not";
+  for (const auto& entry : fs::directory_iterator(device("cache"))) {
+    EXPECT_FALSE(absl::EndsWith(entry.path().string(), ".partial")) << entry.path();
+  }
+
+  // Started again on its store, with a fast upstream: the next device gets
+  // every blob from it, nothing from the catalog's URIs.
+  WriteByContent(served() + "/cas", build, files);
+  absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> again =
+      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
+                                       {http_->Url("cas")}, work_.Sub("site-cache-2.err"));
+  ASSERT_THAT(again, IsOk());
+  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*again)->BaseUrl(), "/\n");
+  const uint64_t before = BytesServed("killed");
+  device_name_ = "device-b";
+  WriteAgentConfig();
+  const ProcessResult second = Boot();
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  ExpectHandedOver(build, files);
+  EXPECT_EQ(BytesServed("killed"), before);
+  EXPECT_THAT(second.err, HasSubstr("0 from origin"));
+}
+
 // Mirrors that are down, do not have the blob, send other bytes under its
 // name, or trickle: each skipped (its failure logged once, with its URL),
 // and the device installs exactly the signed build from the origin within
