@@ -146,6 +146,15 @@ class AgentBuildEndToEnd : public ::testing::Test {
   std::vector<std::string> BootArgv() const {
     return {WEIGHTPATH_AGENT_BINARY, "boot", "--config", device("agent.yaml")};
   }
+  // A boot left running (to be killed, or to meet a fault mid-download);
+  // its log goes to `stderr_path` when one is given.
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> StartBoot(
+      const std::string& stderr_path = "") const {
+    ::weightpath::testing::SpawnOptions options;
+    options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
+    options.stderr_path = stderr_path;
+    return ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+  }
   ProcessResult Boot() {
     return RunProcess(BootArgv(), {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
   }
@@ -381,10 +390,7 @@ TEST_F(AgentBuildEndToEnd, AKilledDownloadResumesWithOnlyTheMissingBytes) {
   // 64 KiB every 100 ms per file: a few seconds per shard.
   const v1::Artifact slow = Publish("v1", files, "?trickle=65536");
   Serve(slow);
-  ::weightpath::testing::SpawnOptions options;
-  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
-  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
-      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+  absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent = StartBoot();
   ASSERT_THAT(agent, IsOk());
   const auto partial_bytes = [&](const ModelFileSpec& spec) -> uint64_t {
     const std::string digest = Sha256OfFile(served() + "/v1/" + spec.path).value();
@@ -440,11 +446,8 @@ TEST_F(AgentBuildEndToEnd, ADiskThatFillsMidDownloadLeavesTheLastGoodBuildBootin
 
   const v1::Artifact next = Publish("next", ModelDirectoryFiles(kShardBytes, 3, 4), "?trickle=65536");
   Serve(next);
-  ::weightpath::testing::SpawnOptions options;
-  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
-  options.stderr_path = work_.Sub("agent.err");
   absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
-      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+      StartBoot(work_.Sub("agent.err"));
   ASSERT_THAT(agent, IsOk());
   // Once bytes of the new build arrive, something else takes the volume.
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
@@ -550,11 +553,8 @@ TEST_F(AgentBuildEndToEnd, ASiteCacheStoppedMidDownloadLeavesTheDeviceOnTheOrigi
 
   device_name_ = "device-a";
   WriteAgentConfig();
-  ::weightpath::testing::SpawnOptions options;
-  options.extra_environment = {{"WEIGHTPATH_HW_PROFILE", profile_path()}};
-  options.stderr_path = work_.Sub("device-a.err");
   absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> agent =
-      ::weightpath::testing::Subprocess::Start(BootArgv(), options);
+      StartBoot(work_.Sub("device-a.err"));
   ASSERT_THAT(agent, IsOk());
   // Once the cache is pulling from its upstream, it goes.
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
