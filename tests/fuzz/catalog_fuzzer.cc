@@ -4,6 +4,7 @@
 // these out without looking again).
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -13,9 +14,16 @@
 #include "policy/policy.h"
 #include "server/config/catalog.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "trust/build_manifest.h"
 
 namespace weightpath::fuzz {
 namespace {
+
+void CheckUri(const std::string& uri) {
+  FUZZ_CHECK(absl::StartsWith(uri, "https://") || absl::StartsWith(uri, "http://") ||
+                 absl::StartsWith(uri, "file://"),
+             absl::StrCat("unsupported uri accepted: ", uri));
+}
 
 void CheckModel(const server::Catalog& catalog, const policy::Policy& policy,
                 absl::string_view model) {
@@ -32,10 +40,24 @@ void CheckModel(const server::Catalog& catalog, const policy::Policy& policy,
                  "sha256 is not lowercase hex");
     }
     FUZZ_CHECK(artifact.size_bytes > 0, "an artifact of zero bytes was accepted");
-    FUZZ_CHECK(absl::StartsWith(artifact.uri, "https://") ||
-                   absl::StartsWith(artifact.uri, "http://") ||
-                   absl::StartsWith(artifact.uri, "file://"),
-               absl::StrCat("unsupported uri accepted: ", artifact.uri));
+    if (!artifact.directory_build()) {
+      CheckUri(artifact.uri);
+      continue;
+    }
+    // A directory build is fetched file by file: it has no URI of its own,
+    // and each file is checked like a single-file build.
+    FUZZ_CHECK(artifact.uri.empty(),
+               absl::StrCat("a directory build also has a uri: ", artifact.uri));
+    FUZZ_CHECK(artifact.tokenizer.empty(), "a directory build has a --tokenizer");
+    std::set<std::string> paths;
+    for (const server::CatalogBuildFile& file : artifact.files) {
+      FUZZ_CHECK(trust::CheckBuildFilePath(file.path).ok(),
+                 absl::StrCat("hostile build file path accepted: ", file.path));
+      FUZZ_CHECK(paths.insert(file.path).second,
+                 absl::StrCat("build file listed twice: ", file.path));
+      FUZZ_CHECK(file.sha256.size() == 64, "a build file's sha256 is not 64 digits");
+      CheckUri(file.uri);
+    }
   }
 }
 

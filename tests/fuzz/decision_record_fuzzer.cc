@@ -165,6 +165,21 @@ std::vector<std::string> ExpectedArguments(const agent::DecisionRecord& record) 
   if (!record.artifact_path.empty()) {
     args.push_back("--model");
     args.push_back(record.artifact_path);
+    // The engine serves the model under its name, and a single-file build
+    // names its tokenizer, unless the policy's kwargs set either itself.
+    const auto set_by_kwargs = [&kwargs](const std::string& underscored,
+                                         const std::string& dashed) {
+      return kwargs.count(underscored) > 0 || kwargs.count(dashed) > 0;
+    };
+    if (!record.response.model().empty() &&
+        !set_by_kwargs("served_model_name", "served-model-name")) {
+      args.push_back("--served-model-name");
+      args.push_back(record.response.model());
+    }
+    if (!record.response.artifact().tokenizer().empty() && !set_by_kwargs("tokenizer", "tokenizer")) {
+      args.push_back("--tokenizer");
+      args.push_back(record.response.artifact().tokenizer());
+    }
   }
   return args;
 }
