@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace weightpath {
 
@@ -15,5 +16,9 @@ inline constexpr size_t kMaxReportStringBytes = 256;
 // ReportOutcome.detail is free text (an engine's error message, a rollback
 // note): room for a few lines, not for a log.
 inline constexpr size_t kMaxOutcomeDetailBytes = 1024;
+// ReportOutcome's downloaded_*_bytes, each: a petabyte is past any build a
+// device stages, and far from where a counter of doubles loses whole bytes
+// (2^53), so one hostile report cannot make the fleet's totals meaningless.
+inline constexpr uint64_t kMaxReportedDownloadBytes = uint64_t{1} << 50;
 
 }  // namespace weightpath

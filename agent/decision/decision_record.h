@@ -3,6 +3,7 @@
 // `artifact_path` and `decision_source` at the top level.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include "absl/strings/string_view.h"
 
@@ -20,10 +21,20 @@ enum class DecisionSource {
 // "server" | "last_good" | "offline"
 absl::string_view DecisionSourceName(DecisionSource source);
 
+// The bytes staging this decision's build downloaded, by where they came
+// from: the configured artifact_mirrors (site caches) or the catalog's URIs
+// (the origin). Zero for a build already cached; never saved with the
+// decision, since the report that carries them is sent once.
+struct DownloadedBytes {
+  uint64_t from_mirrors = 0;
+  uint64_t from_origin = 0;
+};
+
 struct DecisionRecord {
   v1::ResolveWeightPathResponse response;
   std::string artifact_path;  // empty when no verified artifact is available
   DecisionSource source = DecisionSource::kServer;
+  DownloadedBytes downloaded = {};
 };
 
 absl::StatusOr<std::string> DecisionToJson(const DecisionRecord& record);

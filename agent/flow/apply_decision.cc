@@ -40,6 +40,7 @@ absl::StatusOr<DecisionRecord> StageDecision(BuildCache& builds,
               ControlEscaped(staged->path), staged->files_hashed);
   }
   record.artifact_path = staged->path;
+  record.downloaded = {staged->bytes_from_mirrors, staged->bytes_from_origin};
   return record;
 }
 

@@ -55,9 +55,10 @@ BuildCache& RunLoop::builds() {
 }
 
 void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
-                     const std::string& detail) {
+                     const std::string& detail, const DecisionRecord* staged) {
   unsent_.push_back(
       OutcomeReport(config_.device_id, outcome, about, detail, dependencies_.clock->Now()));
+  if (staged != nullptr) AddDownloadedBytes(*staged, unsent_.back());
   FlushReports();
 }
 
@@ -156,14 +157,14 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     current_ = std::move(next);
     last_good_ = current_;
     cache_full_build_.clear();
-    Report(v1::OUTCOME_ENGINE_STARTED, response, "");
+    Report(v1::OUTCOME_ENGINE_STARTED, response, "", &*current_);
     AfterHandOver(builds(), *current_, ArtifactsOf({&*current_}), "run");
     return PassResult::kApplied;
   }
 
   log::Error("run: new build failed, going back: {}", started.ToString());
   rejected_build_ = BuildKey(response);
-  Report(v1::OUTCOME_ENGINE_START_FAILED, response, std::string(started.message()));
+  Report(v1::OUTCOME_ENGINE_START_FAILED, response, std::string(started.message()), &next);
   std::string rollback_detail = "back on the previous decision";
   if (current_.has_value()) {
     const absl::Status restored = StartEngine(*current_);
@@ -232,7 +233,7 @@ PassResult RunLoop::RunOnce() {
   const absl::StatusOr<v1::ResolveWeightPathResponse>& response = answer;
   // Checked before the build is compared, fetched or written: even a new
   // attribution of the running build rewrites the hand-over files.
-  if (absl::Status usable = ValidateForEngine(DecisionRecord{*response, "", DecisionSource::kServer});
+  if (absl::Status usable = ValidateForEngine(DecisionRecord{*response, "", DecisionSource::kServer, {}});
       !usable.ok()) {
     log::Error("run: server decision refused, keeping the current one: {}", usable.ToString());
     return PassResult::kRefusedDecision;

@@ -89,8 +89,10 @@ class RunLoop {
   void QueueReports(std::vector<v1::ReportOutcomeRequest> reports);
 
  private:
+  // `staged` is the decision whose staging the report follows, so the
+  // bytes it downloaded are reported with it (once).
   void Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& about,
-              const std::string& detail);
+              const std::string& detail, const DecisionRecord* staged = nullptr);
   void FlushReports();
   PassResult Apply(const v1::ResolveWeightPathResponse& response,
                    const v1::HardwareProfile& profile);

@@ -58,7 +58,13 @@ v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome ou
   v1::ReportOutcomeRequest request =
       OutcomeReport(device_id, outcome, booted.response, detail, observed_at);
   request.set_boot_source(BootSourceOf(booted.source));
+  AddDownloadedBytes(booted, request);
   return request;
+}
+
+void AddDownloadedBytes(const DecisionRecord& staged, v1::ReportOutcomeRequest& request) {
+  request.set_downloaded_from_mirrors_bytes(staged.downloaded.from_mirrors);
+  request.set_downloaded_from_origin_bytes(staged.downloaded.from_origin);
 }
 
 std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request) {

@@ -30,6 +30,11 @@ v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome ou
                                     const DecisionRecord& booted, const std::string& detail,
                                     absl::Time observed_at);
 
+// The bytes `staged` downloaded by source (ReportOutcomeRequest's
+// downloaded_from_mirrors_bytes / downloaded_from_origin_bytes), on the one
+// report that follows the download: the server counts what site caches saved.
+void AddDownloadedBytes(const DecisionRecord& staged, v1::ReportOutcomeRequest& request);
+
 // A key that names the report itself (device, rollout, outcome, instant), so
 // resending the same report after a lost reply is deduplicated by the server.
 std::string OutcomeIdempotencyKey(const v1::ReportOutcomeRequest& request);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/field_violation.h"
+#include "common/report_limits.h"
 #include "common/status_macros.h"
 #include "policy/hardware_class.h"
 #include "server/resolve/request_validation.h"
@@ -36,6 +37,22 @@ absl::Status ValidateBootSource(const v1::ReportOutcomeRequest& request) {
   return absl::OkStatus();
 }
 
+// The download counters add these up for the whole fleet, so each is bounded.
+absl::Status ValidateDownloadedBytes(const v1::ReportOutcomeRequest& request) {
+  for (const auto& [field, bytes] :
+       {std::pair<const char*, uint64_t>{"downloaded_from_mirrors_bytes",
+                                         request.downloaded_from_mirrors_bytes()},
+        std::pair<const char*, uint64_t>{"downloaded_from_origin_bytes",
+                                         request.downloaded_from_origin_bytes()}}) {
+    if (bytes > kMaxReportedDownloadBytes) {
+      return InvalidArgumentForField(
+          field, absl::StrCat(field, ": ", bytes, " bytes is more than the ",
+                              kMaxReportedDownloadBytes, " a report may carry"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* WeightPathService::ReportOutcome(grpc::CallbackServerContext* context,
@@ -56,6 +73,7 @@ absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
     const grpc::CallbackServerContext& context, const v1::ReportOutcomeRequest& request) {
   RETURN_IF_ERROR(AdmitDevice(context, ValidateReport(request), request.device_id()));
   RETURN_IF_ERROR(ValidateBootSource(request));
+  RETURN_IF_ERROR(ValidateDownloadedBytes(request));
   if (!fleet_.has_value()) {
     return absl::FailedPreconditionError(
         "the server runs with --store=none: outcomes cannot be recorded");
@@ -72,6 +90,8 @@ absl::StatusOr<v1::ReportOutcomeResponse> WeightPathService::RecordOutcome(
   if (!response.duplicate() && metrics_ != nullptr) {
     metrics_->RecordOutcome(request.outcome(), request.boot_source(),
                             !request.rollout_id().empty());
+    metrics_->RecordDeviceDownload(request.downloaded_from_mirrors_bytes(),
+                                   request.downloaded_from_origin_bytes());
     // The report names no class; the device's record does. One read, for
     // a report that is rare (a device whose disk the build does not fit).
     if (request.outcome() == v1::OUTCOME_CACHE_FULL) {

@@ -273,6 +273,16 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     cache_full_[i] = &cache_full.Add(
         {{"hardware_class", std::string(policy::HardwareClassName(policy::kAllHardwareClasses[i]))}});
   }
+  prometheus::Family<prometheus::Counter>& device_downloads =
+      prometheus::BuildCounter()
+          .Name("weightpath_device_download_bytes_total")
+          .Help("Bytes devices downloaded to stage their builds, as their outcome reports say, "
+                "by source: mirror (a configured artifact_mirrors entry, such as a site cache) "
+                "or origin (the catalog's URI); mirror / (mirror + origin) is what the site "
+                "caches saved the origin")
+          .Register(*registry_);
+  downloaded_from_mirrors_ = &device_downloads.Add({{"source", "mirror"}});
+  downloaded_from_origin_ = &device_downloads.Add({{"source", "origin"}});
   prometheus::Family<prometheus::Counter>& rpc_requests =
       prometheus::BuildCounter()
           .Name("weightpath_rpc_requests_total")
@@ -540,6 +550,11 @@ void ServerMetrics::RecordRpc(absl::string_view method, int code) {
 void ServerMetrics::RecordShed(DeviceCallMethod method, ShedReason reason) {
   if (reason == ShedReason::kNone) return;
   shed_[static_cast<int>(method)][reason == ShedReason::kDeviceRate ? 0 : 1]->Increment();
+}
+
+void ServerMetrics::RecordDeviceDownload(uint64_t from_mirrors, uint64_t from_origin) {
+  downloaded_from_mirrors_->Increment(static_cast<double>(from_mirrors));
+  downloaded_from_origin_->Increment(static_cast<double>(from_origin));
 }
 
 void ServerMetrics::RecordCacheFull(policy::HardwareClass hardware_class) {

@@ -157,6 +157,11 @@ class ServerMetrics {
   // does not fit that class's disks, which no rollout gate counts as the
   // build failing. One series per class, precreated.
   void RecordCacheFull(policy::HardwareClass hardware_class);
+  // The bytes an outcome report (a retried key excluded) says its device
+  // downloaded, by source (weightpath_device_download_bytes_total{source=
+  // "mirror"|"origin"}): what the site caches saved the origin, fleet-wide.
+  // Validated (at most kMaxReportedDownloadBytes each) before.
+  void RecordDeviceDownload(uint64_t from_mirrors, uint64_t from_origin);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -198,6 +203,8 @@ class ServerMetrics {
   std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
   std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
   std::array<prometheus::Counter*, policy::kAllHardwareClasses.size()> cache_full_ = {};
+  prometheus::Counter* downloaded_from_mirrors_ = nullptr;
+  prometheus::Counter* downloaded_from_origin_ = nullptr;
   // gRPC's status codes, OK (0) to UNAUTHENTICATED (16).
   static constexpr int kStatusCodes = 17;
   // By label value ("FleetAdmin/ListDevices"); filled once, then only read.

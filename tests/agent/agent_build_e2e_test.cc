@@ -46,6 +46,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using server::testing::ServerProcess;
+using server::testing::HttpGet;
+using server::testing::SampleValue;
 using testing::ArtifactBytes;
 using testing::CatalogEntryYaml;
 using testing::ModelDirectoryFiles;
@@ -530,6 +532,16 @@ TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
   ExpectHandedOver(build, files);
   EXPECT_EQ(BytesServed("site"), BuildBytes(files));
   EXPECT_THAT(third.err, HasSubstr("skipped"));
+
+  // Each boot reported what it downloaded by source: the fleet view of
+  // what the site cache saved (two builds' worth through it, one from the
+  // origin).
+  absl::StatusOr<std::string> fleet = HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_THAT(fleet, IsOk());
+  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"mirror\"}"),
+            2.0 * static_cast<double>(BuildBytes(files)));
+  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"origin\"}"),
+            static_cast<double>(BuildBytes(files)));
 }
 
 // The site cache stopped while a device's boot waits on it (its upstream

@@ -185,5 +185,29 @@ TEST(AgentOutcomeReport, TheDetailIsEscapedBeforeItIsCutToTheServersLimit) {
   EXPECT_EQ(mixed.detail(), "HTTP/1.1 2\\xff\\xfe OK\\x0a\xc3\xa9t\xc3\xa9");
 }
 
+// A boot that downloaded its build reports the bytes by source once, and
+// a report waiting in state_dir for the server keeps them.
+TEST(AgentOutcomeReport, ABootReportCarriesTheBytesItsBuildDownloadedBySource) {
+  DecisionRecord booted;
+  booted.source = DecisionSource::kServer;
+  booted.downloaded = DownloadedBytes{3'000'000'000, 4'096};
+  const v1::ReportOutcomeRequest report = BootReport(
+      "edge-0001", v1::OUTCOME_BOOT_OK, booted, "", absl::FromUnixSeconds(1'700'000'000));
+  EXPECT_EQ(report.downloaded_from_mirrors_bytes(), 3'000'000'000u);
+  EXPECT_EQ(report.downloaded_from_origin_bytes(), 4'096u);
+
+  TempDir dir;
+  ASSERT_TRUE(SavePendingReports({report}, dir.path()).ok());
+  const std::vector<v1::ReportOutcomeRequest> loaded = LoadPendingReports(dir.path());
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].downloaded_from_mirrors_bytes(), 3'000'000'000u);
+  EXPECT_EQ(loaded[0].downloaded_from_origin_bytes(), 4'096u);
+
+  // A build already cached downloads nothing, and says so.
+  const v1::ReportOutcomeRequest cached = BootReport(
+      "edge-0001", v1::OUTCOME_BOOT_OK, DecisionRecord{}, "", absl::FromUnixSeconds(1));
+  EXPECT_EQ(cached.downloaded_from_mirrors_bytes() + cached.downloaded_from_origin_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace weightpath::agent

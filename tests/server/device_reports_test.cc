@@ -317,6 +317,40 @@ TEST_F(DeviceReportsTest, AnotherDevicesIdempotencyKeyIsNoDuplicate) {
   EXPECT_FALSE(duplicate);
 }
 
+TEST_F(DeviceReportsTest, DownloadedBytesAreCountedBySourceOnceAndBounded) {
+  StartServer();
+  ASSERT_TRUE(Resolve("site-device-1").ok());
+  ASSERT_TRUE(Resolve("site-device-2").ok());
+  v1::ReportOutcomeRequest through_cache =
+      Outcome("d-1", "site-device-1", v1::OUTCOME_BOOT_OK);
+  through_cache.set_downloaded_from_mirrors_bytes(3'000'000'000);
+  through_cache.set_downloaded_from_origin_bytes(1'000);
+  v1::ReportOutcomeRequest from_origin =
+      Outcome("d-2", "site-device-2", v1::OUTCOME_ENGINE_STARTED);
+  from_origin.set_downloaded_from_origin_bytes(2'500'000);
+  ASSERT_TRUE(SendOutcome(through_cache).ok());
+  ASSERT_TRUE(SendOutcome(from_origin).ok());
+  bool duplicate = false;
+  ASSERT_TRUE(SendOutcome(through_cache, &duplicate).ok());
+  EXPECT_TRUE(duplicate) << "a retried report is counted once";
+
+  // A hostile count past a petabyte would swamp the fleet's totals.
+  v1::ReportOutcomeRequest hostile = Outcome("d-3", "site-device-2", v1::OUTCOME_BOOT_OK);
+  hostile.set_downloaded_from_mirrors_bytes((uint64_t{1} << 50) + 1);
+  const grpc::Status refused = SendOutcome(hostile);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("downloaded_from_mirrors_bytes"));
+  hostile.set_downloaded_from_mirrors_bytes(0);
+  hostile.set_downloaded_from_origin_bytes(UINT64_MAX);
+  EXPECT_THAT(SendOutcome(hostile).error_message(), HasSubstr("downloaded_from_origin_bytes"));
+
+  const std::string metrics = Metrics();
+  EXPECT_EQ(*SampleValue(metrics, "weightpath_device_download_bytes_total{source=\"mirror\"}"),
+            3'000'000'000.0);
+  EXPECT_EQ(*SampleValue(metrics, "weightpath_device_download_bytes_total{source=\"origin\"}"),
+            2'501'000.0);
+}
+
 TEST_F(DeviceReportsTest, DeviceRateLimitShedsWithTheNextTokensPushback) {
   // A token every 500 ms, three at once; one bucket for all of a device's calls.
   StartServer({"--device_rate_limit=2", "--device_rate_burst=3"});
