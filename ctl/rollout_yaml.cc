@@ -1,10 +1,15 @@
 #include "ctl/rollout_yaml.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
 #include "common/status_macros.h"
@@ -90,8 +95,9 @@ class YamlToJson {
     bool first = true;
     for (const yaml::Entry& field_entry : map.entries()) {
       const Descriptor* value_type = nullptr;
+      const FieldDescriptor* field = nullptr;
       if (message != nullptr) {
-        const FieldDescriptor* field = FindField(message, field_entry.key);
+        field = FindField(message, field_entry.key);
         if (field == nullptr) return yaml::UnknownKey(reader_, field_entry, FieldNames(message));
         if (IsServerSet(message, field)) {
           return yaml::Fault(reader_, field_entry,
@@ -111,6 +117,10 @@ class YamlToJson {
       first = false;
       AppendString(field_entry.key, json);
       json->append(":");
+      if (field != nullptr && value_type == nullptr) {
+        RETURN_IF_ERROR(ConvertLeaf(field_entry, *field, json));
+        continue;
+      }
       RETURN_IF_ERROR(Convert(field_entry, value_type, json));
     }
     json->append("}");
@@ -139,6 +149,121 @@ class YamlToJson {
     }
     json->append("}");
     return absl::OkStatus();
+  }
+
+  // A field of a scalar type (or a list of them): each value is checked
+  // here, where its line is known, so that the JSON parser after us never
+  // has to refuse one with only a type URL to say where.
+  absl::Status ConvertLeaf(const yaml::Entry& entry, const FieldDescriptor& field,
+                           std::string* json) const {
+    if (field.is_repeated() && entry.value.IsSequence()) {
+      ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items, yaml::ReadList(reader_, entry));
+      json->append("[");
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) json->append(",");
+        RETURN_IF_ERROR(ConvertScalar(items[i], field, json));
+      }
+      json->append("]");
+      return absl::OkStatus();
+    }
+    return ConvertScalar(entry, field, json);
+  }
+
+  absl::Status ConvertScalar(const yaml::Entry& entry, const FieldDescriptor& field,
+                             std::string* json) const {
+    if (entry.value.IsNull() || !entry.value.IsDefined()) {
+      json->append("null");
+      return absl::OkStatus();
+    }
+    switch (field.cpp_type()) {
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        ASSIGN_OR_RETURN(const std::string name, EnumValueName(entry, *field.enum_type()));
+        AppendString(name, json);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_BOOL: {
+        ASSIGN_OR_RETURN(const bool value, yaml::ReadBool(reader_, entry));
+        json->append(value ? "true" : "false");
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64: {
+        const bool is_unsigned = field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
+                                 field.cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
+        const bool is_32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32 ||
+                           field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
+        const int64_t max = is_32 ? (is_unsigned ? int64_t{0xFFFFFFFF} : int64_t{0x7FFFFFFF})
+                                  : std::numeric_limits<int64_t>::max();
+        const int64_t min = is_unsigned ? 0 : (is_32 ? -int64_t{0x80000000}
+                                                     : std::numeric_limits<int64_t>::min());
+        ASSIGN_OR_RETURN(const int64_t value, yaml::ReadInt64(reader_, entry, min, max));
+        json->append(absl::StrCat(value));
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_FLOAT:
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        ASSIGN_OR_RETURN(const double value, yaml::ReadDouble(reader_, entry));
+        json->append(absl::StrFormat("%.17g", value));
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_STRING: {
+        // A version like 2026.12 is text to the message, whatever YAML
+        // would make of it.
+        ASSIGN_OR_RETURN(const std::string text, yaml::ReadString(reader_, entry));
+        AppendString(text, json);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        break;
+    }
+    return Convert(entry, nullptr, json);
+  }
+
+  // The value names an operator writes for an enum: the proto name
+  // (PRIORITY_FIDELITY), or the part after the enum's prefix in any case,
+  // with or without underscores (FIDELITY, fidelity; NOT_IN, NotIn), the
+  // spellings the agent config and Kubernetes selectors use. The zero
+  // value means "unset" and is no choice.
+  absl::StatusOr<std::string> EnumValueName(const yaml::Entry& entry,
+                                            const google::protobuf::EnumDescriptor& type) const {
+    ASSIGN_OR_RETURN(const std::string text,
+                     yaml::ReadScalar(reader_, entry, absl::StrCat("a ", type.name())));
+    const std::string prefix = EnumPrefix(type);
+    const std::string wanted = Folded(text);
+    std::vector<std::string> short_names;
+    std::vector<std::string> full_names;
+    for (int i = 0; i < type.value_count(); ++i) {
+      const google::protobuf::EnumValueDescriptor& value = *type.value(i);
+      if (value.number() == 0) continue;
+      const std::string short_name = absl::AsciiStrToLower(
+          absl::StartsWith(value.name(), prefix) ? value.name().substr(prefix.size())
+                                                 : value.name());
+      if (wanted == Folded(value.name()) || wanted == Folded(short_name)) return value.name();
+      short_names.push_back(short_name);
+      full_names.push_back(value.name());
+    }
+    return yaml::Fault(reader_, entry,
+                       absl::StrCat("'", text, "' is not a ", type.name(), "; accepted: ",
+                                    absl::StrJoin(short_names, ", "), " (any case, or ",
+                                    absl::StrJoin(full_names, ", "), ")"));
+  }
+
+  // "PRIORITY_" for Priority: what its zero value's name has before
+  // UNSPECIFIED; "" when it has no such value.
+  static std::string EnumPrefix(const google::protobuf::EnumDescriptor& type) {
+    const google::protobuf::EnumValueDescriptor* zero = type.FindValueByNumber(0);
+    if (zero == nullptr || !absl::EndsWith(zero->name(), "UNSPECIFIED")) return "";
+    return zero->name().substr(0, zero->name().size() - std::string("UNSPECIFIED").size());
+  }
+
+  static std::string Folded(absl::string_view text) {
+    std::string folded;
+    for (char c : text) {
+      if (c != '_' && c != '-') folded.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
+    }
+    return folded;
   }
 
   // Plain scalars keep their YAML meaning (true, 12, 0.05); quoted ones are

@@ -100,6 +100,61 @@ TEST(CtlRolloutYamlTest, JsonNamesAndEnumNamesAreAccepted) {
   EXPECT_EQ(rollout->action().pin_path(), "w4a8-amx");
 }
 
+TEST(CtlRolloutYamlTest, EnumValuesTakeTheAgentConfigsSpellingsInAnyCase) {
+  for (const char* spelling : {"FIDELITY", "fidelity", "Fidelity", "PRIORITY_FIDELITY",
+                               "priority_fidelity"}) {
+    absl::StatusOr<v1::Rollout> rollout = ParseRolloutYaml(
+        absl::StrCat("id: x\naction:\n  set_priority: ", spelling, "\n"), "r.yaml");
+    ASSERT_THAT(rollout.status(), IsOk()) << spelling;
+    EXPECT_EQ(rollout->action().set_priority(), v1::PRIORITY_FIDELITY) << spelling;
+  }
+  // The Kubernetes selector spellings.
+  absl::StatusOr<v1::Rollout> rollout = ParseRolloutYaml(
+      "id: x\nselector:\n  match_expressions:\n    - {key: a, operator: NotIn, values: [b]}\n"
+      "    - {key: c, operator: DoesNotExist}\n    - {key: d, operator: in, values: [e]}\n",
+      "r.yaml");
+  ASSERT_THAT(rollout.status(), IsOk());
+  EXPECT_EQ(rollout->selector().match_expressions(0).operator_(),
+            v1::LabelRequirement::OPERATOR_NOT_IN);
+  EXPECT_EQ(rollout->selector().match_expressions(1).operator_(),
+            v1::LabelRequirement::OPERATOR_DOES_NOT_EXIST);
+  EXPECT_EQ(rollout->selector().match_expressions(2).operator_(),
+            v1::LabelRequirement::OPERATOR_IN);
+}
+
+TEST(CtlRolloutYamlTest, AValueOfTheWrongKindIsNamedAtItsLineWithTheAcceptedValues) {
+  EXPECT_THAT(ParseRolloutYaml("id: x\naction:\n  set_priority: FIDELTY\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("r.yaml:3:17: rollout.action.set_priority: 'FIDELTY' is "
+                                       "not a Priority; accepted: speed, fidelity (any case, or "
+                                       "PRIORITY_SPEED, PRIORITY_FIDELITY)"),
+                             ::testing::Not(HasSubstr("type.googleapis.com")))));
+  // "unset" is no choice an operator makes.
+  EXPECT_THAT(ParseRolloutYaml("id: x\naction: {set_priority: PRIORITY_UNSPECIFIED}\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("r.yaml:2:")));
+  EXPECT_THAT(ParseRolloutYaml("id: x\nstages:\n  - percent: lots\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("r.yaml:3:14: rollout.stages[0].percent: expected an integer "
+                                 "from 0 to 4294967295, got 'lots'")));
+  EXPECT_THAT(ParseRolloutYaml("id: x\nstages:\n  - percent: -5\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("r.yaml:3:14:")));
+  EXPECT_THAT(ParseRolloutYaml("id: x\ngates: {max_task_failure_delta: high}\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("r.yaml:2:33: rollout.gates.max_task_failure_delta: expected a "
+                                 "finite number")));
+  EXPECT_THAT(ParseRolloutYaml("id: x\ngates: {rollback_on_breach: yes}\n", "r.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("r.yaml:2:29:")));
+  // A version that YAML reads as a number is the text written.
+  absl::StatusOr<v1::Rollout> pinned = ParseRolloutYaml(
+      "id: x\naction:\n  pin_artifact:\n    path: w4a8-amx\n    artifact: {version: 2026.10, "
+      "size_bytes: 12}\ngates: {max_boot_failure_delta: 0.123456789}\n",
+      "r.yaml");
+  ASSERT_THAT(pinned.status(), IsOk());
+  EXPECT_EQ(pinned->action().pin_artifact().artifact().version(), "2026.10");
+  EXPECT_EQ(pinned->action().pin_artifact().artifact().size_bytes(), 12u);
+  EXPECT_DOUBLE_EQ(pinned->gates().max_boot_failure_delta(), 0.123456789);
+}
+
 TEST(CtlRolloutYamlTest, BadValuesAndBadDocumentsAreInvalidArgument) {
   EXPECT_THAT(ParseRolloutYaml("stages:\n  - percent: lots\n", "r.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("r.yaml")));
