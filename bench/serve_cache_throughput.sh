@@ -8,13 +8,18 @@
 #      ceiling of any server here): the arms interleaved in each round
 #      (their order rotated), ROUNDS rounds, medians;
 #  (b) CONCURRENT downloads at once of the blob's first CONCURRENT_MIB MiB
-#      (a Range: the same sendfile path as a whole blob, less disk to move):
+#      (a Range: the same sendfile path as a whole blob, less disk to move;
+#      --max-connections CONCURRENT where that is over the default):
 #      serve-cache's peak RSS (VmHWM, reset before the phase);
 #  (c) IDLE connections that send nothing or half a request line, held
-#      past the 10 s request-head limit, once against the default
-#      --max-connections and once against the largest (4096): how many are
-#      refused (503), serve-cache's peak RSS and threads, and what a normal
-#      GET gets meanwhile and after.
+#      past the 10 s request-head limit, once with the default
+#      --max-connections and once with the largest (4096): how many are
+#      refused (503) or closed, serve-cache's peak RSS and threads, and what
+#      a normal GET gets meanwhile and after;
+#  (d) as many downloads as --max-connections (the default, then 2048 of
+#      4096) whose clients read nothing (a 4 KiB receive buffer): each holds
+#      its thread in sendfile; serve-cache's peak RSS, and what one more
+#      request gets.
 #
 #   bench/serve_cache_throughput.sh AGENT_BIN [BLOB_MIB] [ROUNDS] [CONCURRENT] [CONCURRENT_MIB] [IDLE]
 #
@@ -90,10 +95,9 @@ while True:
 PY
 
 cache_pid=
-start_cache() {  # max_connections
+start_cache() {  # [--max-connections N]
   "$agent" serve-cache --listen 127.0.0.1:0 --cache-dir "$work/store" \
-    --upstream "http://127.0.0.1:$python_port" --max-connections "$1" \
-    >"$work/cache.out" 2>>"$work/cache.err" &
+    --upstream "http://127.0.0.1:$python_port" "$@" >"$work/cache.out" 2>>"$work/cache.err" &
   cache_pid=$!
   pids+=($cache_pid)
   for _ in $(seq 1 100); do grep -q '^LISTENING ' "$work/cache.out" 2>/dev/null && break; sleep 0.1; done
@@ -106,7 +110,9 @@ stop_cache() {
 }
 reset_peak() { echo 5 >"/proc/$cache_pid/clear_refs"; }
 
-start_cache "$((concurrent > 64 ? concurrent : 64))"
+connections=()
+((concurrent > 256)) && connections=(--max-connections "$concurrent")
+start_cache "${connections[@]}"
 curl -sf -o /dev/null "$cache_url" || { echo "warming through serve-cache failed" >&2; exit 1; }
 [[ -f "$work/store/$digest" ]] || { echo "serve-cache did not store the blob" >&2; exit 1; }
 ln -f "$work/store/$digest" "$work/origin/blobs/sha256/$digest"
@@ -148,7 +154,7 @@ awk -v a="$(median <"$work/speed.serve-cache")" -v b="$(median <"$work/speed.pyt
   'BEGIN { f = b > c ? b : c; printf "  serve-cache / the faster of http.server and curl file: %.2f (target >= 0.9); / bare sendfile: %.2f\n", a / f, a / d }'
 echo "  load after (a): $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "(b) $concurrent downloads at once of the first $concurrent_mib MiB (Range), --max-connections $((concurrent > 64 ? concurrent : 64))"
+echo "(b) $concurrent downloads at once of the first $concurrent_mib MiB (Range), ${connections[*]:-the default --max-connections}"
 reset_peak
 t0=$(date +%s%N)
 downloads=()
@@ -176,7 +182,8 @@ cat >"$work/idle.py" <<'PY'
 # Opens N connections to 127.0.0.1:PORT, half sending nothing, half the
 # start of a request line; then, while they are held, one GET of the
 # blob's first MiB (the probe); says how many were answered 503, closed
-# without an answer, or are still open after 1 s and after HOLD s.
+# without an answer, or are still open 1 s and HOLD s after the last
+# connect.
 import select, socket, sys, time
 
 port, n, hold, target = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -196,7 +203,8 @@ for i in range(n):
     s.setblocking(False)
     socks.append(s)
 state = {s: "open" for s in socks}
-print(f"{len(socks)} connected in {time.monotonic() - t0:.1f} s, {failed} failed to connect", flush=True)
+connected = time.monotonic()
+print(f"{len(socks)} connected in {connected - t0:.1f} s, {failed} failed to connect", flush=True)
 
 def look():
     poller, by_fd = select.poll(), {}
@@ -230,14 +238,15 @@ head, _, body = answer.partition(b"\r\n\r\n")
 status = head.split(b"\r\n")[0].decode(errors="replace")
 print(f"probe at {time.monotonic() - t0:4.1f} s: {status}, {len(body)} body bytes{error}", flush=True)
 probe.close()
-time.sleep(max(0, hold - (time.monotonic() - t0)))
+# HOLD s after the last connect, whose head limit then passed too.
+time.sleep(max(0, hold - (time.monotonic() - connected)))
 print(look(), flush=True)
 PY
 
-idle_phase() {  # max_connections
-  start_cache "$1"
+idle_phase() {  # [--max-connections N]
+  start_cache "$@"
   reset_peak
-  python3 -u "$work/idle.py" "$cache_port" "$idle" 14 "/blobs/sha256/$digest" >"$work/idle.out" 2>&1 &
+  python3 -u "$work/idle.py" "$cache_port" "$idle" 11 "/blobs/sha256/$digest" >"$work/idle.out" 2>&1 &
   local idle_pid=$! max_threads=0 after
   while kill -0 "$idle_pid" 2>/dev/null; do
     threads=$(status_kib "$cache_pid" Threads)
@@ -246,13 +255,55 @@ idle_phase() {  # max_connections
   done
   wait "$idle_pid" || true
   after=$(curl -s -o /dev/null -r 0-1048575 -w '%{http_code} %{size_download}' --max-time 5 "$cache_url" || true)
-  echo "  --max-connections $1:"
+  echo "  ${*:-the default --max-connections}:"
   sed 's/^/    /' "$work/idle.out"
   echo "    after they closed, a 1 MiB Range GET (curl): $after"
   echo "    serve-cache peak RSS (VmHWM) $(mib "$(($(status_kib "$cache_pid" VmHWM) * 1024))") MiB, threads at most $max_threads; refused_connections_total $(curl -s "http://127.0.0.1:$cache_port/metrics" | sed -n 's/^weightpath_site_cache_refused_connections_total //p')"
   stop_cache
 }
-echo "(c) $idle idle connections (half silent, half 'GET /blobs/sha256/'), held 14 s (the head limit is 10 s)"
-idle_phase 64
-idle_phase 4096
+cat >"$work/stuck.py" <<'PY'
+# N downloads of TARGET that read nothing, then one more request; prints
+# its status line.
+import socket, sys, time
+
+port, n, target = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+readers = []
+for _ in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {target} HTTP/1.1\r\nHost: cache\r\n\r\n".encode())
+    readers.append(s)
+time.sleep(2)
+extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: cache\r\n\r\n")
+print("HELD; one more request:", extra.recv(4096).split(b"\r\n")[0].decode(errors="replace"), flush=True)
+sys.stdin.readline()
+PY
+
+stuck_phase() {  # readers [--max-connections N]
+  local readers=$1 threads
+  shift
+  start_cache "$@"
+  reset_peak
+  mkfifo "$work/stuck.in"
+  python3 -u "$work/stuck.py" "$cache_port" "$readers" "/blobs/sha256/$digest" <"$work/stuck.in" >"$work/stuck.out" 2>&1 &
+  local stuck_pid=$!
+  exec 9>"$work/stuck.in"
+  for _ in $(seq 1 600); do grep -q '^HELD' "$work/stuck.out" && break; sleep 0.1; done
+  threads=$(status_kib "$cache_pid" Threads)
+  echo "  $readers readers, ${*:-the default --max-connections}: $(sed -n 's/^HELD; //p' "$work/stuck.out"); threads $threads, peak RSS (VmHWM) $(mib "$(($(status_kib "$cache_pid" VmHWM) * 1024))") MiB"
+  exec 9>&-
+  wait "$stuck_pid" || true
+  rm -f "$work/stuck.in"
+  stop_cache
+}
+
+echo "(c) $idle idle connections (half silent, half 'GET /blobs/sha256/'), held until 11 s after the last connect (the head limit is 10 s)"
+idle_phase
+idle_phase --max-connections 4096
 echo "  load after (c): $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "(d) downloads that read nothing, each holding a thread"
+stuck_phase 256
+stuck_phase 2048 --max-connections 4096
+echo "  load after (d): $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -26,7 +26,8 @@ std::string ServeCacheUsage() {
          "before\n"
          "  serving it; GET /metrics; every other path 404. Runs until SIGTERM.\n"
          "  --max-bytes N       evict least recently served blobs above N bytes (0: no cap)\n"
-         "  --max-connections N at most N at once, more answered 503 (default 64)\n"
+         "  --max-connections N at most N requests served at once, more answered 503\n"
+         "                      (default 256)\n"
          "Exit 0 stopped by a signal; 1 cannot listen or use DIR; 2 bad command line.\n";
 }
 

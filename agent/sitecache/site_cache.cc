@@ -5,6 +5,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -16,6 +18,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -48,6 +51,21 @@ namespace weightpath::agent {
 namespace {
 
 constexpr size_t kMaxRequestHeadBytes = 8 * 1024;
+// Connections still sending their request head are read by the acceptor,
+// without a thread, at most this many; one more closes the oldest. So idle
+// or slow clients cost a descriptor and at most their head each (8 MiB in
+// all), and cannot take the --max-connections threads from the devices:
+// when each connection had its thread from the start, 64 silent sockets
+// held all 64 for the 10 s head limit, and every download meanwhile was
+// answered 503.
+constexpr size_t kMaxWaitingHeads = 1024;
+// Connections the kernel queues for the acceptor: a site's devices booting
+// at once, while the acceptor is off the CPU, would overflow 128 and each
+// lose a second to the SYN retransmission.
+constexpr int kListenBacklog = 1024;
+// Accepts per turn of the acceptor's loop, so a flood of connections does
+// not starve the heads already waiting.
+constexpr int kAcceptsPerTurn = 64;
 constexpr char kBlobPrefix[] = "/blobs/sha256/";
 // sendfile moves at most this much per call, so the deadline is looked at
 // between pieces.
@@ -217,24 +235,9 @@ struct Request {
   std::string range;  // the Range header's value, if any
 };
 
-// Reads the request head within `deadline`: at most kMaxRequestHeadBytes.
-absl::StatusOr<Request> ReadRequest(int fd, absl::Time deadline) {
-  std::string head;
-  char buffer[2048];
-  while (!absl::StrContains(head, "\r\n\r\n")) {
-    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (wait_ms <= 0) return absl::DeadlineExceededError("request head too slow");
-    struct pollfd readable = {fd, POLLIN, 0};
-    const int ready = ::poll(&readable, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1000)));
-    if (ready < 0 && errno != EINTR) return absl::UnavailableError("poll failed");
-    if (ready <= 0) continue;
-    const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (got <= 0) return absl::UnavailableError("client closed");
-    head.append(buffer, static_cast<size_t>(got));
-    if (head.size() > kMaxRequestHeadBytes) {
-      return absl::ResourceExhaustedError("request head too large");
-    }
-  }
+// The request line and the Range header of a head that ends in a blank
+// line (the blank line and anything after it ignored).
+absl::StatusOr<Request> ParseRequestHead(std::string head) {
   head.resize(head.find("\r\n\r\n"));
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
   std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
@@ -329,6 +332,13 @@ void SendStatus(int fd, int status, absl::string_view reason, absl::Time deadlin
           deadline);
 }
 
+// A connection the acceptor reads the request head of.
+struct WaitingHead {
+  UniqueFd fd;
+  absl::Time accepted;
+  std::string head;
+};
+
 class LocalSiteCache : public SiteCache {
  public:
   explicit LocalSiteCache(SiteCacheOptions options)
@@ -343,7 +353,13 @@ class LocalSiteCache : public SiteCache {
 
  private:
   void AcceptLoop();
-  void Serve(UniqueFd client);
+  // Reads what `waiting` sent; true while it is still sending its head. A
+  // whole head goes to Dispatch.
+  bool ReadHead(WaitingHead& waiting);
+  // Answers a head that cannot be served (400, 431, 503 over
+  // --max-connections) at once, or starts a thread that serves it.
+  void Dispatch(WaitingHead waiting);
+  void Serve(UniqueFd client, const Request& request, absl::Time accepted);
   void ServeBlob(int fd, const Request& request, const std::string& sha256, absl::Time deadline);
   void ServeMetrics(int fd, absl::Time deadline);
   // The blob in the store, fetched from an upstream when missing, one fetch
@@ -373,7 +389,7 @@ class LocalSiteCache : public SiteCache {
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_served_{0}, bytes_from_upstream_{0},
       refused_digests_{0}, upstream_failures_{0}, not_found_{0}, refused_connections_{0},
-      evicted_bytes_{0};
+      idle_dropped_{0}, evicted_bytes_{0};
 };
 
 absl::Status LocalSiteCache::Start() {
@@ -409,12 +425,12 @@ absl::Status LocalSiteCache::Start() {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen: cannot resolve '", ControlEscaped(host), "'"));
   }
-  listener_.reset(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  listener_.reset(::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   const int yes = 1;
   ::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   const bool bound = listener_.valid() &&
                      ::bind(listener_.get(), found->ai_addr, found->ai_addrlen) == 0 &&
-                     ::listen(listener_.get(), 128) == 0;
+                     ::listen(listener_.get(), kListenBacklog) == 0;
   ::freeaddrinfo(found);
   if (!bound) {
     return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ",
@@ -453,34 +469,125 @@ SiteCacheCounters LocalSiteCache::counters() const {
   out.upstream_failures = upstream_failures_;
   out.not_found = not_found_;
   out.refused_connections = refused_connections_;
+  out.idle_dropped = idle_dropped_;
   out.evicted_bytes = evicted_bytes_;
   return out;
 }
 
 void LocalSiteCache::AcceptLoop() {
+  // Oldest first: all share one head limit, so the front's deadline is the
+  // nearest.
+  std::deque<WaitingHead> waiting;
+  std::vector<struct pollfd> fds;
+  absl::Time accept_paused_until = absl::InfinitePast();
   while (!stopping_) {
-    struct pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
+    absl::Time now = absl::Now();
+    fds.clear();
+    // Out of descriptors, the listener rests a moment rather than waking
+    // the loop at once again.
+    fds.push_back({now < accept_paused_until ? -1 : listener_.get(), POLLIN, 0});
+    fds.push_back({wake_.get(), POLLIN, 0});
+    for (const WaitingHead& head : waiting) fds.push_back({head.fd.get(), POLLIN, 0});
+    absl::Duration wait = absl::Seconds(1);
+    if (!waiting.empty()) {
+      wait = std::min(wait, waiting.front().accepted + options_.header_timeout - now);
+    }
+    if (now < accept_paused_until) wait = std::min(wait, accept_paused_until - now);
+    const int wait_ms = static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(wait + absl::Milliseconds(1))));
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) continue;
     if (fds[1].revents != 0) break;
-    UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!client.valid()) continue;
-    {
-      std::lock_guard<std::mutex> lock(connections_mutex_);
-      if (connections_ >= options_.max_connections) {
-        ++refused_connections_;
-        // A short answer that cannot block the acceptor, then the close.
-        static constexpr char kBusy[] =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        (void)::send(client.get(), kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    now = absl::Now();
+    // Kept in place, in order (a move closes the descriptor of one that
+    // goes): no new container each turn.
+    size_t kept = 0;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      WaitingHead& head = waiting[i];
+      if (fds[i + 2].revents != 0 && !ReadHead(head)) continue;
+      if (now >= head.accepted + options_.header_timeout) {
+        ++idle_dropped_;
         continue;
       }
-      ++connections_;
+      if (kept != i) waiting[kept] = std::move(head);
+      ++kept;
     }
-    std::thread([this, fd = client.release()] { Serve(UniqueFd(fd)); }).detach();
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(kept), waiting.end());
+    if (fds[0].revents == 0) continue;
+    for (int accepted = 0; accepted < kAcceptsPerTurn; ++accepted) {
+      UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!client.valid()) {
+        if (errno == EMFILE || errno == ENFILE) {
+          if (waiting.empty()) {
+            accept_paused_until = now + absl::Milliseconds(100);
+            break;
+          }
+          waiting.pop_front();
+          ++idle_dropped_;
+          continue;
+        }
+        break;  // EAGAIN: none left; or the client went before it was taken
+      }
+      if (waiting.size() >= kMaxWaitingHeads) {
+        waiting.pop_front();
+        ++idle_dropped_;
+      }
+      waiting.push_back(WaitingHead{std::move(client), now, ""});
+    }
   }
 }
 
-void LocalSiteCache::Serve(UniqueFd client) {
+bool LocalSiteCache::ReadHead(WaitingHead& waiting) {
+  char buffer[2048];
+  const ssize_t got = ::recv(waiting.fd.get(), buffer, sizeof(buffer), 0);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (got <= 0) return false;  // the client closed, or reset
+  // The blank line may straddle two reads.
+  const size_t search_from = waiting.head.size() < 3 ? 0 : waiting.head.size() - 3;
+  waiting.head.append(buffer, static_cast<size_t>(got));
+  const size_t end = waiting.head.find("\r\n\r\n", search_from);
+  if (end == std::string::npos || end + 4 > kMaxRequestHeadBytes) {
+    if (waiting.head.size() <= kMaxRequestHeadBytes) return true;
+    // Sent on the non-blocking socket: what does not fit at once is lost,
+    // and the acceptor never waits on a client.
+    SendStatus(waiting.fd.get(), 431, "Request Header Fields Too Large", absl::InfiniteFuture());
+    return false;
+  }
+  Dispatch(std::move(waiting));
+  return false;
+}
+
+void LocalSiteCache::Dispatch(WaitingHead waiting) {
+  const int fd = waiting.fd.get();
+  absl::StatusOr<Request> request = ParseRequestHead(std::move(waiting.head));
+  if (!request.ok()) {
+    SendStatus(fd, 400, "Bad Request", absl::InfiniteFuture());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (connections_ >= options_.max_connections) {
+      ++refused_connections_;
+      SendStatus(fd, 503, "Service Unavailable", absl::InfiniteFuture());
+      return;
+    }
+    ++connections_;
+  }
+  // The thread serves with blocking sends, bounded by SO_SNDTIMEO.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::thread([this, fd = waiting.fd.release(), parsed = *std::move(request),
+               accepted = waiting.accepted] { Serve(UniqueFd(fd), parsed, accepted); })
+      .detach();
+}
+
+void LocalSiteCache::Serve(UniqueFd client, const Request& request, absl::Time accepted) {
+  // sendfile takes no MSG_NOSIGNAL: a client gone mid-body raises SIGPIPE,
+  // whose default ends the process (one aborted download stopped the whole
+  // cache). Blocked in this thread, it stays pending and sendfile fails
+  // with EPIPE instead.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   const int fd = client.get();
   // A client that takes no bytes for this long is dropped: sends fail with
   // EAGAIN instead of holding the thread.
@@ -488,26 +595,18 @@ void LocalSiteCache::Serve(UniqueFd client) {
   stall.tv_sec = std::max<int64_t>(1, absl::ToInt64Seconds(options_.send_stall_timeout));
   stall.tv_usec = 0;
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Request> request = ReadRequest(fd, start + options_.header_timeout);
-  const absl::Time deadline = start + options_.request_timeout;
-  if (request.ok()) {
-    const std::optional<std::string> digest = BlobDigestOf(request->target);
-    const bool get_or_head = request->method == "GET" || request->method == "HEAD";
-    if (request->method == "GET" && request->target == "/metrics") {
-      ServeMetrics(fd, deadline);
-    } else if (!digest.has_value()) {
-      ++not_found_;
-      SendStatus(fd, 404, "Not Found", deadline);
-    } else if (!get_or_head) {
-      SendStatus(fd, 405, "Method Not Allowed", deadline, "Allow: GET, HEAD\r\n");
-    } else {
-      ServeBlob(fd, *request, *digest, deadline);
-    }
-  } else if (absl::IsResourceExhausted(request.status())) {
-    SendStatus(fd, 431, "Request Header Fields Too Large", deadline);
-  } else if (absl::IsInvalidArgument(request.status())) {
-    SendStatus(fd, 400, "Bad Request", deadline);
+  const absl::Time deadline = accepted + options_.request_timeout;
+  const std::optional<std::string> digest = BlobDigestOf(request.target);
+  const bool get_or_head = request.method == "GET" || request.method == "HEAD";
+  if (request.method == "GET" && request.target == "/metrics") {
+    ServeMetrics(fd, deadline);
+  } else if (!digest.has_value()) {
+    ++not_found_;
+    SendStatus(fd, 404, "Not Found", deadline);
+  } else if (!get_or_head) {
+    SendStatus(fd, 405, "Method Not Allowed", deadline, "Allow: GET, HEAD\r\n");
+  } else {
+    ServeBlob(fd, request, *digest, deadline);
   }
   client.reset();
   std::lock_guard<std::mutex> lock(connections_mutex_);
@@ -533,8 +632,12 @@ void LocalSiteCache::ServeMetrics(int fd, absl::Time deadline) {
           c.upstream_failures);
   counter("not_found_total", "Requests outside /blobs/sha256/<hex>, or for blobs no upstream has.",
           c.not_found);
-  counter("refused_connections_total", "Connections over --max-connections.",
+  counter("refused_connections_total", "Requests over --max-connections being served (503).",
           c.refused_connections);
+  counter("idle_dropped_total",
+          "Connections closed before a whole request head: past the head limit, or the "
+          "oldest when too many were waiting.",
+          c.idle_dropped);
   counter("evicted_bytes_total", "Bytes evicted under --max-bytes.", c.evicted_bytes);
   SendAll(fd,
           absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"

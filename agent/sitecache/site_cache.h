@@ -14,12 +14,14 @@
 // first, then serve: simple, and a wrong digest never reaches a client).
 // Concurrent requests for one missing blob wait for a single upstream fetch.
 //
-// Bounds: at most `max_connections` at once (more are answered 503 and
-// closed), the request head within `header_timeout` and 8 KiB, a response
-// within `request_timeout` and a client that takes nothing for
-// `send_stall_timeout` dropped, no user-space buffer for a body (sendfile),
-// and the store's blobs at most `max_bytes`, least recently served evicted
-// first, never a blob being served or fetched.
+// Bounds: the request head within `header_timeout` and 8 KiB, read by the
+// acceptor without a thread (at most 1024 connections wait for theirs; one
+// more closes the oldest), so idle clients cannot keep the devices out; at
+// most `max_connections` requests served at once (more are answered 503
+// and closed), a response within `request_timeout` and a client that takes
+// nothing for `send_stall_timeout` dropped, no user-space buffer for a body
+// (sendfile), and the store's blobs at most `max_bytes`, least recently
+// served evicted first, never a blob being served or fetched.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,10 @@ struct SiteCacheOptions {
   std::string cache_dir;
   std::vector<std::string> upstreams;  // base URLs, http:// or https://
   uint64_t max_bytes = 0;              // 0: no cap
-  int max_connections = 64;
+  // Requests being served (a thread each, about 10 KiB of memory); heads
+  // being read are not counted. 256: a site of 100 devices booting at once
+  // is served, not sent to the origin by 503s.
+  int max_connections = 256;
   absl::Duration header_timeout = absl::Seconds(10);
   absl::Duration request_timeout = absl::Minutes(30);
   absl::Duration send_stall_timeout = absl::Seconds(30);
@@ -55,7 +60,8 @@ struct SiteCacheCounters {
   uint64_t refused_digests = 0;  // upstream bytes that did not verify
   uint64_t upstream_failures = 0;
   uint64_t not_found = 0;        // paths outside the blob form, and blobs no upstream has
-  uint64_t refused_connections = 0;  // over max_connections
+  uint64_t refused_connections = 0;  // requests over max_connections
+  uint64_t idle_dropped = 0;         // closed before a whole head: too slow, or too many waiting
   uint64_t evicted_bytes = 0;
 };
 

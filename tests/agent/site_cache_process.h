@@ -42,6 +42,7 @@ class SiteCacheProcess {
 
   std::string BaseUrl() const { return absl::StrCat("http://127.0.0.1:", port_); }
   int port() const { return port_; }
+  pid_t pid() const { return process_->pid(); }
   void Stop() { process_->Terminate(absl::Seconds(10)); }
 
  private:
