@@ -27,6 +27,11 @@ if(NOT WEIGHTPATH_AGENT_ONLY)
 endif()
 
 set(CPACK_GENERATOR DEB)
+# cpack's install step leaves install_manifest_<component>.txt in this tree;
+# the script removes them (it says why).
+set(CPACK_WEIGHTPATH_BINARY_DIR ${CMAKE_BINARY_DIR})
+set(CPACK_WEIGHTPATH_COMPONENTS server agent ctl)
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/CPackDropInstallManifests.cmake)
 set(CPACK_PACKAGE_NAME weightpath)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "weightpath maintainers <weightpath@example.net>")

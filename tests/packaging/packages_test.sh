@@ -6,7 +6,8 @@
 # and then the server runs from the unpacked layout on the packaged example
 # config (ports and store moved into the scratch directory), weightpathctl
 # resolves against it, and the agent probes and boots against it, fetching
-# and verifying the demo artifact from a loopback mirror.
+# and verifying the demo artifact from a loopback mirror. cpack must leave
+# no install_manifest_*.txt in the build tree.
 #   usage: packages_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$1
@@ -26,6 +27,10 @@ free_port() {
 
 (cd "$build_dir" && cpack -G DEB -B "$work/debs" >"$work/cpack.log" 2>&1) ||
   { cat "$work/cpack.log" >&2; fail "cpack failed"; }
+for component in server agent ctl; do
+  [[ ! -e $build_dir/install_manifest_$component.txt ]] ||
+    fail "cpack left $build_dir/install_manifest_$component.txt (cmake/CPackDropInstallManifests.cmake)"
+done
 root=$work/root
 for package in weightpath-server weightpath-agent weightpathctl; do
   deb=$(ls "$work/debs/${package}_"*.deb 2>/dev/null | head -n 1)
