@@ -6,7 +6,8 @@
 # and then the server runs from the unpacked layout on the packaged example
 # config (ports and store moved into the scratch directory), weightpathctl
 # resolves against it, and the agent probes and boots against it, fetching
-# and verifying the demo artifact from a loopback mirror. cpack must leave
+# and verifying the demo artifact from a loopback mirror, on the packaged
+# agent.yaml (neutral defaults: no labels, no priority). cpack must leave
 # no install_manifest_*.txt in the build tree.
 #   usage: packages_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -57,6 +58,11 @@ grep -q "^User=weightpath" "$root/usr/lib/systemd/system/weightpath-server.servi
   fail "the server unit does not run as the weightpath user"
 sh -n "$work/server-control/postinst" && sh -n "$work/server-control/postrm"
 
+# The packaged agent.yaml: neutral, so a device is labelled only by intent.
+if grep -nE '^(priority|labels|model):' "$root/etc/weightpath/agent.yaml"; then
+  fail "the packaged agent.yaml sets a priority, labels or a model for every device"
+fi
+
 # The packaged config, as an operator would start from it: only the ports
 # and the store's directory differ.
 grpc_port=$(free_port)
@@ -95,18 +101,17 @@ python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["weight_path
 echo "weightpathctl resolve against the installed server: ok"
 
 "$root/usr/bin/weightpath-agent" probe -o json >"$work/probe.json" || fail "agent probe failed"
-cat >"$work/agent.yaml" <<YAML
-server: $address
-device_id: package-test-0001
-priority: fidelity
-labels:
-  workload: agentic
-state_dir: $work/agent/state
-cache_dir: $work/agent/cache
-decision_file: $work/agent/run/decision.json
-env_file: $work/agent/run/engine.env
-budget: 20
-YAML
+# The packaged agent.yaml as an operator starts from it: this server, no TLS
+# (the test server is plaintext), a device id, and its paths under PREFIX.
+agent_config() {  # PREFIX DEVICE_ID
+  awk '/^tls:/ {skip = 1; next} skip && /^[[:space:]]/ {next} {skip = 0; print}' \
+      "$root/etc/weightpath/agent.yaml" |
+    sed -e "s|^server: .*|server: $address|" -e "s|^budget: .*|budget: 20|" \
+        -e "s|/var/lib/weightpath|$1/state|" -e "s|/var/cache/weightpath|$1/cache|" \
+        -e "s|/run/weightpath|$1/run|"
+  echo "device_id: $2"
+}
+agent_config "$work/agent" package-test-0001 >"$work/agent.yaml"
 status=0
 WEIGHTPATH_HW_PROFILE=$source_dir/examples/profiles/intel-sapphire-rapids.json \
   "$root/usr/bin/weightpath-agent" boot --config "$work/agent.yaml" >"$work/agent.log" 2>&1 ||
