@@ -50,6 +50,15 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/deploy/packaging/server/postrm
     ${PROJECT_SOURCE_DIR}/deploy/packaging/server/conffiles)
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME weightpath-agent)
+# What the agent dlopen()s, which dpkg-shlibdeps cannot see: libcurl.so.4 for
+# every download (agent/net/curl_library.h; CURLOPT_PROTOCOLS_STR needs
+# 7.85), and the NVIDIA driver's libcuda.so.1 and libnvidia-ml.so.1 for the
+# GPU probe (agent/probe/live_environment.cc). The driver's are Suggests: a
+# CPU or Jetson device has no use for them, they come from non-free (or
+# NVIDIA's own repository, or L4T) under other names, and the probe reports
+# no discrete NVIDIA GPU without them.
+set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "libcurl4 (>= 7.85.0)")
+set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "libcuda1, libnvidia-ml1")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/deploy/packaging/agent/conffiles)
 set(CPACK_DEBIAN_CTL_PACKAGE_NAME weightpathctl)
 set(CPACK_COMPONENT_SERVER_DESCRIPTION "weightpath-server: the policy server over gRPC")
@@ -63,6 +72,8 @@ if(WEIGHTPATH_AGENT_ONLY)
   set(CPACK_DEBIAN_PACKAGE_NAME ${CPACK_DEBIAN_AGENT_PACKAGE_NAME})
   set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CPACK_COMPONENT_AGENT_DESCRIPTION}")
   set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA})
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "${CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS}")
+  set(CPACK_DEBIAN_PACKAGE_SUGGESTS "${CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS}")
 endif()
 # Cross-built (the arm64 agent of scripts/build-arm64): the package is for
 # the target's architecture, and dpkg-shlibdeps names its dependencies from

@@ -17,6 +17,7 @@
 #include "agent/report/outcome_report.h"
 #include "agent/report/pending_reports.h"
 #include "agent/signed/trust_client.h"
+#include "agent/net/curl_library.h"
 #include "agent/net/weightpath_client.h"
 
 namespace weightpath::agent {
@@ -150,7 +151,12 @@ int RunBootCommand(int argc, char** argv) {
     return kExitNothingUsable;
   }
   const DecisionRecord& record = outcome->record;
-  const int exit_code = ExitCodeFor(record.source);
+  // A fallback because libcurl cannot be loaded is counted apart from an
+  // outage: exits 3 and 4 keep the engine starting, but a device that
+  // cannot download would sit on its fallback for good.
+  const absl::Status curl = CurlLoadFailure();
+  const bool cannot_download = record.source != DecisionSource::kServer && !curl.ok();
+  const int exit_code = cannot_download ? kExitCannotDownload : ExitCodeFor(record.source);
   const char* const why =
       outcome->trust_refused ? " (the server's artifact was refused by the trust check)" : "";
   switch (record.source) {
@@ -167,6 +173,11 @@ int RunBootCommand(int argc, char** argv) {
       break;
   }
   ReportBoot(*config, *outcome, dependencies.report, *dependencies.clock);
+  if (cannot_download) {
+    log::Error("boot: this install cannot download: {}; install libcurl4, which the "
+               "weightpath-agent package depends on (exit {})",
+               std::string(curl.message()), exit_code);
+  }
   return exit_code;
 }
 

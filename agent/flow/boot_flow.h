@@ -45,6 +45,10 @@ inline constexpr int kExitNothingUsable = 1;  // also: unreadable or invalid con
 inline constexpr int kExitUsage = kExitUsageError;  // common/command_line.h
 inline constexpr int kExitLastGoodDecision = 3;
 inline constexpr int kExitOfflineDecision = 4;
+// A fallback decision was handed over, but this install cannot download
+// (libcurl.so.4 cannot be loaded): a fault of the device's packages that no
+// retry fixes, so unlike 3 and 4 it fails the unit, where monitoring sees it.
+inline constexpr int kExitCannotDownload = 5;
 
 int ExitCodeFor(DecisionSource source);
 

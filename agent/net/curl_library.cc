@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,7 +18,10 @@ bool Resolve(void* library, const char* symbol, Function*& target, std::string& 
   return target != nullptr;
 }
 
+std::atomic<bool> load_attempted{false};
+
 absl::StatusOr<const CurlApi*> LoadCurlUncached() {
+  load_attempted.store(true);
   // Never unloaded: libcurl keeps global state (TLS backends) that must
   // outlive every handle, and the process ends soon after a boot anyway.
   void* library = ::dlopen(kCurlLibraryName, RTLD_NOW | RTLD_LOCAL);
@@ -55,6 +59,11 @@ absl::StatusOr<const CurlApi*> LoadCurl() {
   // Function-local static: thread-safe, and tried only once per process.
   static const absl::StatusOr<const CurlApi*> loaded = LoadCurlUncached();
   return loaded;
+}
+
+absl::Status CurlLoadFailure() {
+  if (!load_attempted.load()) return absl::OkStatus();
+  return LoadCurl().status();
 }
 
 }  // namespace weightpath::agent

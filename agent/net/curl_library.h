@@ -35,4 +35,11 @@ inline constexpr char kCurlLibraryName[] = "libcurl.so.4";
 // missing symbol, if that is what failed) when it cannot be loaded.
 absl::StatusOr<const CurlApi*> LoadCurl();
 
+// LoadCurl()'s error once some download in this process asked for libcurl
+// and it could not be loaded; OK when none asked (a boot from the cache
+// never does) or it loaded. Boot tells an install that cannot download at
+// all (libcurl4 missing: no retry fixes it) from a server or mirror that is
+// away, which the unit must not count alike.
+absl::Status CurlLoadFailure();
+
 }  // namespace weightpath::agent

@@ -7,8 +7,13 @@
 # config (ports and store moved into the scratch directory), weightpathctl
 # resolves against it, and the agent probes and boots against it, fetching
 # and verifying the demo artifact from a loopback mirror, on the packaged
-# agent.yaml (neutral defaults: no labels, no priority). cpack must leave
-# no install_manifest_*.txt in the build tree.
+# agent.yaml (neutral defaults: no labels, no priority). Every library the
+# agent dlopen()s in those runs must be declared by its package (Depends, or
+# Suggests for the GPU driver's), and the agent is booted once more in a
+# root that holds its package's link-time libraries but not libcurl (a user
+# namespace and chroot, no root needed): it must exit 5, which the unit does
+# not count as success, naming libcurl.so.4. cpack must leave no
+# install_manifest_*.txt in the build tree.
 #   usage: packages_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$1
@@ -58,6 +63,34 @@ grep -q "^User=weightpath" "$root/usr/lib/systemd/system/weightpath-server.servi
   fail "the server unit does not run as the weightpath user"
 sh -n "$work/server-control/postinst" && sh -n "$work/server-control/postrm"
 
+# What the agent loads with dlopen, which dpkg-shlibdeps cannot see: its
+# package declares each (checked against what the runs below load).
+agent_deb=$(ls "$work/debs/weightpath-agent_"*.deb)
+agent_depends=$(dpkg-deb -f "$agent_deb" Depends)
+agent_suggests=$(dpkg-deb -f "$agent_deb" Suggests)
+[[ $agent_depends == *"libcurl4 (>= 7.85.0)"* ]] ||
+  fail "weightpath-agent does not depend on libcurl4, which it loads for every download: $agent_depends"
+[[ $agent_suggests == *libcuda1* && $agent_suggests == *libnvidia-ml1* ]] ||
+  fail "weightpath-agent does not suggest the NVIDIA driver's libraries: $agent_suggests"
+if readelf -d "$root/usr/bin/weightpath-agent" | grep -q 'NEEDED.*libcurl'; then
+  fail "the agent links libcurl: the explicit Depends and the no-libcurl root below assume dlopen"
+fi
+# The soname each dlopen()ed library is declared under, by package.
+declare -A declared_by=([libcurl.so.4]=libcurl4 [libcuda.so.1]=libcuda1
+                        [libnvidia-ml.so.1]=libnvidia-ml1)
+check_dlopened() {  # LD_DEBUG=files output files of one run
+  local soname
+  for soname in $(sed -n 's/.*file=\([^ ]*\) \[0\];  dynamically loaded by .*weightpath-agent.*/\1/p' "$@" |
+                    sort -u); do
+    local package=${declared_by[$soname]:-}
+    [[ -n $package ]] ||
+      fail "the agent dlopen()s $soname, which its package does not declare (cmake/Packaging.cmake)"
+    [[ "$agent_depends, $agent_suggests" == *"$package"* ]] ||
+      fail "the agent dlopen()s $soname, but its package names no $package"
+    echo "dlopen()ed: $soname, declared: $package"
+  done
+}
+
 # The packaged agent.yaml: neutral, so a device is labelled only by intent.
 if grep -nE '^(priority|labels|model):' "$root/etc/weightpath/agent.yaml"; then
   fail "the packaged agent.yaml sets a priority, labels or a model for every device"
@@ -100,7 +133,9 @@ python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert r["weight_path
   "$answer" || fail "weightpathctl resolve gave no weight path: $answer"
 echo "weightpathctl resolve against the installed server: ok"
 
-"$root/usr/bin/weightpath-agent" probe -o json >"$work/probe.json" || fail "agent probe failed"
+mkdir -p "$work/ld-debug"
+LD_DEBUG=files LD_DEBUG_OUTPUT=$work/ld-debug/probe "$root/usr/bin/weightpath-agent" probe -o json \
+  >"$work/probe.json" || fail "agent probe failed"
 # The packaged agent.yaml as an operator starts from it: this server, no TLS
 # (the test server is plaintext), a device id, and its paths under PREFIX.
 agent_config() {  # PREFIX DEVICE_ID
@@ -114,6 +149,7 @@ agent_config() {  # PREFIX DEVICE_ID
 agent_config "$work/agent" package-test-0001 >"$work/agent.yaml"
 status=0
 WEIGHTPATH_HW_PROFILE=$source_dir/examples/profiles/intel-sapphire-rapids.json \
+  LD_DEBUG=files LD_DEBUG_OUTPUT=$work/ld-debug/boot \
   "$root/usr/bin/weightpath-agent" boot --config "$work/agent.yaml" >"$work/agent.log" 2>&1 ||
   status=$?
 if [[ $status -ne 0 ]]; then
@@ -122,4 +158,37 @@ if [[ $status -ne 0 ]]; then
 fi
 grep -q WEIGHTPATH_ENGINE_ARGS "$work/agent/run/engine.env" || fail "no engine.env handed over"
 echo "weightpath-agent boot from the installed layout: ok"
+check_dlopened "$work/ld-debug"/*
+grep -q 'libcurl.so.4.*dynamically loaded' "$work/ld-debug"/boot.* ||
+  fail "the boot downloaded without loading libcurl.so.4: the checks here no longer see it"
+
+# A root without libcurl: the agent's package and the libraries it links
+# (what its shlibdeps Depends installs), nothing else. The boot cannot
+# download, hands over the offline decision and exits 5, which
+# weightpath-agent.service does not list in SuccessExitStatus.
+if unshare -r true 2>/dev/null; then
+  bare=$work/bare
+  mkdir -p "$bare/usr/bin" "$bare/etc/weightpath"
+  cp "$root/usr/bin/weightpath-agent" "$bare/usr/bin/"
+  for library in $(ldd "$root/usr/bin/weightpath-agent" | awk '/=>/ {print $3} /^\t\/.*ld-linux/ {print $1}'); do
+    mkdir -p "$bare$(dirname "$library")"
+    cp -L "$library" "$bare$library"
+  done
+  [[ -z $(find "$bare" -name 'libcurl*') ]] || fail "libcurl is in the bare root"
+  cp "$source_dir/examples/profiles/intel-sapphire-rapids.json" "$bare/profile.json"
+  agent_config /var/lib/package-test package-test-bare >"$bare/etc/weightpath/agent.yaml"
+  status=0
+  WEIGHTPATH_HW_PROFILE=/profile.json unshare -r chroot "$bare" /usr/bin/weightpath-agent boot \
+    --config /etc/weightpath/agent.yaml >"$work/bare.log" 2>&1 || status=$?
+  if [[ $status -ne 5 ]] || ! grep -q 'cannot load libcurl.so.4' "$work/bare.log" ||
+     ! grep -q 'install libcurl4' "$work/bare.log"; then
+    cat "$work/bare.log" >&2
+    fail "without libcurl the agent's boot exited $status (want 5, naming libcurl.so.4 and libcurl4)"
+  fi
+  grep -q '^SuccessExitStatus=3 4$' "$root/usr/lib/systemd/system/weightpath-agent.service" ||
+    fail "the agent unit's SuccessExitStatus is not 3 4"
+  echo "weightpath-agent boot in a root without libcurl: exit 5: $(grep -o 'this install cannot download.*' "$work/bare.log")"
+else
+  echo "packages_test: no user namespaces here: the root without libcurl is not tried"
+fi
 echo "packages_test: all three packages build, unpack and run"
