@@ -24,6 +24,7 @@ type renderOptions struct {
 	chartDir         string
 	valuesFiles      []string
 	sets             []string
+	setFiles         []string // "key.path=FILE": the file's text, as a string
 	releaseName      string
 	namespace        string
 	kubeVersion      string
@@ -191,6 +192,31 @@ func parseSet(assignment string) (map[string]interface{}, error) {
 	return value.(map[string]interface{}), nil
 }
 
+// parseSetFile turns "a.b=FILE" into {a: {b: FILE's text}}: always a
+// string, never typed, as helm's --set-file reads it.
+func parseSetFile(assignment string) (map[string]interface{}, error) {
+	equals := strings.IndexByte(assignment, '=')
+	if equals <= 0 {
+		return nil, fmt.Errorf("failed parsing --set-file data: key %q has no value", assignment)
+	}
+	text, err := os.ReadFile(assignment[equals+1:])
+	if err != nil {
+		return nil, fmt.Errorf("failed parsing --set-file data: %w", err)
+	}
+	parsed, err := parseSet(assignment[:equals] + "=")
+	if err != nil {
+		return nil, err
+	}
+	// parseSet typed the empty value as a string; put the text in its place.
+	keys := strings.Split(assignment[:equals], ".")
+	node := parsed
+	for _, key := range keys[:len(keys)-1] {
+		node = node[key].(map[string]interface{})
+	}
+	node[keys[len(keys)-1]] = string(text)
+	return parsed, nil
+}
+
 // validateValues checks the coalesced values against values.schema.json,
 // with the message helm prints.
 func validateValues(c *chart, values map[string]interface{}) error {
@@ -289,6 +315,14 @@ func renderChart(options renderOptions) (*renderResult, error) {
 	}
 	for _, assignment := range options.sets {
 		parsed, err := parseSet(assignment)
+		if err != nil {
+			return nil, err
+		}
+		user = mergeUserValues(user, parsed)
+	}
+	// After --set, as helm merges them: --set-file wins over both.
+	for _, assignment := range options.setFiles {
+		parsed, err := parseSetFile(assignment)
 		if err != nil {
 			return nil, err
 		}

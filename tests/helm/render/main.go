@@ -9,6 +9,7 @@
 // Usage:
 //
 //	helm_render --chart DIR [--values FILE]... [--set key.path=value]...
+//	    [--set-file key.path=FILE]...
 //	    [--release-name NAME] [--namespace NS] [--kube-version vX.Y.Z]
 //	    [--api-versions GROUP/VERSION]... [--notes]
 //
@@ -31,10 +32,11 @@ func (r *repeatedFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 func main() {
 	var options renderOptions
-	var valuesFiles, sets, apiVersions repeatedFlag
+	var valuesFiles, sets, setFiles, apiVersions repeatedFlag
 	flag.StringVar(&options.chartDir, "chart", "", "chart directory")
 	flag.Var(&valuesFiles, "values", "values YAML file (repeatable; later files win)")
 	flag.Var(&sets, "set", "key.path=value, typed as helm --set types it (repeatable; wins over files)")
+	flag.Var(&setFiles, "set-file", "key.path=FILE, the file's text as a string (repeatable; wins over --set)")
 	flag.StringVar(&options.releaseName, "release-name", "release-name", ".Release.Name")
 	flag.StringVar(&options.namespace, "namespace", "default", ".Release.Namespace")
 	flag.StringVar(&options.kubeVersion, "kube-version", defaultKubeVersion, ".Capabilities.KubeVersion")
@@ -42,11 +44,12 @@ func main() {
 	notes := flag.Bool("notes", false, "print the rendered NOTES.txt instead of the manifests")
 	flag.Parse()
 	if options.chartDir == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: helm_render --chart DIR [--values FILE]... [--set k=v]... [--notes]")
+		fmt.Fprintln(os.Stderr, "usage: helm_render --chart DIR [--values FILE]... [--set k=v]... [--set-file k=FILE]... [--notes]")
 		os.Exit(2)
 	}
 	options.valuesFiles = valuesFiles
 	options.sets = sets
+	options.setFiles = setFiles
 	options.extraAPIVersions = apiVersions
 
 	result, err := renderChart(options)

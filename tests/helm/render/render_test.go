@@ -92,6 +92,33 @@ func TestUserValuesCoalesceOverDefaults(t *testing.T) {
 		"added: 7\nkeep: 1\nover: true")
 }
 
+func TestSetFileSetsTheFilesTextAsAStringOverSet(t *testing.T) {
+	dir := writeChart(t, map[string]string{
+		"values.yaml":      "m:\n  text: default\n",
+		"templates/t.yaml": "a: {{ .Values.m.text | quote }}\nb: {{ kindOf .Values.m.number }}\n",
+	})
+	text := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(text, []byte("rules:\n  - x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	number := filepath.Join(t.TempDir(), "n")
+	if err := os.WriteFile(number, []byte("42"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	result, err := renderChart(renderOptions{chartDir: dir, sets: []string{"m.text=from-set"},
+		setFiles: []string{"m.text=" + text, "m.number=" + number}, releaseName: "rel",
+		namespace: "ns", kubeVersion: defaultKubeVersion})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	expectEqual(t, result.manifests[0].content, "a: \"rules:\\n  - x\\n\"\nb: string")
+	_, err = renderChart(renderOptions{chartDir: dir, setFiles: []string{"m.text=" + dir + "/absent"},
+		releaseName: "rel", namespace: "ns", kubeVersion: defaultKubeVersion})
+	if err == nil || !strings.Contains(err.Error(), "failed parsing --set-file data") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
 func TestToYamlSortsKeysAndDropsTheTrailingNewline(t *testing.T) {
 	dir := writeChart(t, map[string]string{
 		"values.yaml":      "r:\n  requests:\n    memory: 1Gi\n    cpu: 1\n  l: [a, b]\n",
