@@ -27,6 +27,7 @@
 #include "server/security/admin_token.h"
 #include "server/security/tls.h"
 #include "store/store.h"
+#include "store/store_url_text.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
@@ -237,7 +238,8 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     absl::StatusOr<std::unique_ptr<store::FleetStore>> store = store::OpenFleetStore(config.store_url);
     if (!store.ok()) {
       return absl::Status(store.status().code(),
-                          absl::StrCat("--store=", config.store_url, ": ", store.status().message()));
+                          absl::StrCat("--store=", store::RedactedStoreUrl(config.store_url), ": ",
+                                       store.status().message()));
     }
     FleetOptions options;
     options.verification.min_devices = config.verified_min_devices;

@@ -17,21 +17,12 @@
 #include "absl/time/time.h"
 #include "store/call_deadline.h"
 #include "store/sql_database.h"
+#include "store/store_url_text.h"
 
 namespace weightpath::store {
 namespace {
 
 constexpr Oid kByteaOid = 17;
-
-// Removes the password from a URL before it goes into an error message.
-std::string RedactUrl(const std::string& url) {
-  const size_t scheme_end = url.find("://");
-  const size_t at = url.find('@');
-  if (scheme_end == std::string::npos || at == std::string::npos || at < scheme_end) return url;
-  const size_t colon = url.find(':', scheme_end + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return absl::StrCat(url.substr(0, colon), ":***", url.substr(at));
-}
 
 absl::Status ResultError(PGconn* connection, PGresult* result, absl::string_view what) {
   const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
@@ -181,7 +172,7 @@ class PostgresDatabase : public SqlDatabase {
       std::string message = PQerrorMessage(connection);
       PQfinish(connection);
       return absl::UnavailableError(
-          absl::StrCat("store URL ", RedactUrl(url_), ": cannot connect: ", message));
+          absl::StrCat("store URL ", RedactedStoreUrl(url_), ": cannot connect: ", message));
     }
     PQsetNoticeProcessor(connection, IgnoreNotice, nullptr);
     return connection;
@@ -194,9 +185,9 @@ class PostgresDatabase : public SqlDatabase {
     if (deadline == absl::InfiniteFuture()) {
       available_.wait(lock, can_take);
     } else if (!available_.wait_until(lock, absl::ToChronoTime(deadline), can_take)) {
-      return absl::UnavailableError(absl::StrCat("postgres store ", RedactUrl(url_), ": all ",
-                                                 pool_size_,
-                                                 " connections stayed busy until the call's deadline"));
+      return absl::UnavailableError(
+          absl::StrCat("postgres store ", RedactedStoreUrl(url_), ": all ", pool_size_,
+                       " connections stayed busy until the call's deadline"));
     }
     if (!idle_.empty()) {
       PGconn* connection = idle_.front();
@@ -212,7 +203,7 @@ class PostgresDatabase : public SqlDatabase {
         const std::string message = PQerrorMessage(connection);
         Release(connection);
         return absl::UnavailableError(
-            absl::StrCat("store URL ", RedactUrl(url_), ": connection lost: ", message));
+            absl::StrCat("store URL ", RedactedStoreUrl(url_), ": connection lost: ", message));
       }
       return std::make_unique<PostgresSession>(this, connection);
     }

@@ -51,6 +51,14 @@ absl::Time StoreDeadline(const grpc::CallbackServerContext& context);
 absl::Status QueueFull(const StoreExecutor& executor);
 absl::Status ExpiredInQueue();
 
+// What the caller is told of the handler's `status`. A device (a
+// "WeightPath/" method) that failed on the server's side (UNAVAILABLE,
+// INTERNAL, ABORTED, DEADLINE_EXCEEDED, UNKNOWN, DATA_LOSS) gets the code, so
+// it retries, and any retry pushback, but not the store's message: that
+// names the store's URL (host, user), its file or its SQL, and devices are
+// many and outside the operators' trust. Operators' calls keep the message.
+absl::Status AsToldToTheCaller(const CountedAs& counted, const absl::Status& status);
+
 // Counts `status`, then answers the call with it (FinishCall).
 void FinishCounted(const CountedAs& counted, grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const absl::Status& status);
@@ -102,7 +110,8 @@ grpc::ServerUnaryReactor* ServeStoreCall(const CountedAs& counted,
           return handler(static_cast<const Request&>(*request));
         }();
         if (result.ok()) store_call_internal::SerializeResponse(*result, response_bytes);
-        FinishCounted(counted, context, reactor, result.status());
+        FinishCounted(counted, context, reactor,
+                      store_call_internal::AsToldToTheCaller(counted, result.status()));
       },
       [counted, context, reactor] {
         FinishCounted(counted, context, reactor, store_call_internal::ExpiredInQueue());

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/secret_file.h"
 #include "spdlog/spdlog.h"
+#include "store/store_url_text.h"
 
 namespace weightpath::server {
 namespace {
@@ -27,7 +28,7 @@ absl::StatusOr<std::string> DefaultAdminTokenFile(const std::string& state_dir,
         "state directory to keep a generated admin token in; for admin access pass "
         "--admin_token_file FILE (a mode 600 file holding a token, e.g. from openssl rand -hex "
         "32), --admin_identity under mutual TLS, or run with --store=sqlite:FILE",
-        store_url);
+        store::RedactedStoreUrl(store_url));
     return std::string();
   }
   const std::string path =

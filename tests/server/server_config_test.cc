@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/store_url_text.h"
 #include "tests/server/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -265,6 +266,26 @@ TEST_F(ServerConfigTest, ConnectionLimitsAreBounded) {
                                                      HasSubstr("--listener_check_interval=5ms")));
   config.listener_check_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerConfig(config), IsOk());
+}
+
+// What the start-up errors and warnings print of --store: the password
+// never, wherever libpq would take it from; the rest as given.
+TEST(StoreUrlText, PasswordsAreMaskedAndTheRestKept) {
+  using store::RedactedStoreUrl;
+  EXPECT_EQ(RedactedStoreUrl("postgres://wp:s3cret@db.internal:5432/fleet"),
+            "postgres://wp:***@db.internal:5432/fleet");
+  EXPECT_EQ(RedactedStoreUrl("postgresql://wp:p@ss@db/fleet?sslmode=require"),
+            "postgresql://wp:***@db/fleet?sslmode=require");
+  EXPECT_EQ(RedactedStoreUrl("postgres://db/fleet?user=wp&password=s3cret&sslmode=require"),
+            "postgres://db/fleet?user=wp&password=***&sslmode=require");
+  EXPECT_EQ(RedactedStoreUrl("postgres://db/fleet?password=s3cret"),
+            "postgres://db/fleet?password=***");
+  EXPECT_EQ(RedactedStoreUrl("postgres://db/fleet?sslpassword=key"),
+            "postgres://db/fleet?sslpassword=key");
+  EXPECT_EQ(RedactedStoreUrl("postgres://wp@db/fleet"), "postgres://wp@db/fleet");
+  EXPECT_EQ(RedactedStoreUrl("sqlite:/var/lib/weightpath-server/fleet.db"),
+            "sqlite:/var/lib/weightpath-server/fleet.db");
+  EXPECT_EQ(RedactedStoreUrl("none"), "none");
 }
 
 }  // namespace

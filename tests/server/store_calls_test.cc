@@ -6,8 +6,9 @@
 //  * with SQLite's write lock held by another connection (this test's own,
 //    as behind a stuck disk or a long migration), resolves keep their
 //    latency while reports wait and then answer UNAVAILABLE, naming the
-//    store, before their deadline: the store work does not hold gRPC's
-//    callback threads, and its wait is bounded by the call's deadline.
+//    store (but not its file: that is for operators), before their
+//    deadline: the store work does not hold gRPC's callback threads, and
+//    its wait is bounded by the call's deadline.
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -298,11 +299,25 @@ TEST_F(StoreCallsTest, HeldWriteLockDelaysReportsToUnavailableWithinDeadlineNotR
         << reports[r].status.error_message();
     EXPECT_NE(reports[r].status.error_message().find("store"), std::string::npos)
         << reports[r].status.error_message();
+    // A device is not told where the store is (its file here; a
+    // PostgreSQL URL's host and user), only that it failed.
+    EXPECT_EQ(reports[r].status.error_message().find(registry()), std::string::npos)
+        << reports[r].status.error_message();
+    EXPECT_NE(reports[r].status.error_message().find("retry later"), std::string::npos)
+        << reports[r].status.error_message();
     EXPECT_LT(reports[r].elapsed, deadline);
   }
   // They waited for the lock rather than giving up at once.
   EXPECT_GT(slowest->elapsed, deadline / 2);
   EXPECT_EQ(admin.status.error_code(), grpc::StatusCode::UNAVAILABLE) << admin.status.error_message();
+  // An operator is told the store's own reason, and the log keeps the one
+  // the devices were not told.
+  EXPECT_NE(admin.status.error_message().find(registry()), std::string::npos)
+      << admin.status.error_message();
+  EXPECT_NE(server_->Log().find("WeightPath/ReportMeasurement: answered UNAVAILABLE to the device "
+                                "without its reason: sqlite store " + registry()),
+            std::string::npos)
+      << server_->Log();
   EXPECT_LT(admin.elapsed, deadline);
 
   // With the lock released the same report is recorded.
