@@ -409,13 +409,31 @@ absl::Status TrustedMetadataSet::ApplyTargets(absl::string_view bytes, absl::str
   const std::string label = MetadataFileName(
       role, root_.metadata.signed_part.consistent_snapshot ? std::optional<int64_t>(meta->second.version)
                                                           : std::nullopt);
-  const int64_t max_bytes = meta->second.length
+  // The copy kept from the last refresh, of a role that has moved on since,
+  // is what every update finds, not an attack: NOT_FOUND, as for no copy at
+  // all, so it is downloaded and nothing is noted. The snapshot's length and
+  // hashes describe the new version, so they do not judge this copy.
+  const auto superseded = [&](int64_t kept_version) {
+    return absl::NotFoundError(absl::StrCat("persisted ", file, ": v", kept_version,
+                                            " superseded by v", meta->second.version, ", which ",
+                                            Describe(snapshot, "snapshot.json"), " names"));
+  };
+  const int64_t max_bytes = meta->second.length && !persisted
                                 ? std::min(*meta->second.length, limits_.targets_max_bytes)
                                 : limits_.targets_max_bytes;
   RETURN_IF_ERROR(CheckSize(label, bytes, max_bytes));
   if (!verified_when_written) {
-    RETURN_IF_ERROR(
-        CheckAgainstMeta(label, bytes, meta->second, Describe(snapshot, "snapshot.json")));
+    if (absl::Status matches =
+            CheckAgainstMeta(label, bytes, meta->second, Describe(snapshot, "snapshot.json"));
+        !matches.ok()) {
+      if (persisted) {
+        absl::StatusOr<Metadata<Targets>> kept = ParseTargets(bytes, label);
+        if (kept.ok() && kept->signed_part.version < meta->second.version) {
+          return superseded(kept->signed_part.version);
+        }
+      }
+      return matches;
+    }
   }
   ASSIGN_OR_RETURN(Metadata<Targets> next, ParseTargets(bytes, label));
 
@@ -454,6 +472,7 @@ absl::Status TrustedMetadataSet::ApplyTargets(absl::string_view bytes, absl::str
   }
   if (next.signed_part.version != meta->second.version) {
     const bool older = next.signed_part.version < meta->second.version;
+    if (persisted && older) return superseded(next.signed_part.version);
     return absl::FailedPreconditionError(absl::StrCat(
         label, ": version ", next.signed_part.version, ", but ", Describe(snapshot, "snapshot.json"),
         " names version ", meta->second.version, older ? " (rollback)" : " (mix-and-match)"));
@@ -473,7 +492,7 @@ absl::Status TrustedMetadataSet::LoadPersistedTargets(absl::string_view role,
   const std::string bytes = std::move(persisted->second);
   persisted_targets_.erase(persisted);
   absl::Status status = ApplyTargets(bytes, role, delegator, /*persisted=*/true);
-  if (!status.ok()) {
+  if (!status.ok() && !absl::IsNotFound(status)) {
     notes_.push_back(absl::StrCat("persisted ", role, ".json not used: ", status.message()));
   }
   return status;

@@ -135,8 +135,9 @@ class TrustedMetadataSet {
   // The persisted copies from Restore, verified like fresh downloads (the
   // snapshot skips only the timestamp's hashes, which name the file on the
   // mirror). OK when the copy is trusted and final, so no download is
-  // needed; otherwise the reason (NOT_FOUND when there is no copy), and the
-  // caller downloads. A persisted timestamp is loaded by UpdateTimestamp
+  // needed; otherwise the reason (NOT_FOUND when there is no copy, or the
+  // copy is an older version than the trusted metadata now names, as after
+  // any update), and the caller downloads. A persisted timestamp is loaded by UpdateTimestamp
   // itself, so rollback protection cannot be skipped by not asking for it.
   absl::Status LoadPersistedTimestamp();
   absl::Status LoadPersistedSnapshot();

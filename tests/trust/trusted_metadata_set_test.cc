@@ -124,6 +124,18 @@ TEST(TrustWorkflowTest, UnchangedTimestampUsesThePersistedCopies) {
   EXPECT_THAT(FileNames(repository.requests),
               ElementsAre("2.root.json", "timestamp.json", "3.snapshot.json", "3.targets.json"));
   EXPECT_THAT(FindTarget(*next, "b.bin"), IsOk());
+  // The persisted targets v2 was superseded, as every update supersedes it:
+  // no note (the agent logs each; this one read "... (mix-and-match, or the
+  // file was replaced)").
+  EXPECT_THAT(next->notes(), IsEmpty());
+  // Nor from a state its caller vouches for, as the agent's is, where the
+  // version check finds the copy older ("... names version 3 (rollback)").
+  absl::StatusOr<TrustedMetadataSet> vouched = TrustedMetadataSet::Restore(
+      state, TestNow(), {}, PersistedState::kVerifiedWhenWritten);
+  ASSERT_THAT(vouched, IsOk());
+  ASSERT_THAT(RefreshMetadata(*vouched, repository.Fetcher()), IsOk());
+  EXPECT_THAT(FindTarget(*vouched, "b.bin"), IsOk());
+  EXPECT_THAT(vouched->notes(), IsEmpty());
 }
 
 // Rollback: a mirror replays files that were once validly signed.
