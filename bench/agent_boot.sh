@@ -86,7 +86,7 @@ if [[ "$trust_mode" == ab ]]; then
   for i in $(seq 1 "${TRUST_TARGETS:-0}"); do
     "$ctl" repo add-target --repo "$work/repo" --path "extra/build-$i.bin" --length "$((1000000 + i))" \
       --sha256 "$(printf '%064x' "$i")" --model "$model" --weight-path w4a8-amx --version bench \
-      --hardware-classes x86_cpu >/dev/null
+      --hardware-classes x86_cpu --canary >/dev/null
   done
   "$ctl" repo sign --repo "$work/repo" --role targets --key "$work/keys/targets.pem" >/dev/null
   "$ctl" repo timestamp --repo "$work/repo" --key "$work/keys/timestamp.pem" \

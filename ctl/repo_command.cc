@@ -996,19 +996,34 @@ absl::Status RunTimestamp(const ParsedArguments& args, absl::Time now, CommandIo
   const absl::Time targets_expiry = targets_changed
                                         ? staged_targets->metadata.signed_part.expires
                                         : published.targets.metadata.signed_part.expires;
-  const std::pair<std::string, absl::Time> expiries[] = {
-      {absl::StrCat("root v", root->version), root->expires},
-      {absl::StrCat("targets v", targets_version), targets_expiry},
-      {absl::StrCat("snapshot v", snapshot_version), snapshot_expiry}};
-  for (const auto& [what, expiry] : expiries) {
-    if (expiry < timestamp_expires) {
-      notes.push_back(absl::StrCat(what, " expires at ", trust::FormatExpires(expiry),
+  // Soon means within half the role's default lifetime, two weeks at most:
+  // two weeks' notice to gather the offline root and targets keys, 3.5 days
+  // for a snapshot. A flat two weeks noted every default 7-day snapshot on
+  // every publish, which taught operators to ignore the note.
+  struct Expiry {
+    std::string what;
+    absl::Time expiry;
+    absl::Duration default_lifetime;
+    const char* renew;
+  };
+  const Expiry expiries[] = {
+      {absl::StrCat("root v", root->version), root->expires, kRootLifetime,
+       "repo sign --role root --expires"},
+      {absl::StrCat("targets v", targets_version), targets_expiry, kTargetsLifetime,
+       "repo sign --role targets --expires"},
+      {absl::StrCat("snapshot v", snapshot_version), snapshot_expiry, kSnapshotLifetime,
+       "--snapshot-key here"}};
+  for (const Expiry& role : expiries) {
+    const absl::Duration soon = std::min(absl::Hours(24 * 14), role.default_lifetime / 2);
+    if (role.expiry < timestamp_expires) {
+      notes.push_back(absl::StrCat(role.what, " expires at ", trust::FormatExpires(role.expiry),
                                    ", before this timestamp: devices refuse the repository from "
-                                   "then on unless it is re-signed (repo sign --expires, or "
-                                   "--snapshot-key here)"));
-    } else if (expiry < now + absl::Hours(24 * 14)) {
-      notes.push_back(absl::StrCat(what, " expires at ", trust::FormatExpires(expiry),
-                                   ", within two weeks"));
+                                   "then on unless it is re-signed (",
+                                   role.renew, ")"));
+    } else if (role.expiry < now + soon) {
+      notes.push_back(absl::StrCat(role.what, " expires at ", trust::FormatExpires(role.expiry),
+                                   ", within ", absl::FDivDuration(soon, absl::Hours(24)),
+                                   " days: re-sign it before then (", role.renew, ")"));
     }
   }
 

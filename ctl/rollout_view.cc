@@ -32,12 +32,16 @@ std::string DescribeAction(const v1::RolloutAction& action) {
       return absl::StrCat("set priority ", v1::Priority_Name(action.set_priority()));
     case v1::RolloutAction::kPinPath:
       return absl::StrCat("pin path ", action.pin_path());
-    case v1::RolloutAction::kPinArtifact:
-      return absl::StrCat("pin artifact of ", action.pin_artifact().path(), " to ",
-                          action.pin_artifact().artifact().uri(),
-                          action.pin_artifact().artifact().version().empty()
-                              ? ""
-                              : absl::StrCat(" (", action.pin_artifact().artifact().version(), ")"));
+    case v1::RolloutAction::kPinArtifact: {
+      const v1::Artifact& artifact = action.pin_artifact().artifact();
+      // A pin by target path alone is the signed catalog's build of it.
+      const std::string build = artifact.uri().empty()
+                                    ? absl::StrCat("signed target ", artifact.target_path())
+                                    : artifact.uri();
+      return absl::StrCat("pin artifact of ", action.pin_artifact().path(), " to ", build,
+                          artifact.version().empty() ? ""
+                                                     : absl::StrCat(" (", artifact.version(), ")"));
+    }
     case v1::RolloutAction::ACTION_NOT_SET:
       break;
   }

@@ -85,19 +85,29 @@ absl::Status ValidateAction(const v1::RolloutAction& action, const policy::Polic
                                     policy.version()));
       }
       const v1::Artifact& artifact = pinned.artifact();
-      // A pin is one file the operator names by uri and digest; a directory
-      // build lives in the catalog, where its files are checked against
-      // their manifest, and a rollout reaches it with pin_path.
+      // A pin is one file the operator names by uri and digest, or a build
+      // of the signed catalog named by its target path alone, which the
+      // server completes from the verified targets (a directory build too:
+      // its files are checked against their manifest there).
       if (artifact.files_size() > 0) {
         return Invalid("rollout.action.pin_artifact.artifact.files",
-                       "a directory build cannot be pinned by artifact; catalog it under a path "
-                       "name and roll it out with pin_path");
+                       "a directory build is pinned by its target_path alone (the server sends "
+                       "the signed catalog's files), not by listing its files");
+      }
+      if (artifact.uri().empty() && !artifact.target_path().empty()) {
+        if (!artifact.sha256().empty() && !IsSha256Hex(artifact.sha256())) {
+          return Invalid("rollout.action.pin_artifact.artifact.sha256",
+                         absl::StrCat("'", artifact.sha256(), "' must be 64 lowercase hex digits"));
+        }
+        return absl::OkStatus();
       }
       if (!absl::StartsWith(artifact.uri(), "https://") &&
           !absl::StartsWith(artifact.uri(), "http://") &&
           !absl::StartsWith(artifact.uri(), "file://")) {
         return Invalid("rollout.action.pin_artifact.artifact.uri",
-                       absl::StrCat("'", artifact.uri(), "' must start with https://, http:// or file://"));
+                       absl::StrCat("'", artifact.uri(),
+                                    "' must start with https://, http:// or file:// (or give "
+                                    "target_path alone: a build of the signed catalog)"));
       }
       if (!IsSha256Hex(artifact.sha256())) {
         return Invalid("rollout.action.pin_artifact.artifact.sha256",

@@ -18,7 +18,9 @@ namespace weightpath::deploy {
 //  - selector: bad keys/values/operators/classes, or empty without `all`;
 //  - action: unset; set_priority UNSPECIFIED; pin_path not a policy path id;
 //    pin_artifact.path not a policy path name, or its artifact without a
-//    http/https/file uri or with a sha256 other than 64 lowercase hex;
+//    http/https/file uri (unless it names a signed build by target_path
+//    alone, which the server completes), listing files, or with a sha256
+//    other than 64 lowercase hex;
 //  - stages: none; percent outside 1..100; not strictly increasing; the last
 //    not 100 (a rollout that completes must cover its whole selector);
 //    report_timeout_seconds 0 (silence must eventually count as failure);

@@ -183,6 +183,10 @@ absl::StatusOr<WeightpathTarget> ParseWeightpathTarget(const TargetInfo& target)
     }
     custom.hardware_classes.push_back(value.string_value());
   }
+  if (const Json* canary = target.file.custom.Find("canary"); canary != nullptr) {
+    if (!canary->is_bool()) return error("canary", "must be true or false");
+    custom.canary = canary->bool_value();
+  }
   // Optional: a single-file build has none. Bounded before any entry is read.
   if (const Json* files = target.file.custom.Find("files"); files != nullptr) {
     absl::StatusOr<std::vector<BuildManifestFile>> parsed = BuildFilesFromJson(
@@ -202,6 +206,8 @@ Json WeightpathTargetToJson(const WeightpathTarget& custom) {
   for (const std::string& name : custom.hardware_classes) classes.array().push_back(Json::String(name));
   out.Set("hardware_classes", std::move(classes));
   if (!custom.files.empty()) out.Set("files", BuildFilesToJson(custom.files));
+  // Only when set: a default build's custom stays as it always was.
+  if (custom.canary) out.Set("canary", Json::Bool(true));
   return out;
 }
 

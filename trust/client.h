@@ -83,12 +83,16 @@ absl::StatusOr<std::vector<TargetInfo>> ListTargets(TrustedMetadataSet& set,
 // (trust/build_manifest.h): the target's length and sha256 are then its
 // manifest's, and the files let a server list the build without fetching
 // the manifest (it checks the digest matches before trusting the list).
+// "canary": true marks a second build of a model's weight path that only a
+// rollout's pin_artifact serves: the server's catalog keeps the unmarked
+// target as the path's build for everyone else. Devices ignore the mark.
 struct WeightpathTarget {
   std::string model;
   std::string weight_path;
   std::string version;
   std::vector<std::string> hardware_classes;
   std::vector<BuildManifestFile> files = {};  // empty for a single-file build
+  bool canary = false;
 };
 // INVALID_ARGUMENT naming the target and the field.
 absl::StatusOr<WeightpathTarget> ParseWeightpathTarget(const TargetInfo& target);

@@ -127,8 +127,22 @@ struct SignedTargetFile {
   std::string sha256;
 };
 
+// A weightpath build of the verified targets, as the catalog serves it.
+struct SignedBuild {
+  std::string model;
+  std::string weight_path;
+  // custom.canary: served only where a rollout's pin_artifact names it; the
+  // catalog's build for (model, weight_path) is the unmarked target.
+  bool canary = false;
+  CatalogArtifact artifact;
+};
+
 struct CatalogTrust {
   bool signed_catalog = false;
+  // Signed catalog only: every weightpath build by target path, canaries
+  // included, so a rollout can pin one by its target_path alone and be
+  // served the signed uri, digest and files (server/resolve/rollout_resolve.h).
+  std::map<std::string, SignedBuild, std::less<>> signed_builds;
   // Signed catalog only: every target of the verified metadata by target
   // path, weightpath artifact or not, so an artifact named outside the
   // catalog (a rollout's pin_artifact) can be checked against them.

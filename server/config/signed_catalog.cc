@@ -272,6 +272,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
         absl::StrCat(source_name, ": catalog refused: ", ControlEscaped(problem)));
   };
   std::map<std::string, Catalog::ModelArtifacts, std::less<>> models;
+  std::map<std::string, SignedBuild, std::less<>> signed_builds;
   // (model, weight path) -> the hardware classes its target is built for.
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> built_for;
   trust::Json description = trust::Json::MakeArray();
@@ -319,16 +320,20 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
     artifact.version = custom->version;
     artifact.target_path = target.path;
     artifact.signed_target = true;
-    Catalog::ModelArtifacts& artifacts = models[custom->model];
-    auto [it, inserted] = artifacts.emplace(custom->weight_path, artifact);
-    if (!inserted) {
-      return refuse(absl::StrCat(
-          "targets \"", it->second.target_path, "\" and \"", target.path, "\" are both model \"",
-          custom->model, "\" weight path \"", custom->weight_path,
-          "\"; the catalog takes exactly one artifact for each (remove one with weightpathctl "
-          "repo remove-target)"));
+    signed_builds[target.path] = {custom->model, custom->weight_path, custom->canary, artifact};
+    if (!custom->canary) {
+      Catalog::ModelArtifacts& artifacts = models[custom->model];
+      auto [it, inserted] = artifacts.emplace(custom->weight_path, artifact);
+      if (!inserted) {
+        return refuse(absl::StrCat(
+            "targets \"", it->second.target_path, "\" and \"", target.path,
+            "\" are both model \"", custom->model, "\" weight path \"", custom->weight_path,
+            "\"; the catalog serves exactly one build of each to every device: sign the other "
+            "as a canary (weightpathctl repo add-target --canary), which only a rollout's "
+            "pin_artifact serves, or remove one with weightpathctl repo remove-target"));
+      }
+      built_for[{custom->model, custom->weight_path}] = custom->hardware_classes;
     }
-    built_for[{custom->model, custom->weight_path}] = custom->hardware_classes;
     trust::Json entry = trust::Json::MakeArray();
     // The target's URL stands for its files' too (they lie under it), and
     // its sha256 for their digests (it is their manifest's).
@@ -338,6 +343,9 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
       entry.array().push_back(trust::Json::String(text));
     }
     entry.array().push_back(trust::Json::Int(target.file.length));
+    // Only a canary's entry says so, so the versions of catalogs without
+    // one stay what they were.
+    if (custom->canary) entry.array().push_back(trust::Json::String("canary"));
     description.array().push_back(std::move(entry));
   }
   if (models.empty()) {
@@ -371,6 +379,7 @@ absl::StatusOr<std::shared_ptr<const Catalog>> BuildSignedCatalog(
 
   CatalogTrust trust;
   trust.signed_catalog = true;
+  trust.signed_builds = std::move(signed_builds);
   for (const trust::TargetInfo& target : targets) {
     if (target.file.length > 0 && !target.sha256.empty()) {
       trust.verified_targets[target.path] = {static_cast<uint64_t>(target.file.length),

@@ -73,11 +73,12 @@ absl::StatusOr<ResolvedDecision> Decide(const v1::ResolveWeightPathRequest& requ
   ResolvedDecision resolved;
   ASSIGN_OR_RETURN(resolved.shaped,
                    ResolveShaped(*snapshot.policy, hardware_class, request, rollouts, intervals));
-  CheckPinnedTarget(snapshot.catalog->trust(), &resolved.shaped);
   const policy::Decision& decision = resolved.shaped.resolution.decision;
   resolved.path = decision.path;
   Summarize(decision, summary);
   RETURN_IF_ERROR(AttachArtifact(request, *snapshot.catalog, &resolved));
+  RETURN_IF_ERROR(CheckPinnedTarget(snapshot.catalog->trust(), *resolved.model,
+                                    resolved.path->name, &resolved.shaped));
   return resolved;
 }
 

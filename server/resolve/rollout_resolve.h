@@ -34,10 +34,21 @@ absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
 // artifact when a rollout pinned one.
 void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* response);
 
-// A rollout's pin_artifact is the operator's word, not a signature: its
-// signed_target is set true only when its target_path names a target the
-// catalog's verified metadata lists with exactly its size_bytes and
-// sha256, and false otherwise (whatever the rollout said).
-void CheckPinnedTarget(const CatalogTrust& trust, ShapedResolve* shaped);
+// A rollout's pin_artifact, made what the device is sent. Two forms:
+//  - named by target_path alone (no uri, no files): a build of the signed
+//    catalog, canaries included (custom.canary, server/config/catalog.h),
+//    sent as the catalog would send it (uri, sha256, size, version, files,
+//    signed_target true). FAILED_PRECONDITION naming the rollout when the
+//    catalog is not signed, lists no weightpath target of that path, or
+//    lists one of another model than `model` or another weight path than
+//    the decision's `path_name`, or of another sha256 than a pin that
+//    gives one: the device keeps its last good build rather than be sent
+//    the wrong one.
+//  - uri and sha256 given: the operator's word, not a signature: its
+//    signed_target is set true only when its target_path names a target
+//    the catalog's verified metadata lists with exactly its size_bytes and
+//    sha256, and false otherwise (whatever the rollout said).
+absl::Status CheckPinnedTarget(const CatalogTrust& trust, absl::string_view model,
+                               absl::string_view path_name, ShapedResolve* shaped);
 
 }  // namespace weightpath::server

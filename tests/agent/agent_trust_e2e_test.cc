@@ -196,10 +196,16 @@ class AgentTrustEndToEnd : public ::testing::Test {
 
   // Stages the artifact in the next targets version and signs it with the
   // (offline) targets key.
+  // Every build after the fixture's first is another build of the same
+  // path, which the test's server pins: signed as a canary, as weightpathctl
+  // wants a second build of one path to be.
   void Sign(const v1::Artifact& artifact, const std::string& hardware_classes = "x86_cpu") {
-    Ctl({"repo", "add-target", "--repo", repo(), "--path", artifact.target_path(), "--file",
-         served() + "/" + artifact.target_path(), "--model", kModel, "--weight-path",
-         expected_path_, "--version", "2026.12.1", "--hardware-classes", hardware_classes});
+    std::vector<std::string> args = {
+        "repo", "add-target", "--repo", repo(), "--path", artifact.target_path(), "--file",
+        served() + "/" + artifact.target_path(), "--model", kModel, "--weight-path",
+        expected_path_, "--version", "2026.12.1", "--hardware-classes", hardware_classes};
+    if (artifact.target_path() != expected_artifact().target_path()) args.push_back("--canary");
+    Ctl(args);
     Ctl({"repo", "sign", "--repo", repo(), "--role", "targets", "--key", key("targets")});
   }
 
@@ -831,7 +837,7 @@ class AgentTrustDirectoryBuild : public AgentTrustEndToEnd {
   void SignDirectory(const v1::Artifact& build) {
     Ctl({"repo", "add-target", "--repo", repo(), "--path", build.target_path(), "--dir",
          served() + "/" + build.target_path(), "--model", kModel, "--weight-path", expected_path_,
-         "--version", "2026.12.2", "--hardware-classes", "x86_cpu"});
+         "--version", "2026.12.2", "--hardware-classes", "x86_cpu", "--canary"});
     Ctl({"repo", "sign", "--repo", repo(), "--role", "targets", "--key", key("targets")});
     Publish();
     Mirror();

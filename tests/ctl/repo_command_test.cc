@@ -141,6 +141,38 @@ TEST_F(CtlRepoTest, AddSignPublishVerify) {
   EXPECT_EQ(Version(Verify(), "targets"), 2);
 }
 
+TEST_F(CtlRepoTest, TimestampNotesOnlyRolesThatExpireSoon) {
+  // The default lifetimes (7-day snapshot, 90-day targets, 365-day root)
+  // are not "soon", on the day they are signed or the day after.
+  ProcessResult defaults = Ctl({"repo", "timestamp", "--repo", repo_, "--key", Key("timestamp"),
+                                "--snapshot-key", Key("snapshot")});
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err;
+  EXPECT_THAT(defaults.out, Not(HasSubstr("within"))) << defaults.out;
+  ProcessResult timestamp_only = Ctl({"repo", "timestamp", "--repo", repo_, "--key", Key("timestamp")});
+  ASSERT_EQ(timestamp_only.exit_code, 0) << timestamp_only.err;
+  EXPECT_THAT(timestamp_only.out, Not(HasSubstr("note:"))) << timestamp_only.out;
+
+  // A snapshot with less than half its default lifetime left is noted, with
+  // how to renew it; so is a targets role in its last two weeks.
+  ProcessResult short_snapshot = Ctl({"repo", "timestamp", "--repo", repo_, "--key", Key("timestamp"),
+                                      "--snapshot-key", Key("snapshot"), "--snapshot-expires", "3d"});
+  ASSERT_EQ(short_snapshot.exit_code, 0) << short_snapshot.err;
+  EXPECT_THAT(short_snapshot.out,
+              HasSubstr("within 3.5 days: re-sign it before then (--snapshot-key here)"));
+  EXPECT_THAT(short_snapshot.out, Not(HasSubstr("targets v1 expires"))) << short_snapshot.out;
+  ASSERT_EQ(Ctl({"repo", "sign", "--repo", repo_, "--role", "targets", "--key", Key("targets"),
+                 "--expires", "10d"})
+                .exit_code,
+            0);
+  ProcessResult short_targets = Ctl({"repo", "timestamp", "--repo", repo_, "--key", Key("timestamp"),
+                                     "--snapshot-key", Key("snapshot")});
+  ASSERT_EQ(short_targets.exit_code, 0) << short_targets.err;
+  EXPECT_THAT(short_targets.out, HasSubstr("targets v2 expires at"));
+  EXPECT_THAT(short_targets.out,
+              HasSubstr("within 14 days: re-sign it before then (repo sign --role targets --expires)"));
+  EXPECT_THAT(short_targets.out, Not(HasSubstr("(--snapshot-key here)"))) << short_targets.out;
+}
+
 TEST_F(CtlRepoTest, EditingAStagedTargetsDropsItsSignatures) {
   ASSERT_EQ(Ctl({"repo", "add-target", "--repo", repo_, "--path", "a.bin", "--length", "3",
                  "--sha256", std::string(64, 'a')})

@@ -89,6 +89,31 @@ std::vector<Fault> Faults() {
          pinned->mutable_artifact()->set_sha256(std::string(64, 'a'));
        },
        "rollout.action.pin_artifact.artifact.uri"},
+      {"PinByTargetPathBadSha",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_target_path("spark/w4a16-tinygemm-rc2.bin");
+         pinned->mutable_artifact()->set_sha256("abc123");
+       },
+       "rollout.action.pin_artifact.artifact.sha256: 'abc123'"},
+      {"PinListingFiles",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_target_path("spark/w4a16-tinygemm-rc2");
+         pinned->mutable_artifact()->add_files()->set_path("config.json");
+       },
+       "rollout.action.pin_artifact.artifact.files: a directory build is pinned by its "
+       "target_path alone"},
+      {"PinWithNeitherUriNorTargetPath",
+       [](v1::Rollout* r) {
+         auto* pinned = r->mutable_action()->mutable_pin_artifact();
+         pinned->set_path("w4a16-tinygemm");
+         pinned->mutable_artifact()->set_sha256(std::string(64, 'a'));
+       },
+       "rollout.action.pin_artifact.artifact.uri: '' must start with https://, http:// or "
+       "file:// (or give target_path alone"},
       {"NoStages", [](v1::Rollout* r) { r->clear_stages(); }, "rollout.stages: at least one"},
       {"ZeroPercent", [](v1::Rollout* r) { r->mutable_stages(0)->set_percent(0); },
        "rollout.stages[0].percent: 0 is outside 1..100"},
@@ -146,6 +171,16 @@ TEST(DeployRolloutValidationTest, AcceptsEachKindOfAction) {
   pinned->mutable_artifact()->set_uri("file:///srv/weights/tinygemm-v2.tar");
   pinned->mutable_artifact()->set_sha256(std::string(64, 'e'));
   EXPECT_THAT(ValidateRollout(pin_artifact, policy), IsOk());
+
+  // A build of the signed catalog, named by its target path (the server
+  // sends the signed uri, digest and files), with or without its digest.
+  v1::Rollout pin_target = FidelityForAgentic("tinygemm-rc2");
+  auto* by_target = pin_target.mutable_action()->mutable_pin_artifact();
+  by_target->set_path("w4a16-tinygemm");
+  by_target->mutable_artifact()->set_target_path("spark/w4a16-tinygemm-rc2");
+  EXPECT_THAT(ValidateRollout(pin_target, policy), IsOk());
+  by_target->mutable_artifact()->set_sha256(std::string(64, 'e'));
+  EXPECT_THAT(ValidateRollout(pin_target, policy), IsOk());
 
   v1::Rollout everyone = FidelityForAgentic("everyone");
   everyone.clear_selector();

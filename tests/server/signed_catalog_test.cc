@@ -91,9 +91,15 @@ class SignedRepository : public ::testing::Test {
     ASSERT_EQ(added.exit_code, 0) << added.err;
   }
 
+  // With nothing staged, the published targets are renewed as the next
+  // version (`repo sign` wants --expires to do that on purpose).
   void Publish(const std::vector<std::string>& extra = {}) {
-    ProcessResult signed_targets =
-        Ctl({"repo", "sign", "--repo", repo_, "--role", "targets", "--key", Key("targets")});
+    std::vector<std::string> sign = {"repo",   "sign",  "--repo",       repo_,
+                                     "--role", "targets", "--key", Key("targets")};
+    if (!std::filesystem::exists(repo_ + "/staged/targets.json")) {
+      sign.insert(sign.end(), {"--expires", "90d"});
+    }
+    ProcessResult signed_targets = Ctl(sign);
     ASSERT_EQ(signed_targets.exit_code, 0) << signed_targets.err;
     std::vector<std::string> args = {"repo", "timestamp", "--repo", repo_, "--key",
                                      Key("timestamp"), "--snapshot-key", Key("snapshot")};
@@ -282,6 +288,85 @@ TEST_F(SignedRepository, APinnedArtifactIsSignedOnlyWhenItMatchesAVerifiedTarget
       LoadCatalog(testing::SingleFileCatalogYaml(), "demo catalog", *policy);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_FALSE(pinned_answer(*plain, claimed).signed_target());
+}
+
+// A canary (custom.canary) is a second build of a path that the catalog
+// keeps out of every decision but a pin's; a pin that names it by its
+// target path alone gets it as the catalog would send it. A pin the catalog
+// cannot honour is refused, naming the rollout, rather than served the
+// default build under the rollout's name or a build of another path.
+TEST_F(SignedRepository, APinByTargetPathAloneIsServedTheSignedBuildCanariesIncluded) {
+  const std::string canary = "models/spark-x2.5-1.7b/w4a8-amx-rc2.bin";
+  ProcessResult second = Ctl({"repo", "add-target", "--repo", repo_, "--path", canary,
+                              "--length", "262145", "--sha256", FakeSha256("w4a8-amx", "rc2"),
+                              "--weight-path", "w4a8-amx", "--version", "rc2",
+                              "--hardware-classes", "x86_cpu", "--canary"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  Publish();
+  auto source = SignedCatalogSource::Create({repo_, Metadata("1.root.json"), state_,
+                                             std::string(kMirror), ""});
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::shared_ptr<const policy::Policy> policy = policy::DefaultPolicy();
+  absl::StatusOr<std::shared_ptr<const Catalog>> catalog = (*source)->Load(*policy, nullptr);
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  // The catalog's w4a8-amx build is still the unmarked one.
+  EXPECT_EQ((*catalog)->FindModel(kModel)->at("w4a8-amx").target_path, TargetPath("w4a8-amx"));
+  EXPECT_TRUE((*catalog)->trust().signed_builds.at(canary).canary);
+
+  const auto resolve = [&](const std::string& target_path, const std::string& sha256,
+                           const std::shared_ptr<const Catalog>& serving,
+                           v1::ResolveWeightPathResponse* response) {
+    v1::Rollout rollout;
+    rollout.set_id("amx-rc2");
+    v1::PinnedArtifact* pin = rollout.mutable_action()->mutable_pin_artifact();
+    pin->set_path("w4a8-amx");
+    pin->mutable_artifact()->set_target_path(target_path);
+    pin->mutable_artifact()->set_sha256(sha256);
+    rollout.add_stages()->set_percent(100);
+    rollout.set_state(v1::ROLLOUT_STATE_PROGRESSING);
+    ResolveSummary summary;
+    return Resolve(AmxRequest("pinned-device"), Snapshot{policy, serving}, response, &summary,
+                   {rollout});
+  };
+  v1::ResolveWeightPathResponse response;
+  ASSERT_TRUE(resolve(canary, "", *catalog, &response).ok());
+  EXPECT_EQ(response.rollout().rollout_id(), "amx-rc2");
+  EXPECT_EQ(response.artifact().uri(), absl::StrCat(kMirror, "/", canary));
+  EXPECT_EQ(response.artifact().sha256(), FakeSha256("w4a8-amx", "rc2"));
+  EXPECT_EQ(response.artifact().size_bytes(), 262145u);
+  EXPECT_EQ(response.artifact().version(), "rc2");
+  EXPECT_TRUE(response.artifact().signed_target());
+  ASSERT_TRUE(resolve(canary, FakeSha256("w4a8-amx", "rc2"), *catalog, &response).ok());
+
+  absl::StatusOr<std::shared_ptr<const Catalog>> plain =
+      LoadCatalog(testing::SingleFileCatalogYaml(), "demo catalog", *policy);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  struct Refusal {
+    std::string target_path;
+    std::string sha256;
+    std::shared_ptr<const Catalog> catalog;
+    std::string message;
+  };
+  for (const Refusal& refusal : std::vector<Refusal>{
+           {"models/none.bin", "", *catalog, "is no weightpath target of the verified catalog"},
+           {TargetPath("bf16"), "", *catalog,
+            "is a build of weight path \"bf16\", not of the pinned \"w4a8-amx\""},
+           {canary, FakeSha256("w4a8-amx", "rc3"), *catalog, "is signed with sha256 "},
+           {canary, "", *plain, "needs a signed catalog"}}) {
+    SCOPED_TRACE(refusal.message);
+    const absl::Status status = resolve(refusal.target_path, refusal.sha256, refusal.catalog,
+                                        &response);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_THAT(status.message(), AllOf(HasSubstr("rollout 'amx-rc2' pins target_path"),
+                                        HasSubstr(refusal.message)));
+  }
+
+  // Two unmarked builds of one path are still one too many.
+  ASSERT_EQ(Ctl({"repo", "add-target", "--repo", repo_, "--path", canary, "--length", "262145",
+                 "--sha256", FakeSha256("w4a8-amx", "rc2"), "--weight-path", "w4a8-amx",
+                 "--version", "rc2", "--hardware-classes", "x86_cpu", "--replace"})
+                .exit_code,
+            1);
 }
 
 TEST_F(SignedRepository, APlainCatalogIsReportedUnsigned) {
