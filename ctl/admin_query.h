@@ -63,7 +63,7 @@ int RunAdminQuery(const AdminQuery<Request, Response>& query, const std::vector<
 }
 
 // One unary FleetAdmin call with the connection's deadline and token; the
-// gRPC status as FromGrpcStatus(`name`, ...) (common/grpc_status.h).
+// gRPC status as the connection's CallStatus(`name`, ...).
 template <typename Request, typename Response>
 absl::StatusOr<Response> CallFleetAdmin(
     FleetAdminConnection& connection,
@@ -73,7 +73,7 @@ absl::StatusOr<Response> CallFleetAdmin(
   std::unique_ptr<grpc::ClientContext> context = connection.NewContext();
   const grpc::Status result = (connection.stub().*rpc)(context.get(), request, &response);
   absl::Status status =
-      FromGrpcStatus(absl::string_view(name.data(), name.size()), result, *context);
+      connection.CallStatus(absl::string_view(name.data(), name.size()), result, *context);
   if (!status.ok()) return status;
   return response;
 }

@@ -22,6 +22,7 @@ struct ConfigFile {
   std::optional<SourcedValue> ca;
   std::optional<SourcedValue> cert;
   std::optional<SourcedValue> key;
+  std::optional<SourcedValue> server_name;
 };
 
 std::string DirectoryOf(const std::string& path) {
@@ -68,13 +69,17 @@ absl::StatusOr<ConfigFile> ReadConfigFile(const std::string& path) {
   if (!top.ok()) return top.status();
   for (const yaml::Entry& entry : top->entries()) {
     if (entry.key == "tls") {
-      absl::StatusOr<yaml::Map> tls = yaml::Map::Read(reader, entry, {"ca", "cert", "key"});
+      absl::StatusOr<yaml::Map> tls =
+          yaml::Map::Read(reader, entry, {"ca", "cert", "key", "server_name"});
       if (!tls.ok()) return tls.status();
       for (const yaml::Entry& file : tls->entries()) {
-        absl::StatusOr<SourcedValue> value = StringValue(reader, file, /*is_path=*/true);
+        const bool is_name = file.key == "server_name";
+        absl::StatusOr<SourcedValue> value = StringValue(reader, file, /*is_path=*/!is_name);
         if (!value.ok()) return value.status();
-        (file.key == "ca" ? config.ca : file.key == "cert" ? config.cert : config.key) =
-            *std::move(value);
+        (is_name             ? config.server_name
+         : file.key == "ca"   ? config.ca
+         : file.key == "cert" ? config.cert
+                              : config.key) = *std::move(value);
       }
       continue;
     }
@@ -163,6 +168,7 @@ absl::StatusOr<ClientSettings> ResolveClientSettings(const ParsedArguments& argu
     settings.cert = file.cert;
     settings.key = file.key;
   }
+  settings.server_name = First(FromFlag(arguments, "tls-server-name"), file.server_name);
   return settings;
 }
 

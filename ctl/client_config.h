@@ -5,7 +5,7 @@
 //   3. the config file ($WEIGHTPATH_CONFIG, else ~/.config/weightpath/config.yaml):
 //        server: HOST:PORT
 //        token_file: FILE        # relative paths are relative to the config file
-//        tls: {ca: FILE, cert: FILE, key: FILE}
+//        tls: {ca: FILE, cert: FILE, key: FILE, server_name: NAME}
 //   4. the default: 127.0.0.1:50051 (the server's own default --listen), no
 //      token, plaintext.
 // Each value remembers where it came from, so an error about it names that
@@ -34,6 +34,9 @@ struct ClientSettings {
   std::optional<SourcedValue> ca;
   std::optional<SourcedValue> cert;
   std::optional<SourcedValue> key;
+  // The name the server's certificate must carry, when --server's host is
+  // not it (--tls-server-name, else the config file's tls.server_name).
+  std::optional<SourcedValue> server_name;
 };
 
 // Reads the environment through `getenv` (tests pass their own).

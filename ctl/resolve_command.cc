@@ -140,7 +140,7 @@ absl::StatusOr<v1::ResolveWeightPathResponse> ResolveRemotely(
   std::unique_ptr<grpc::ClientContext> context = connection->NewContext();
   v1::ResolveWeightPathResponse response;
   grpc::Status status = stub->ResolveWeightPath(context.get(), request, &response);
-  if (!status.ok()) return FromGrpcStatus("ResolveWeightPath", status, *context);
+  if (!status.ok()) return connection->CallStatus("ResolveWeightPath", status, *context);
   return response;
 }
 

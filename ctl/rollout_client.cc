@@ -1,9 +1,11 @@
 #include "ctl/rollout_client.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/secret_file.h"
 #include "ctl/text_file.h"
 
@@ -31,6 +33,10 @@ std::vector<FlagSpec> ConnectionFlags() {
       {"ca", '\0', true, "CA bundle (PEM) to verify the server: enables TLS"},
       {"cert", '\0', true, "admin client certificate (PEM) for mutual TLS"},
       {"key", '\0', true, "private key (PEM) of --cert"},
+      {"tls-server-name", '\0', true,
+       "the name the server's certificate is checked against, when --server's host is not one "
+       "it names (e.g. 127.0.0.1 through kubectl port-forward; default: the config file's "
+       "tls.server_name)"},
       {"token-file", '\0', true,
        "file holding the operator bearer token, mode 600 (default: WEIGHTPATH_TOKEN_FILE, the "
        "config file's token_file)"},
@@ -72,6 +78,17 @@ absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArgu
     credentials = grpc::SslCredentials(options);
   }
   FleetAdminConnection connection;
+  connection.tls_ = settings.ca.has_value() || has_cert;
+  connection.client_certificate_ = has_cert;
+  grpc::ChannelArguments channel_arguments;
+  if (settings.server_name) {
+    if (!connection.tls_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          settings.server_name->source, " names the server's certificate, but the connection is "
+          "plaintext: give --ca (or tls.ca in the config file)"));
+    }
+    channel_arguments.SetSslTargetNameOverride(settings.server_name->value);
+  }
   if (settings.token_file) {
     absl::StatusOr<std::string> token =
         ReadSecretFile(settings.token_file->value, settings.token_file->source);
@@ -86,7 +103,8 @@ absl::StatusOr<FleetAdminConnection> FleetAdminConnection::Open(const ParsedArgu
     }
     connection.timeout_ = absl::Seconds(seconds);
   }
-  connection.channel_ = grpc::CreateChannel(settings.server.value, credentials);
+  connection.channel_ =
+      grpc::CreateCustomChannel(settings.server.value, credentials, channel_arguments);
   connection.stub_ = v1::FleetAdmin::NewStub(connection.channel_);
   return connection;
 }
@@ -98,6 +116,22 @@ std::unique_ptr<grpc::ClientContext> FleetAdminConnection::NewContext() const {
     context->AddMetadata("authorization", absl::StrCat("Bearer ", bearer_token_));
   }
   return context;
+}
+
+absl::Status FleetAdminConnection::CallStatus(absl::string_view rpc, const grpc::Status& status,
+                                              const grpc::ClientContext& context) const {
+  const bool closed = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                      absl::StrContains(status.error_message(), "Socket closed");
+  if (!closed || (tls_ && client_certificate_)) return FromGrpcStatus(rpc, status, context);
+  const std::string hint =
+      tls_ ? " (the server closed the connection in the TLS handshake: it most likely requires "
+             "a client certificate, mutual TLS; give --cert and --key, or tls.cert and tls.key "
+             "in the config file)"
+           : " (the server closed the connection: if it serves TLS, give --ca with the CA "
+             "bundle that signed its certificate, and under mutual TLS --cert and --key)";
+  return FromGrpcStatus(
+      rpc, grpc::Status(status.error_code(), status.error_message() + hint, status.error_details()),
+      context);
 }
 
 }  // namespace weightpath::ctl

@@ -36,11 +36,22 @@ class FleetAdminConnection {
   // A context with the deadline and the operator's token set.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
+  // A finished call's status, as FromGrpcStatus(`rpc`, ...) makes it
+  // (common/grpc_status.h). A server that requires what this connection
+  // does not present closes the connection in the TLS handshake, which
+  // gRPC reports as UNAVAILABLE "Socket closed" and nothing more: the
+  // message then also says which flags supply it (a client certificate, or
+  // TLS at all).
+  absl::Status CallStatus(absl::string_view rpc, const grpc::Status& status,
+                          const grpc::ClientContext& context) const;
+
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<v1::FleetAdmin::Stub> stub_;
   std::string bearer_token_;
   absl::Duration timeout_ = absl::Seconds(10);
+  bool tls_ = false;
+  bool client_certificate_ = false;
 };
 
 }  // namespace weightpath::ctl

@@ -156,7 +156,7 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
         ASSIGN_OR_RETURN(v1::ListRolloutDevicesRequest request, RolloutDevicesRequest(id, arguments));
         v1::ListRolloutDevicesResponse response;
         status = connection->stub().ListRolloutDevices(context.get(), request, &response);
-        if (!status.ok()) return FromGrpcStatus("ListRolloutDevices", status, *context);
+        if (!status.ok()) return connection->CallStatus("ListRolloutDevices", status, *context);
         if (format != ViewOutput::kTable) return WriteMessage(response, format, out);
         out << FormatRolloutDevices(response);
         return absl::OkStatus();
@@ -170,7 +170,7 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
     case Action::kList: {
       v1::ListRolloutsResponse response;
       status = connection->stub().ListRollouts(context.get(), v1::ListRolloutsRequest(), &response);
-      if (!status.ok()) return FromGrpcStatus("ListRollouts", status, *context);
+      if (!status.ok()) return connection->CallStatus("ListRollouts", status, *context);
       if (format != ViewOutput::kTable) {
         RETURN_IF_ERROR(WriteMessage(response, format, out));
       } else {
@@ -197,7 +197,7 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
     case Action::kDelete:
       return DeleteRollout(id, format, *connection, out);
   }
-  if (!status.ok()) return FromGrpcStatus(rpc, status, *context);
+  if (!status.ok()) return connection->CallStatus(rpc, status, *context);
   return PrintRollout(rollout, format, out);
 }
 
@@ -265,7 +265,8 @@ int Watch(const std::string& id, const ParsedArguments& arguments, CommandIo io)
       break;
     }
     if (!status.ok()) {
-      exit_code = ReportServerError(kCommand, FromGrpcStatus("GetRollout", status, *context), io.err);
+      exit_code = ReportServerError(
+          kCommand, connection->CallStatus("GetRollout", status, *context), io.err);
       break;
     }
     std::string block;

@@ -320,7 +320,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
   server->service_ = std::make_unique<WeightPathService>(
       &server->snapshots_, server->metrics_.get(), mutual_tls, device_fleet,
       server->device_store_executor_.get(), server->device_call_limits_.get(),
-      ResolveIntervalsOf(config));
+      ResolveIntervalsOf(config), server->operator_auth_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // The server binds and accepts on the gRPC port itself and hands each

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/retry_pushback.h"
 #include "common/status_macros.h"
 #include "server/resolve/profile_memo.h"
@@ -50,14 +51,16 @@ void FinishCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* 
 WeightPathService::WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                                      bool require_client_identity, std::optional<Fleet> fleet,
                                      StoreExecutor* store_executor, DeviceCallLimits* limits,
-                                     deploy::ResolveIntervalSettings intervals)
+                                     deploy::ResolveIntervalSettings intervals,
+                                     const OperatorAuth* operators)
     : snapshots_(snapshots),
       metrics_(metrics),
       require_client_identity_(require_client_identity),
       fleet_(fleet),
       store_executor_(store_executor),
       limits_(limits != nullptr && limits->enabled() ? limits : nullptr),
-      intervals_(intervals) {}
+      intervals_(intervals),
+      operators_(operators) {}
 
 absl::StatusOr<DeviceCallLimits::Admission> WeightPathService::AdmitLoad(
     DeviceCallMethod method, absl::string_view device_id, int64_t now_ns) const {
@@ -219,7 +222,8 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
                                               grpc::ByteBuffer* response_bytes) {
   const absl::StatusOr<policy::HardwareClass> hardware_class =
       ValidateAndClassifyResolveRequest(request);
-  RETURN_IF_ERROR(AdmitDevice(*context, hardware_class.status(), request.device_id()));
+  RETURN_IF_ERROR(
+      AdmitDevice(*context, hardware_class.status(), request.device_id(), request.dry_run()));
   // Both stay valid for the whole call; a refresh or reload publishes new ones.
   const Published<RolloutCache::Rollouts>::Pin rollouts =
       fleet_.has_value() ? fleet_->rollouts.ForThisCall()
@@ -298,10 +302,16 @@ void WeightPathService::RememberProfile(const v1::ResolveWeightPathRequest& requ
 
 absl::Status WeightPathService::AdmitDevice(const grpc::CallbackServerContext& context,
                                             absl::Status validation,
-                                            const std::string& device_id) const {
+                                            const std::string& device_id, bool dry_run) const {
   RETURN_IF_ERROR(validation);
-  if (require_client_identity_) RETURN_IF_ERROR(CheckDeviceIdentity(*context.auth_context(), device_id));
-  return absl::OkStatus();
+  if (!require_client_identity_) return absl::OkStatus();
+  absl::Status identity = CheckDeviceIdentity(*context.auth_context(), device_id);
+  if (identity.ok() || !dry_run) return identity;
+  // Only once the device identity failed: a device's own call never pays
+  // for the operator check.
+  if (operators_ != nullptr && operators_->Authenticate(context).ok()) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      identity.message(), "; a dry run is also answered for an operator certificate"));
 }
 
 void WeightPathService::LogRefused(absl::string_view method, const std::string& device_id,

@@ -14,6 +14,7 @@
 #include "deploy/resolve_interval.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/security/device_call_limits.h"
+#include "server/security/operator_auth.h"
 #include "server/fleet/fleet_state.h"
 #include "server/rollout/rollout_cache.h"
 #include "server/rollout/rollout_metrics.h"
@@ -59,10 +60,13 @@ class WeightPathService final
   // `store_executor` runs the reports (they commit before answering), and
   // must outlive every call. `limits` (may be null: none) admit each device
   // call before its work.
+  // `operators` (may be null: none) lets an operator certificate dry-run a
+  // resolve under mutual TLS (see AdmitDevice); it must outlive the service.
   WeightPathService(const SnapshotHolder* snapshots, ServerMetrics* metrics,
                     bool require_client_identity, std::optional<Fleet> fleet,
                     StoreExecutor* store_executor, DeviceCallLimits* limits = nullptr,
-                    deploy::ResolveIntervalSettings intervals = {});
+                    deploy::ResolveIntervalSettings intervals = {},
+                    const OperatorAuth* operators = nullptr);
 
   // Answered on the callback thread: a resolve never touches the store.
   grpc::ServerUnaryReactor* ResolveWeightPath(grpc::CallbackServerContext* context,
@@ -80,9 +84,12 @@ class WeightPathService final
 
  private:
   // What every device call checks first: the request's own validation, then
-  // under mutual TLS that the caller's certificate names `device_id`.
+  // under mutual TLS that the caller's certificate names `device_id`. A
+  // `dry_run` resolve is also admitted from an operator certificate (any
+  // role of `operators`): an operator trying a profile speaks for no device,
+  // and the dry run records nothing, so it needs no device identity.
   absl::Status AdmitDevice(const grpc::CallbackServerContext& context, absl::Status validation,
-                           const std::string& device_id) const;
+                           const std::string& device_id, bool dry_run = false) const;
   // The overload guards for one device call (OK and nothing held when there
   // are none); a refusal is counted, not logged: a device in a retry loop
   // would otherwise write a line per call.
@@ -150,6 +157,7 @@ class WeightPathService final
   StoreExecutor* const store_executor_;
   DeviceCallLimits* const limits_;
   const deploy::ResolveIntervalSettings intervals_;
+  const OperatorAuth* const operators_;
   // Verdicts and decisions by profile bytes (fixed memory, see its header).
   mutable ProfileMemo memo_;
 };

@@ -106,6 +106,22 @@ TEST_F(CtlClientConfigTest, FlagBeatsEnvironmentBeatsConfigFileBeatsDefault) {
   EXPECT_EQ(from_flags->ca->value, "/flag/ca");
 }
 
+TEST_F(CtlClientConfigTest, TheServerNameIsANameNotAPathAndTheFlagBeatsTheFile) {
+  const std::string config = Write(".config/weightpath/config.yaml",
+                                   "tls:\n  ca: ca.pem\n  server_name: wp-weightpath.fleet.svc\n");
+  absl::StatusOr<ClientSettings> from_file = Resolve({});
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(from_file->server_name.has_value());
+  EXPECT_EQ(from_file->server_name->value, "wp-weightpath.fleet.svc");
+  EXPECT_EQ(from_file->server_name->source, config + ":3 tls.server_name");
+  // Beside the file's CA: the name is not one of the files that come as a set.
+  absl::StatusOr<ClientSettings> from_flag = Resolve({"--tls-server-name", "other.svc"});
+  ASSERT_TRUE(from_flag.ok()) << from_flag.status();
+  EXPECT_EQ(from_flag->server_name->value, "other.svc");
+  EXPECT_EQ(from_flag->server_name->source, "--tls-server-name");
+  EXPECT_EQ(from_flag->ca->value, dir_ + "/.config/weightpath/ca.pem");
+}
+
 TEST_F(CtlClientConfigTest, WeightpathConfigNamesTheFileInsteadOfTheHomeOne) {
   Write(".config/weightpath/config.yaml", "server: home-host:1\n");
   environment_["WEIGHTPATH_CONFIG"] = Write("other.yaml", "server: other-host:2\n");
@@ -127,7 +143,7 @@ TEST_F(CtlClientConfigTest, BadConfigFilesAreRefusedWithFileAndLine) {
   Write(".config/weightpath/config.yaml", "tls:\n  certificate: c.pem\n");
   EXPECT_THAT(Resolve({}).status().message(),
               AllOf(HasSubstr(config + ":2:3: tls.certificate"),
-                    HasSubstr("unknown key 'certificate' (allowed: ca, cert, key)")));
+                    HasSubstr("unknown key 'certificate' (allowed: ca, cert, key, server_name)")));
 
   Write(".config/weightpath/config.yaml", "server: [a, b]\n");
   EXPECT_THAT(Resolve({}).status().message(),

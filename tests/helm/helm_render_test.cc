@@ -28,6 +28,7 @@
 #include "tests/helm/chart_text.h"
 #include "tests/helm/server_flags.h"
 #include "tests/server/server_process.h"
+#include "tests/server/test_ca.h"
 #include "tests/support/subprocess.h"
 #include "yaml-cpp/yaml.h"
 
@@ -612,17 +613,19 @@ std::string Rebased(const std::string& path, const std::map<std::string, std::st
   return best == nullptr ? path : best->second + path.substr(best->first.size());
 }
 
-TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
-  const RenderedChart chart = Render(
-      Sets({"insecure=true", "operators.token.secretName=wp-operator"}));
-  ASSERT_TRUE(chart.ok) << chart.error;
+// Secret name -> its keys and their bytes, as the cluster holds them.
+using Secrets = std::map<std::string, std::map<std::string, std::string>>;
+
+// The rendered Deployment's server, started here on what the kubelet would
+// lay out under `root`: the ConfigMap's files from the rendered ConfigMap,
+// each Secret volume's files from `secrets` (its items, or every key) with
+// the volume's mode, owned by another user and the test's group (as the
+// kubelet's root:fsGroup), an empty directory for the rest; the args
+// rebased onto that, the ports on loopback where the kernel picks.
+absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> StartRenderedServer(
+    const RenderedChart& chart, const Secrets& secrets, const server::testing::TempDir& root) {
   const YAML::Node deployment = chart.Only("Deployment");
   const YAML::Node container = ServerContainer(deployment);
-
-  // What the kubelet would lay out, under a temporary directory: the
-  // ConfigMap's files from the rendered ConfigMap, the token Secret's file
-  // with the volume's mode, and an empty data volume.
-  server::testing::TempDir root;
   std::map<std::string, std::string> mount_to_local;
   for (const YAML::Node& mount : container["volumeMounts"]) {
     const std::string name = mount["name"].as<std::string>();
@@ -635,16 +638,28 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
     server::testing::WriteFileOrDie(root.File("config/" + entry.first.as<std::string>()),
                                     entry.second.as<std::string>());
   }
-  const YAML::Node token_volume = Named(PodSpec(deployment)["volumes"], "operator-token");
-  const std::string token_path =
-      root.File("operator-token/" + token_volume["secret"]["items"][0]["path"].as<std::string>());
-  server::testing::WriteFileOrDie(token_path, "s3cret-operator-token\n");
-  ASSERT_EQ(chmod(token_path.c_str(), token_volume["secret"]["defaultMode"].as<int>()), 0);
-  // The kubelet's file belongs to root and the pod's fsGroup, and the
-  // server's user reads it through the group: owned by another user here
-  // too, so the group read the token-file rule allows is that one.
-  ASSERT_EQ(chown(token_path.c_str(), 65532, getgid()), 0);
-
+  for (const YAML::Node& volume : PodSpec(deployment)["volumes"]) {
+    const YAML::Node secret = volume["secret"];
+    if (!secret.IsDefined()) continue;
+    const auto found = secrets.find(secret["secretName"].as<std::string>(""));
+    if (found == secrets.end()) continue;
+    std::map<std::string, std::string> files;  // path in the volume -> key
+    if (secret["items"].IsDefined()) {
+      for (const YAML::Node& item : secret["items"]) {
+        files[item["path"].as<std::string>()] = item["key"].as<std::string>();
+      }
+    } else {
+      for (const auto& [key, bytes] : found->second) files[key] = key;
+    }
+    for (const auto& [path, key] : files) {
+      const std::string local = root.File(volume["name"].as<std::string>() + "/" + path);
+      server::testing::WriteFileOrDie(local, found->second.at(key));
+      if (::chmod(local.c_str(), secret["defaultMode"].as<int>(0644)) != 0 ||
+          ::chown(local.c_str(), 65532, getgid()) != 0) {
+        return absl::InternalError("cannot give " + local + " the Secret volume's mode and owner");
+      }
+    }
+  }
   std::vector<std::string> args;
   for (std::string arg : ContainerArgs(deployment)) {
     const std::string name = arg.substr(2, arg.find('=') - 2);
@@ -663,8 +678,27 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
   }
   absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started =
       server::testing::ServerProcess::Start(args);
-  ASSERT_TRUE(started.ok()) << started.status() << "\nargs: " << absl::StrJoin(args, " ");
+  if (!started.ok()) {
+    return absl::Status(started.status().code(), absl::StrCat(started.status().message(),
+                                                              "\nargs: ", absl::StrJoin(args, " ")));
+  }
+  return started;
+}
+
+TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
+  const RenderedChart chart = Render(
+      Sets({"insecure=true", "operators.token.secretName=wp-operator"}));
+  ASSERT_TRUE(chart.ok) << chart.error;
+  const YAML::Node token_volume =
+      Named(PodSpec(chart.Only("Deployment"))["volumes"], "operator-token");
+  const std::string token_key = token_volume["secret"]["items"][0]["key"].as<std::string>();
+  server::testing::TempDir root;
+  absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started = StartRenderedServer(
+      chart, {{"wp-operator", {{token_key, "s3cret-operator-token\n"}}}}, root);
+  ASSERT_TRUE(started.ok()) << started.status();
   server::testing::ServerProcess& server = **started;
+  const std::string token_path =
+      root.File("operator-token/" + token_volume["secret"]["items"][0]["path"].as<std::string>());
 
   // An operator with the Secret's token reaches the admin API...
   const weightpath::testing::ProcessResult devices = weightpath::testing::RunProcess(
@@ -683,6 +717,85 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
 
   server.Signal(SIGTERM);
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).exit_code, 0) << server.Log();
+}
+
+// NOTES.txt, as `helm install` prints it, for a production-like install:
+// mutual TLS and three operator identities. It lists each identity (it
+// once said "none configured" for any but the two single-identity values),
+// and the resolve it suggests is run as printed, with real files in place
+// of its placeholders, against the server started on the chart's own args.
+TEST(HelmChartRendered, NotesListEveryOperatorIdentityAndSuggestAResolveThatWorks) {
+  server::testing::TempDir dir;
+  const std::string values = WriteValuesFile(dir, "mtls.yaml", R"(
+tls:
+  secretName: wp-tls
+  clientCASecretName: device-ca
+operators:
+  identities:
+    - {name: vera, role: viewer, certificate: "ou=weightpath-viewers"}
+    - {name: release-bot, role: operator, certificate: "uri_prefix=spiffe://example.org/bot/"}
+    - {name: platform, role: admin, certificate: "ou=weightpath-admins"}
+)");
+  const RenderedChart chart = Render({"--values", values});
+  ASSERT_TRUE(chart.ok) << chart.error;
+  EXPECT_THAT(chart.notes,
+              AllOf(Not(HasSubstr("none configured")),
+                    HasSubstr("vera (viewer): client certificates marked ou=weightpath-viewers"),
+                    HasSubstr("release-bot (operator): client certificates marked "
+                              "uri_prefix=spiffe://example.org/bot/"),
+                    HasSubstr("platform (admin): client certificates marked ou=weightpath-admins"),
+                    HasSubstr("--cert OPERATOR.pem --key OPERATOR.key")))
+      << chart.notes;
+
+  // The suggested command, continuation lines joined.
+  const size_t begin = chart.notes.find("weightpathctl resolve");
+  ASSERT_NE(begin, std::string::npos) << chart.notes;
+  const size_t end = chart.notes.find('\n', chart.notes.find("--profile", begin));
+  const std::string command =
+      absl::StrReplaceAll(chart.notes.substr(begin, end - begin), {{"\\\n", " "}});
+  EXPECT_THAT(command, HasSubstr("--tls-server-name wp-weightpath.fleet.svc"));
+
+  auto ca = server::testing::TestCa::Create();
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  ASSERT_TRUE((*ca)->IssueServer("service", "DNS:wp-weightpath.fleet.svc").ok());
+  ASSERT_TRUE((*ca)->IssueClient("vera", "/CN=vera/OU=weightpath-viewers").ok());
+  server::testing::TempDir root;
+  using server::testing::ReadFileOrDie;
+  absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> started = StartRenderedServer(
+      chart,
+      {{"wp-tls", {{"tls.crt", ReadFileOrDie((*ca)->File("service.pem"))},
+                   {"tls.key", ReadFileOrDie((*ca)->File("service.key"))}}},
+       {"device-ca", {{"ca.crt", ReadFileOrDie((*ca)->File("ca.pem"))}}}},
+      root);
+  ASSERT_TRUE(started.ok()) << started.status();
+  // What the operator fills in: the port-forward's local end is the server
+  // here; the placeholders are files; the profile is the repository's.
+  std::vector<std::string> argv = {WEIGHTPATH_CTL_BINARY};
+  for (absl::string_view word : absl::StrSplit(command, ' ', absl::SkipEmpty())) {
+    if (word == "weightpathctl") continue;
+    std::string arg(word);
+    if (absl::StartsWith(arg, "127.0.0.1:")) arg = (*started)->grpc_address();
+    if (arg == "CA.pem") arg = (*ca)->File("ca.pem");
+    if (arg == "OPERATOR.pem") arg = (*ca)->File("vera.pem");
+    if (arg == "OPERATOR.key") arg = (*ca)->File("vera.key");
+    if (absl::StartsWith(arg, "examples/")) arg = absl::StrCat(WEIGHTPATH_SOURCE_DIR, "/", arg);
+    argv.push_back(arg);
+  }
+  const weightpath::testing::ProcessResult resolved = weightpath::testing::RunProcess(argv);
+  EXPECT_EQ(resolved.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << resolved.err;
+  EXPECT_THAT(resolved.out, HasSubstr("w4a8-amx"));
+
+  // Without operators the notes say so; TLS without client certificates
+  // suggests no certificate, plaintext no TLS at all.
+  const RenderedChart none = Render(Sets({"tls.secretName=wp-tls"}));
+  ASSERT_TRUE(none.ok) << none.error;
+  EXPECT_THAT(none.notes, AllOf(HasSubstr("none configured"), HasSubstr("--ca CA.pem"),
+                                Not(HasSubstr("--cert OPERATOR.pem"))));
+  const RenderedChart plaintext = Render(Sets({"insecure=true"}));
+  ASSERT_TRUE(plaintext.ok) << plaintext.error;
+  EXPECT_THAT(plaintext.notes,
+              AllOf(HasSubstr("weightpathctl resolve --server 127.0.0.1:50051 --profile"),
+                    Not(HasSubstr("--ca"))));
 }
 
 // weightpathctl with `args`; the test fails on a non-zero exit.

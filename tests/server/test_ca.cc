@@ -44,10 +44,12 @@ absl::Status TestCa::IssueClient(const std::string& name, const std::string& sub
                           " -out ", name, ".pem -extfile ", name, ".ext"));
 }
 
-absl::Status TestCa::IssueServer(const std::string& name) {
+absl::Status TestCa::IssueServer(const std::string& name, const std::string& subject_alt_names) {
+  WriteFileOrDie(File(name + ".ext"), absl::StrCat("subjectAltName=", subject_alt_names,
+                                                   "\nextendedKeyUsage=serverAuth\n"));
   return Run(absl::StrCat("openssl req ", kNewKey, " -keyout ", name, ".key -out ", name,
                           ".csr -subj /CN=localhost; openssl x509 -req -in ", name, ".csr ", kSign,
-                          " -out ", name, ".pem -extfile server.ext"));
+                          " -out ", name, ".pem -extfile ", name, ".ext"));
 }
 
 std::shared_ptr<grpc::Channel> TestCa::Channel(const std::string& address,

@@ -25,8 +25,11 @@ class TestCa {
                            const std::string& extensions = "");
 
   // NAME.pem/NAME.key: another server certificate for localhost /
-  // 127.0.0.1 from the same CA (a renewal), with a serial of its own.
-  absl::Status IssueServer(const std::string& name);
+  // 127.0.0.1 from the same CA (a renewal), with a serial of its own; or
+  // for `subject_alt_names` instead ("DNS:wp-weightpath.fleet.svc": a name
+  // the address a client dials does not carry).
+  absl::Status IssueServer(const std::string& name,
+                           const std::string& subject_alt_names = "DNS:localhost,IP:127.0.0.1");
 
   std::string File(const std::string& name) const { return dir_.File(name); }
 
