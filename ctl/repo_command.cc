@@ -103,10 +103,19 @@ std::vector<FlagSpec> FlagsFor(Action action) {
                "with --dir: write the build's manifest here (default REPO/manifests/SHA256.json)"},
               {"length", '\0', true, "the artifact's length in bytes (without --file)"},
               {"sha256", '\0', true, "the artifact's SHA-256, lowercase hex (without --file)"},
-              {"model", '\0', true, "custom.model"},
-              {"weight-path", '\0', true, "custom.weight_path (e.g. w4a8-amx)"},
-              {"version", '\0', true, "custom.version of the artifact"},
+              {"weight-path", '\0', true,
+               "custom.weight_path (e.g. w4a8-amx); with --version and --hardware-classes it "
+               "makes the target a weightpath build (required for one: devices install nothing "
+               "else)"},
+              {"version", '\0', true, "custom.version of the build"},
               {"hardware-classes", '\0', true, "custom.hardware_classes, comma-separated"},
+              {"model", '\0', true,
+               "custom.model (default: the one model the targets already list; required for "
+               "the first build, or when they list several)"},
+              {"canary", '\0', false,
+               "a second build of a model's weight path that only a rollout's pin_artifact "
+               "serves (custom.canary); the catalog keeps serving the path's other build to "
+               "everyone else"},
               {"replace", '\0', false, "replace an entry with the same path"},
               {"expires", '\0', true, "lifetime of the staged targets (default 90d)"},
               HelpFlag()};
@@ -117,7 +126,10 @@ std::vector<FlagSpec> FlagsFor(Action action) {
       return {RepoFlag(), {"role", '\0', true, "root or targets (required)"},
               {"key", '\0', true, "private key file(s), comma-separated (required)"},
               {"expires", '\0', true,
-               "new lifetime (90d, 12h) or time (2030-01-01T00:00:00Z); drops earlier signatures"},
+               "new lifetime (90d, 12h) or time (2030-01-01T00:00:00Z); drops earlier signatures; "
+               "with nothing staged, renews the published version as the next one"},
+              {"allow-empty", '\0', false,
+               "sign staged targets that list no target at all (devices would find no build)"},
               HelpFlag()};
     case Action::kTimestamp:
       return {RepoFlag(),
@@ -412,6 +424,19 @@ absl::StatusOr<Staged<T>> LoadOrStartStaged(const std::string& path, const T& pu
   return result;
 }
 
+// `repo sign` with nothing staged would sign a copy of the published
+// version as the next one: what an operator wants only to renew its expiry
+// (--expires), never by a slip of the command line.
+template <typename T>
+absl::Status RequireSomethingToSign(const Staged<T>& staged, const std::string& role,
+                                    absl::string_view stage_with, const ParsedArguments& args) {
+  if (staged.existed || args.Has("expires")) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "nothing is staged for ", role, " v", staged.signed_part.version, ": stage a change with `",
+      "weightpathctl repo ", stage_with, "` first, or renew the published ", role,
+      " as is with --expires"));
+}
+
 // After an edit: earlier signatures cover other bytes and are dropped.
 template <typename T>
 void DropStaleSignatures(Staged<T>& staged, const std::string& role, std::ostream& out) {
@@ -548,6 +573,68 @@ absl::Status RunInit(const ParsedArguments& args, absl::Time now, CommandIo io) 
   return absl::OkStatus();
 }
 
+// custom.model, custom.weight_path and custom.canary of a listed target;
+// nullopt for a target that is not a weightpath build.
+struct ListedBuild {
+  std::string model;
+  std::string weight_path;
+  bool canary = false;
+};
+std::optional<ListedBuild> BuildOf(const trust::TargetFile& file) {
+  if (!file.custom.is_object()) return std::nullopt;
+  const Json* model = file.custom.Find("model");
+  const Json* weight_path = file.custom.Find("weight_path");
+  if (model == nullptr || !model->is_string() || weight_path == nullptr ||
+      !weight_path->is_string()) {
+    return std::nullopt;
+  }
+  const Json* canary = file.custom.Find("canary");
+  return ListedBuild{model->string_value(), weight_path->string_value(),
+                     canary != nullptr && canary->is_bool() && canary->bool_value()};
+}
+
+// The model a build added without --model is of: the one the other targets
+// (all but `path`, which it may replace) list. A guess among several, or
+// from none, would sign a build devices of another model could be sent.
+absl::StatusOr<std::string> OnlyModel(const Targets& targets, const std::string& path) {
+  std::set<std::string> models;
+  for (const auto& [listed, file] : targets.targets) {
+    if (listed == path) continue;
+    if (std::optional<ListedBuild> build = BuildOf(file)) models.insert(build->model);
+  }
+  if (models.size() == 1) return *models.begin();
+  if (models.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model is required: targets v", targets.version,
+        " list no weightpath build yet to take the model from"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--model is required: targets v", targets.version,
+                                                 " list several models (",
+                                                 absl::StrJoin(models, ", "), ")"));
+}
+
+// The server's catalog serves one build of each model's weight path to every
+// device; a second is refused there, so it is refused here first unless one
+// of the two is a canary (served only where a rollout pins it).
+absl::Status CheckOneDefaultBuild(const Targets& targets, const std::string& path,
+                                  const trust::WeightpathTarget& custom) {
+  if (custom.canary) return absl::OkStatus();
+  for (const auto& [listed, file] : targets.targets) {
+    if (listed == path) continue;
+    std::optional<ListedBuild> build = BuildOf(file);
+    if (!build || build->canary || build->model != custom.model ||
+        build->weight_path != custom.weight_path) {
+      continue;
+    }
+    return absl::AlreadyExistsError(absl::StrCat(
+        "target '", listed, "' is already the ", custom.model, " ", custom.weight_path,
+        " build every device is served; add this one with --canary to serve it only where a "
+        "rollout pins it (pin_artifact.artifact.target_path: ", path, "), or change that build "
+        "with --path ", listed, " --replace"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo io) {
   ASSIGN_OR_RETURN(std::string repo, RequiredFlag(args, "repo"));
   ASSIGN_OR_RETURN(std::string path, RequiredFlag(args, "path"));
@@ -560,10 +647,10 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
           "--dir computes the build's length and sha256 (its manifest's); give --dir or "
           "--file or --length/--sha256");
     }
-    if (!args.Has("model")) {
+    if (!args.Has("weight-path")) {
       return absl::InvalidArgumentError(
-          "--dir: a directory build's files are listed in custom: give --model, --weight-path, "
-          "--version and --hardware-classes");
+          "--dir: a directory build's files are listed in custom: give --weight-path, "
+          "--version and --hardware-classes (and --model unless the targets list one model)");
     }
     ASSIGN_OR_RETURN(build_files, DigestModelDirectory(*dir));
     const trust::BuildManifestDigest manifest = trust::DigestBuildManifest(build_files);
@@ -590,21 +677,32 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
     target.hashes["sha256"] = sha256;
   }
   const bool any_custom = args.Has("model") || args.Has("weight-path") || args.Has("version") ||
-                          args.Has("hardware-classes");
+                          args.Has("hardware-classes") || args.Has("canary");
+  std::optional<trust::WeightpathTarget> custom;
   if (any_custom) {
     // Devices install only targets that say what they are for, so the four
-    // come together or not at all.
-    trust::WeightpathTarget custom;
-    ASSIGN_OR_RETURN(custom.model, RequiredFlag(args, "model"));
-    ASSIGN_OR_RETURN(custom.weight_path, RequiredFlag(args, "weight-path"));
-    ASSIGN_OR_RETURN(custom.version, RequiredFlag(args, "version"));
+    // come together or not at all (the model may come from the targets).
+    custom.emplace();
+    for (const char* flag : {"weight-path", "version", "hardware-classes"}) {
+      if (!args.Has(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag, " is required: a weightpath build names its --weight-path, --version "
+            "and --hardware-classes (and --model unless the targets list one model); without "
+            "any of them the target is a plain file devices never install"));
+      }
+    }
+    ASSIGN_OR_RETURN(custom->weight_path, RequiredFlag(args, "weight-path"));
+    ASSIGN_OR_RETURN(custom->version, RequiredFlag(args, "version"));
     ASSIGN_OR_RETURN(std::string classes, RequiredFlag(args, "hardware-classes"));
-    custom.hardware_classes = SplitList(classes);
-    if (custom.hardware_classes.empty()) {
+    custom->hardware_classes = SplitList(classes);
+    if (custom->hardware_classes.empty()) {
       return absl::InvalidArgumentError("--hardware-classes: at least one class");
     }
-    custom.files = build_files;
-    target.custom = trust::WeightpathTargetToJson(custom);
+    if (args.Has("model")) {
+      ASSIGN_OR_RETURN(custom->model, RequiredFlag(args, "model"));
+    }
+    custom->canary = args.Has("canary");
+    custom->files = build_files;
   }
 
   const RepositoryLayout layout = LayoutOf(repo);
@@ -615,6 +713,15 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
   if (exists && !args.Has("replace")) {
     return absl::AlreadyExistsError(
         absl::StrCat("target '", path, "' is already listed; --replace to change it"));
+  }
+  bool model_defaulted = false;
+  if (custom) {
+    if (custom->model.empty()) {
+      ASSIGN_OR_RETURN(custom->model, OnlyModel(staged.signed_part, path));
+      model_defaulted = true;
+    }
+    RETURN_IF_ERROR(CheckOneDefaultBuild(staged.signed_part, path, *custom));
+    target.custom = trust::WeightpathTargetToJson(*custom);
   }
   staged.signed_part.targets[path] = target;
   DropStaleSignatures(staged, "targets", io.out);
@@ -632,6 +739,19 @@ absl::Status RunAddTarget(const ParsedArguments& args, absl::Time now, CommandIo
   RETURN_IF_ERROR(WriteStaged(layout, "targets", Encode(staged.signed_part, staged.signatures)));
   io.out << "staged targets v" << staged.signed_part.version << ": " << (exists ? "replaced " : "added ")
          << path << " (" << target.length << " bytes, sha256 " << target.hashes["sha256"] << ")\n";
+  if (model_defaulted) {
+    io.out << "  model " << custom->model << " (the one model the targets list; --model to name "
+           << "another)\n";
+  }
+  if (custom && custom->canary) {
+    io.out << "  a canary of " << custom->model << " " << custom->weight_path
+           << ": the catalog keeps serving the path's other build; once published, a rollout "
+           << "serves this one to its members with\n"
+           << "    action:\n"
+           << "      pin_artifact:\n"
+           << "        path: " << custom->weight_path << "\n"
+           << "        artifact: {target_path: " << path << "}\n";
+  }
   if (!build_files.empty()) {
     uint64_t total = 0;
     for (const trust::BuildManifestFile& file : build_files) total += file.size_bytes;
@@ -704,6 +824,7 @@ absl::Status RunSign(const ParsedArguments& args, absl::Time now, CommandIo io) 
     ASSIGN_OR_RETURN(absl::Time expires, ExpiryFlag(args, "expires", kRootLifetime, now));
     ASSIGN_OR_RETURN(Staged<Root> staged,
                      LoadOrStartStaged(staged_path, published_root, expires, ReadRoot));
+    RETURN_IF_ERROR(RequireSomethingToSign(staged, "root", "rotate-root", args));
     if (args.Has("expires")) staged.signed_part.expires = expires;
     DropStaleSignatures(staged, "root", io.out);
     RETURN_IF_ERROR(trust::CheckPublishable(staged_path, staged.signed_part, published_root.version, now));
@@ -768,6 +889,16 @@ absl::Status RunSign(const ParsedArguments& args, absl::Time now, CommandIo io) 
   const Root& effective_root = staged_root ? staged_root->metadata.signed_part : published_root;
   ASSIGN_OR_RETURN(std::vector<const trust::SigningKey*> chosen,
                    trust::KeysForRole(effective_root, "targets", signers));
+  RETURN_IF_ERROR(RequireSomethingToSign(staged, "targets", "add-target or remove-target", args));
+  // A staged edit that leaves nothing listed; renewing a published empty
+  // targets (--expires, nothing staged) changes nothing devices see.
+  if (staged.existed && staged.signed_part.targets.empty() && !args.Has("allow-empty")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "targets v", staged.signed_part.version,
+        " would list no target at all: devices and the server's catalog would find no build. "
+        "Stage one with `weightpathctl repo add-target`, or pass --allow-empty to publish an "
+        "empty targets on purpose"));
+  }
   ASSIGN_OR_RETURN(std::string bytes, trust::SignMetadata(trust::SignedToJson(staged.signed_part),
                                                           chosen, staged.signatures));
   ASSIGN_OR_RETURN(Metadata<Targets> signed_targets, trust::ParseTargets(bytes, staged_path));
