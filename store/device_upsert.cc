@@ -41,6 +41,11 @@ absl::Status ValidateBatch(const std::vector<EncodedDevice>& batch) {
     if (batch[i].last_seen_us == 0) {
       return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].last_seen is required"));
     }
+    if (batch[i].profile.size() > kMaxStoredProfileBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].profile is ",
+                                                     batch[i].profile.size(), " bytes; at most ",
+                                                     kMaxStoredProfileBytes, " are kept"));
+    }
   }
   return absl::OkStatus();
 }
@@ -129,7 +134,7 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     const size_t rows = std::min(kRowsPerStatement, changed.size() - offset);
     std::vector<SqlValue> record_params;
     std::vector<SqlValue> sighting_params;
-    record_params.reserve(rows * 9);
+    record_params.reserve(rows * 11);
     sighting_params.reserve(rows * 7);
     for (size_t r = 0; r < rows; ++r) {
       const EncodedDevice& device = *changed[offset + r];
@@ -141,6 +146,13 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
       record_params.emplace_back(device.last_seen_us);
       record_params.emplace_back(SqlBlob{device.body});
       record_params.emplace_back(device.rollout_id);
+      record_params.emplace_back(device.last_seen_us);
+      // NULL: this record carries no profile, and the stored one stays.
+      if (device.profile.empty()) {
+        record_params.emplace_back(nullptr);
+      } else {
+        record_params.emplace_back(SqlBlob{device.profile});
+      }
       record_params.emplace_back(device.last_seen_us);
       sighting_params.emplace_back(device.device_id);
       sighting_params.emplace_back(device.hardware_class);
@@ -155,16 +167,20 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
             // rollout_since_us moves only when the rollout does: it is the
             // first resolve that gave the device its current rollout_id.
             .Query(absl::StrCat("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
-                                "first_seen_us, recorded_us, body, rollout_id, rollout_since_us) "
-                                "VALUES ",
-                                Placeholders(rows, 9),
+                                "first_seen_us, recorded_us, body, rollout_id, rollout_since_us, "
+                                "profile, profile_recorded_us) VALUES ",
+                                Placeholders(rows, 11),
                                 " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
                                 "excluded.hardware_class, path = excluded.path, cpu_model = "
                                 "excluded.cpu_model, recorded_us = excluded.recorded_us, body = "
                                 "excluded.body, rollout_since_us = CASE WHEN devices.rollout_id = "
                                 "excluded.rollout_id AND devices.rollout_since_us <> 0 THEN "
                                 "devices.rollout_since_us ELSE excluded.rollout_since_us END, "
-                                "rollout_id = excluded.rollout_id WHERE excluded.recorded_us >= "
+                                "rollout_id = excluded.rollout_id, profile = CASE WHEN "
+                                "excluded.profile IS NULL THEN devices.profile ELSE "
+                                "excluded.profile END, profile_recorded_us = CASE WHEN "
+                                "excluded.profile IS NULL THEN devices.profile_recorded_us ELSE "
+                                "excluded.profile_recorded_us END WHERE excluded.recorded_us >= "
                                 "devices.recorded_us"),
                    record_params)
             .status());

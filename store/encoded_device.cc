@@ -20,7 +20,9 @@ bool IsColumnField(uint32_t field_number) {
          field_number == v1::Device::kLastSeenFieldNumber ||
          field_number == v1::Device::kRegressionCountFieldNumber ||
          field_number == v1::Device::kLastRegressionFieldNumber ||
-         field_number == v1::Device::kRolloutSinceFieldNumber;
+         field_number == v1::Device::kRolloutSinceFieldNumber ||
+         field_number == v1::Device::kHardwareProfileFieldNumber ||
+         field_number == v1::Device::kProfileRecordedAtFieldNumber;
 }
 
 uint64_t Load64(const char* p) {
@@ -55,6 +57,33 @@ uint64_t StableHash64(std::string_view bytes) {
   return Mix(h ^ Mix(tail ^ 0x5bd1e995ULL));
 }
 
+uint64_t ProfileFingerprint(std::string_view profile) {
+  // The bytes around each free-RAM field, hashed run by run: no copy.
+  uint64_t h = 0x243f6a8885a308d3ULL;
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(profile.data()),
+                                               static_cast<int>(profile.size()));
+  size_t run_start = 0;
+  while (true) {
+    const int start = input.CurrentPosition();
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) break;
+    if (!WireFormatLite::SkipField(&input, tag)) break;  // the rest is hashed as it is
+    if (WireFormatLite::GetTagFieldNumber(tag) != v1::HardwareProfile::kRamAvailableBytesFieldNumber) {
+      continue;
+    }
+    h = Mix(h ^ StableHash64(profile.substr(run_start, static_cast<size_t>(start) - run_start)));
+    run_start = static_cast<size_t>(input.CurrentPosition());
+  }
+  return Mix(h ^ StableHash64(profile.substr(run_start)));
+}
+
+int64_t RecordFingerprint(std::string_view body, std::string_view profile) {
+  const uint64_t h = StableHash64(body);
+  if (profile.empty()) return static_cast<int64_t>(h);
+  const uint64_t p = ProfileFingerprint(profile);
+  return static_cast<int64_t>(Mix(h ^ ((p << 29) | (p >> 35))));
+}
+
 EncodedDevice EncodeDevice(const v1::Device& device) {
   // Equal records must give equal bytes, labels included.
   const std::string full = DeterministicBytes(device);
@@ -80,7 +109,11 @@ EncodedDevice EncodeDevice(const v1::Device& device) {
     encoded.body.append(full, static_cast<size_t>(start),
                       static_cast<size_t>(input.CurrentPosition() - start));
   }
-  encoded.fingerprint = static_cast<int64_t>(StableHash64(encoded.body));
+  if (device.has_hardware_profile()) {
+    encoded.profile = DeterministicBytes(device.hardware_profile());
+    if (encoded.profile.size() > kMaxStoredProfileBytes) encoded.profile.clear();
+  }
+  encoded.fingerprint = RecordFingerprint(encoded.body, encoded.profile);
   return encoded;
 }
 

@@ -33,10 +33,32 @@ struct EncodedDevice {
   int64_t first_seen_us = 0;  // 0: not given; a new device's first_seen is its last_seen
   int64_t last_seen_us = 0;   // 0: not given (refused by the store)
   std::string body;           // deterministic wire encoding, without the column fields
-  int64_t fingerprint = 0;    // StableHash64(body)
+  // The HardwareProfile the device sent with this resolve, its wire bytes
+  // as sent (Device.hardware_profile, a column of its own); "" for none,
+  // which leaves a stored profile as it is. At most kMaxStoredProfileBytes.
+  std::string profile;
+  int64_t fingerprint = 0;    // RecordFingerprint(body, profile)
 };
 
+// A resolve request is at most 64 KiB (the server's receive limit); a
+// profile is a few KiB even with eight GPUs and their MIG slices. Beyond
+// this the registry keeps none (the encoders leave it out, the store
+// refuses it naming the field), so the write-behind queue's records stay
+// small.
+inline constexpr size_t kMaxStoredProfileBytes = 16 * 1024;
+
 EncodedDevice EncodeDevice(const v1::Device& device);
+
+// What decides whether a stored profile is rewritten: its bytes less the
+// free RAM (HardwareProfile.ram_available_bytes, top level), which a probe
+// reads anew every time and which neither validation nor the rules read. A
+// device that resolves again with only that figure moved keeps its stored
+// profile, and its sighting is only bumped.
+uint64_t ProfileFingerprint(std::string_view profile);
+
+// The record's fingerprint: StableHash64(body) alone without a profile (the
+// fingerprint records had before profiles were kept), else both.
+int64_t RecordFingerprint(std::string_view body, std::string_view profile);
 
 // Stable across runs and builds (unlike absl::Hash, which is seeded per
 // process), so a restarted server still recognises unchanged records.

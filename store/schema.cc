@@ -236,6 +236,16 @@ ALTER TABLE devices ADD COLUMN rollout_since_us BIGINT NOT NULL DEFAULT 0;
 -- resolve, later than the truth, so a timeout never starts early).
 UPDATE device_sightings SET record_hash = 0;
 )sql"},
+      {8, "each device's last hardware profile as it sent it", R"sql(
+-- The HardwareProfile wire bytes of the device's last resolve (at most
+-- 16 KiB), so that an explanation evaluates what the device sent; NULL for
+-- a device not seen since. Written with the record, whose fingerprint
+-- covers the profile less its free RAM, so an unchanged device still only
+-- has its sighting bumped. Rows from before get theirs at their next
+-- resolve: the fingerprint with a profile differs from the one stored.
+ALTER TABLE devices ADD COLUMN profile {blob};
+ALTER TABLE devices ADD COLUMN profile_recorded_us BIGINT NOT NULL DEFAULT 0;
+)sql"},
   };
   return migrations;
 }

@@ -26,6 +26,9 @@ namespace {
 constexpr char kDeviceColumns[] =
     "s.device_id, d.first_seen_us, s.last_seen_us, d.regression_count, d.last_regression, d.body, "
     "d.rollout_id, d.rollout_since_us";
+// The stored profile, read only where it is shown or evaluated (GetDevice,
+// DeviceQuery::with_profiles): a listing page stays the size of its records.
+constexpr char kDeviceProfileColumns[] = ", d.profile, d.profile_recorded_us";
 constexpr char kDeviceTables[] =
     "device_sightings s JOIN devices d ON d.device_id = s.device_id";
 
@@ -48,6 +51,14 @@ absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   // column existed says nothing of when its rollout reached it.
   if (rollout_since != 0 && !device.rollout_id().empty() && CellText(row[6]) == device.rollout_id()) {
     *device.mutable_rollout_since() = ToTimestamp(FromMicros(rollout_since));
+  }
+  if (row.size() > 9 && row[8].has_value()) {
+    if (!device.mutable_hardware_profile()->ParseFromString(*row[8])) {
+      return absl::DataLossError(absl::StrCat("devices.profile of ", CellText(row[0]),
+                                              " does not parse as weightpath.v1.HardwareProfile"));
+    }
+    ASSIGN_OR_RETURN(int64_t recorded, CellInt(row[9], "devices.profile_recorded_us"));
+    if (recorded != 0) *device.mutable_profile_recorded_at() = ToTimestamp(FromMicros(recorded));
   }
   return device;
 }
@@ -120,8 +131,8 @@ class SqlFleetStore : public FleetStore {
   absl::StatusOr<v1::Device> GetDevice(std::string_view device_id) override {
     ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     ASSIGN_OR_RETURN(SqlRows rows,
-                     session->Query(absl::StrCat("SELECT ", kDeviceColumns, " FROM ", kDeviceTables,
-                                                 " WHERE s.device_id = $1"),
+                     session->Query(absl::StrCat("SELECT ", kDeviceColumns, kDeviceProfileColumns,
+                                                 " FROM ", kDeviceTables, " WHERE s.device_id = $1"),
                                     {std::string(device_id)}));
     if (rows.empty()) {
       return absl::NotFoundError(absl::StrCat("device_id \"", std::string(device_id), "\" is not registered"));
@@ -210,8 +221,9 @@ class SqlFleetStore : public FleetStore {
       ASSIGN_OR_RETURN(after, DecodePageToken(query.page_token));
     }
 
-    std::string sql =
-        absl::StrCat("SELECT ", kDeviceColumns, " FROM ", kDeviceTables, " WHERE s.device_id > $1");
+    std::string sql = absl::StrCat("SELECT ", kDeviceColumns,
+                                   query.with_profiles ? kDeviceProfileColumns : "", " FROM ",
+                                   kDeviceTables, " WHERE s.device_id > $1");
     std::vector<SqlValue> params = {std::string()};
     if (!query.hardware_class.empty()) {
       params.push_back(query.hardware_class);

@@ -45,6 +45,9 @@ struct DeviceQuery {
   std::function<bool(const DeviceLabels&)> label_predicate;
   uint32_t page_size = 0;  // 0: kDefaultPageSize; above kMaxPageSize is INVALID_ARGUMENT
   std::string page_token;  // from a previous DevicePage; "" for the first page
+  // Fill each device's hardware_profile and profile_recorded_at (GetDevice
+  // always does): for callers that evaluate the devices, not for listings.
+  bool with_profiles = false;
 };
 
 struct DevicePage {

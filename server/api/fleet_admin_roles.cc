@@ -17,6 +17,7 @@ absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
       {"ListRollouts", Role::kViewer},
       {"ListRolloutDevices", Role::kViewer},
       {"ExplainDecision", Role::kViewer},
+      {"PlanPolicy", Role::kViewer},
       {"ListAuditEvents", Role::kViewer},
       {"CreateRollout", Role::kOperator},
       {"PauseRollout", Role::kOperator},

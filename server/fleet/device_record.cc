@@ -119,12 +119,16 @@ void FillDeviceRecord(const v1::ResolveWeightPathRequest& request,
   device.set_model(decided.model());
   device.set_effective_priority(decided.effective_priority());
   device.set_rollout_id(per_call.rollout().rollout_id());
+  device.set_requested_priority(request.priority());
+  if (request.profile().ByteSizeLong() <= store::kMaxStoredProfileBytes) {
+    *device.mutable_hardware_profile() = request.profile();
+  }
 }
 
 store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& request,
                                         const v1::ResolveWeightPathResponse& decided,
                                         const v1::ResolveWeightPathResponse& per_call,
-                                        absl::Time now) {
+                                        absl::Time now, std::string_view profile_wire) {
   store::EncodedDevice record;
   record.device_id = request.device_id();
   record.hardware_class = decided.hardware_class();
@@ -153,7 +157,20 @@ store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& requ
     PutVarint(body, static_cast<uint64_t>(static_cast<int64_t>(decided.effective_priority())));
   }
   PutString(body, v1::Device::kRolloutIdFieldNumber, per_call.rollout().rollout_id());
-  record.fingerprint = static_cast<int64_t>(store::StableHash64(body));
+  if (request.priority() != 0) {
+    PutTag(body, v1::Device::kRequestedPriorityFieldNumber, kVarint);
+    PutVarint(body, static_cast<uint64_t>(static_cast<int64_t>(request.priority())));
+  }
+  // hardware_profile (19) and profile_recorded_at (20) are columns.
+  if (!profile_wire.empty()) {
+    if (profile_wire.size() <= store::kMaxStoredProfileBytes) record.profile.assign(profile_wire);
+  } else if (const size_t size = request.profile().ByteSizeLong();
+             size <= store::kMaxStoredProfileBytes) {
+    record.profile.resize(size);
+    request.profile().SerializeWithCachedSizesToArray(
+        reinterpret_cast<uint8_t*>(record.profile.data()));
+  }
+  record.fingerprint = store::RecordFingerprint(body, record.profile);
   return record;
 }
 

@@ -4,6 +4,8 @@
 // exactly store::EncodeDevice(FillDeviceRecord(...)), which the tests check.
 #pragma once
 
+#include <string_view>
+
 #include "absl/time/time.h"
 #include "store/encoded_device.h"
 #include "weightpath/v1/fleet.pb.h"
@@ -18,9 +20,13 @@ void FillDeviceRecord(const v1::ResolveWeightPathRequest& request,
                       const v1::ResolveWeightPathResponse& per_call, absl::Time now,
                       v1::Device& device);
 
+// `profile_wire`: the request's profile field as the device sent it, when
+// the caller has its bytes (the wire decoder's head); empty: serialized from
+// request.profile(). Either way a profile over store::kMaxStoredProfileBytes
+// is left out.
 store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& request,
                                         const v1::ResolveWeightPathResponse& decided,
                                         const v1::ResolveWeightPathResponse& per_call,
-                                        absl::Time now);
+                                        absl::Time now, std::string_view profile_wire = {});
 
 }  // namespace weightpath::server

@@ -65,8 +65,10 @@ void FleetState::Shutdown() {
 
 void FleetState::RecordResolve(const v1::ResolveWeightPathRequest& request,
                                const v1::ResolveWeightPathResponse& decided,
-                               const v1::ResolveWeightPathResponse& per_call) {
-  if (!write_behind_.TryEnqueue(EncodeDeviceRecord(request, decided, per_call, clock_->Now()))) {
+                               const v1::ResolveWeightPathResponse& per_call,
+                               std::string_view profile_wire) {
+  if (!write_behind_.TryEnqueue(
+          EncodeDeviceRecord(request, decided, per_call, clock_->Now(), profile_wire))) {
     metrics_->RecordFleetRecordDropped();
   }
 }

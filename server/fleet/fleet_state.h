@@ -84,10 +84,12 @@ class FleetState {
 
   // Never blocks on the store: a full queue drops the record and counts it.
   // The response in its two parts (server/resolver.h); the per-call part
-  // wins where both carry a field.
+  // wins where both carry a field. `profile_wire`: the request's profile as
+  // the device sent it, when the caller has its bytes (else serialized).
   void RecordResolve(const v1::ResolveWeightPathRequest& request,
                      const v1::ResolveWeightPathResponse& decided,
-                     const v1::ResolveWeightPathResponse& per_call);
+                     const v1::ResolveWeightPathResponse& per_call,
+                     std::string_view profile_wire = {});
   void RecordResolve(const v1::ResolveWeightPathRequest& request,
                      const v1::ResolveWeightPathResponse& response) {
     RecordResolve(request, response, response);

@@ -53,6 +53,17 @@ void ExpectSameRecord(const v1::ResolveWeightPathRequest& request, const Resolve
   EXPECT_EQ(direct.agent_version, expected.agent_version);
   EXPECT_EQ(direct.first_seen_us, 0);
   EXPECT_EQ(direct.last_seen_us, store::ToMicros(kNow));
+  EXPECT_EQ(direct.profile, expected.profile) << request.device_id();
+  // The profile as the device sent it: the wire bytes the server received.
+  const std::string wire = request.profile().SerializeAsString();
+  const store::EncodedDevice as_sent =
+      EncodeDeviceRecord(request, resolved.decided, resolved.per_call, kNow, wire);
+  EXPECT_EQ(as_sent.profile, wire);
+  EXPECT_EQ(as_sent.fingerprint, expected.fingerprint);
+  v1::HardwareProfile kept;
+  ASSERT_TRUE(kept.ParseFromString(direct.profile));
+  EXPECT_EQ(kept.SerializeAsString(), wire);
+  EXPECT_EQ(filled.requested_priority(), request.priority());
 }
 
 TEST(DeviceRecordTest, DirectEncodingMatchesTheFilledRecordForEveryExample) {
@@ -101,6 +112,22 @@ TEST(DeviceRecordTest, SameDeviceResolvedLaterHasTheSameFingerprint) {
       EncodeDeviceRecord(request, resolved.decided, resolved.per_call, kNow + absl::Hours(6));
   EXPECT_EQ(now.fingerprint, later.fingerprint);
   EXPECT_NE(now.last_seen_us, later.last_seen_us);
+}
+
+// A profile past the store's bound is left out, wherever its bytes come
+// from, so the write-behind queue never holds one.
+TEST(DeviceRecordTest, AProfileOverTheBoundIsNotKept) {
+  v1::ResolveWeightPathRequest request = testing::ExampleProfileRequests().front();
+  const Resolved resolved = ResolveWithEmbeddedPolicy(request);
+  request.mutable_profile()->add_probe_notes(std::string(store::kMaxStoredProfileBytes, 'n'));
+  EXPECT_EQ(EncodeDeviceRecord(request, resolved.decided, resolved.per_call, kNow).profile, "");
+  EXPECT_EQ(EncodeDeviceRecord(request, resolved.decided, resolved.per_call, kNow,
+                               request.profile().SerializeAsString())
+                .profile,
+            "");
+  v1::Device filled;
+  FillDeviceRecord(request, resolved.decided, resolved.per_call, kNow, filled);
+  EXPECT_FALSE(filled.has_hardware_profile());
 }
 
 }  // namespace

@@ -81,6 +81,46 @@ TEST(EncodedDevice, EveryOtherFieldChangesTheFingerprint) {
   EXPECT_TRUE(changed([](v1::Device& d) { d.set_model("Spark-X2.5-7B"); }));
 }
 
+TEST(EncodedDevice, TheProfileIsAColumnAndItsFingerprintIgnoresFreeRam) {
+  v1::Device device = Record();
+  v1::HardwareProfile& profile = *device.mutable_hardware_profile();
+  profile.set_arch("x86_64");
+  profile.set_cpu_model("Intel(R) Xeon(R) Platinum 8480C");
+  profile.set_ram_total_bytes(uint64_t{512} << 30);
+  profile.set_ram_available_bytes(uint64_t{400} << 30);
+  profile.add_cpu_flags("amx_tile");
+  device.set_requested_priority(v1::PRIORITY_FIDELITY);
+  const EncodedDevice encoded = EncodeDevice(device);
+  EXPECT_EQ(encoded.profile, profile.SerializeAsString());
+  // Not in the body: the column holds it.
+  v1::Device body;
+  ASSERT_TRUE(body.ParseFromString(encoded.body));
+  EXPECT_FALSE(body.has_hardware_profile());
+  EXPECT_EQ(body.requested_priority(), v1::PRIORITY_FIDELITY);
+  // Without a profile the fingerprint is the body's alone, as before.
+  EXPECT_EQ(EncodeDevice(Record()).fingerprint,
+            static_cast<int64_t>(StableHash64(EncodeDevice(Record()).body)));
+  EXPECT_NE(encoded.fingerprint, static_cast<int64_t>(StableHash64(encoded.body)));
+
+  const auto fingerprint_after = [&](auto edit) {
+    v1::Device changed = device;
+    edit(*changed.mutable_hardware_profile());
+    return EncodeDevice(changed).fingerprint;
+  };
+  EXPECT_EQ(fingerprint_after([](v1::HardwareProfile& p) { p.set_ram_available_bytes(17); }),
+            encoded.fingerprint);
+  EXPECT_NE(fingerprint_after([](v1::HardwareProfile& p) { p.set_ram_total_bytes(1); }),
+            encoded.fingerprint);
+  EXPECT_NE(fingerprint_after([](v1::HardwareProfile& p) { p.set_supports_bf16(true); }),
+            encoded.fingerprint);
+  EXPECT_NE(fingerprint_after([](v1::HardwareProfile& p) { p.add_cpu_flags("amx_bf16"); }),
+            encoded.fingerprint);
+  // Beyond the bound the registry keeps no profile.
+  v1::Device huge = device;
+  huge.mutable_hardware_profile()->add_probe_notes(std::string(kMaxStoredProfileBytes, 'n'));
+  EXPECT_EQ(EncodeDevice(huge).profile, "");
+}
+
 TEST(StableHash64, IsFixedAcrossBuildsAndRuns) {
   // Stored fingerprints outlive the binary: a new value here means every
   // device's body is rewritten once after an upgrade.

@@ -372,6 +372,76 @@ TEST_P(StoreConformance, ChangedRecordIsRewrittenWhole) {
   EXPECT_THAT(page->devices, SizeIs(1));
 }
 
+// The profile a device sent, in its own column: GetDevice returns it as
+// stored, listings leave it out unless asked, and a resolve that moved only
+// free RAM keeps the stored one (the sighting alone is bumped).
+TEST_P(StoreConformance, HardwareProfileIsKeptAsSentAndRewrittenOnlyWhenItChanges) {
+  v1::Device device = MakeDevice("gpu-a", "cuda_discrete", "bf16", kSeedCpuAsProbed, kT0);
+  v1::HardwareProfile& profile = *device.mutable_hardware_profile();
+  profile.set_arch("x86_64");
+  profile.set_cpu_model(kSeedCpuAsProbed);
+  profile.set_accelerator("cuda_discrete");
+  profile.set_supports_bf16(true);
+  profile.set_ram_total_bytes(uint64_t{64} << 30);
+  profile.set_ram_available_bytes(uint64_t{40} << 30);
+  v1::GpuDevice& gpu = *profile.add_gpus();
+  gpu.set_name("NVIDIA GeForce RTX 4090");
+  gpu.set_memory_total_bytes(uint64_t{24} << 30);
+  gpu.add_capability(8);
+  gpu.add_capability(9);
+  ASSERT_THAT(store_->UpsertDevices({device}), IsOk());
+  auto stored = store_->GetDevice("gpu-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->hardware_profile().SerializeAsString(), profile.SerializeAsString());
+  EXPECT_EQ(FromProtoTime(stored->profile_recorded_at()), kT0);
+  auto listed = store_->ListDevices(DeviceQuery{});
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_THAT(listed->devices, SizeIs(1));
+  EXPECT_FALSE(listed->devices[0].has_hardware_profile());
+  DeviceQuery with_profiles;
+  with_profiles.with_profiles = true;
+  listed = store_->ListDevices(with_profiles);
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_THAT(listed->devices, SizeIs(1));
+  EXPECT_TRUE(listed->devices[0].hardware_profile().supports_bf16());
+
+  // Free RAM moved: the same record, only last_seen moves.
+  device.mutable_hardware_profile()->set_ram_available_bytes(uint64_t{12} << 30);
+  *device.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(1));
+  ASSERT_THAT(store_->UpsertDevices({device}), IsOk());
+  EXPECT_THAT(RecordedAt(url_, "gpu-a"), IsOkAndHolds(ToMicros(kT0)));
+  stored = store_->GetDevice("gpu-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->hardware_profile().ram_available_bytes(), uint64_t{40} << 30);
+  EXPECT_EQ(FromProtoTime(stored->last_seen()), kT0 + absl::Hours(1));
+
+  // Anything else moved (a driver update dropped bf16): rewritten.
+  device.mutable_hardware_profile()->set_supports_bf16(false);
+  *device.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(2));
+  ASSERT_THAT(store_->UpsertDevices({device}), IsOk());
+  stored = store_->GetDevice("gpu-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_FALSE(stored->hardware_profile().supports_bf16());
+  EXPECT_EQ(stored->hardware_profile().ram_available_bytes(), uint64_t{12} << 30);
+  EXPECT_EQ(FromProtoTime(stored->profile_recorded_at()), kT0 + absl::Hours(2));
+
+  // A record without a profile (an older writer) leaves the stored one.
+  v1::Device summary_only = MakeDevice("gpu-a", "cuda_discrete", "fp16", kSeedCpuAsProbed,
+                                       kT0 + absl::Hours(3));
+  ASSERT_THAT(store_->UpsertDevices({summary_only}), IsOk());
+  stored = store_->GetDevice("gpu-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->path(), "fp16");
+  EXPECT_EQ(stored->hardware_profile().gpus(0).name(), "NVIDIA GeForce RTX 4090");
+  EXPECT_EQ(FromProtoTime(stored->profile_recorded_at()), kT0 + absl::Hours(2));
+
+  // Bounded: a profile past kMaxStoredProfileBytes is refused naming it.
+  EncodedDevice huge = EncodeDevice(MakeDevice("gpu-b", "cuda_discrete", "bf16", kSeedCpu, kT0));
+  huge.profile.assign(kMaxStoredProfileBytes + 1, 'x');
+  EXPECT_THAT(store_->UpsertEncodedDevices({huge}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices[0].profile")));
+}
+
 TEST_P(StoreConformance, ChangedRecordOlderThanTheLastSightingIsIgnored) {
   // The device was seen unchanged at T0+2h; a record from T0+1h with another
   // path arrives late (another replica's slow flush). It must not replace the
