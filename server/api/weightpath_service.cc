@@ -170,7 +170,7 @@ bool WeightPathService::AnswerKnown(grpc::CallbackServerContext* context, const 
       return false;
     }
     AnswerDecided(scratch->request, snapshot, *resolved, &scratch->per_call, summary,
-                  response_bytes);
+                  response_bytes, head.profile);
     return true;
   }
   // A path deriving engine arguments reads the whole profile, which only
@@ -232,7 +232,8 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
   ASSIGN_OR_RETURN(const ResolvedDecision decision,
                    Decide(request, *hardware_class, *snapshot, summary, *rollouts, intervals_));
   RETURN_IF_ERROR(CheckAgentTakesBuild(decision, request.accepts_directory_builds()));
-  AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes);
+  AnswerDecided(request, *snapshot, decision, per_call, summary, response_bytes,
+                head != nullptr ? head->profile : absl::string_view());
   if (head != nullptr) RememberProfile(request, *head, *hardware_class, *snapshot, *rollouts);
   return absl::OkStatus();
 }
@@ -240,7 +241,8 @@ absl::Status WeightPathService::AnswerResolve(grpc::CallbackServerContext* conte
 void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& request,
                                       const Snapshot& snapshot, const ResolvedDecision& decision,
                                       v1::ResolveWeightPathResponse* per_call,
-                                      ResolveSummary* summary, grpc::ByteBuffer* response_bytes) {
+                                      ResolveSummary* summary, grpc::ByteBuffer* response_bytes,
+                                      absl::string_view profile_wire) {
   const DecidedPart& decided = ThreadDecidedPartCache().Find(*snapshots_, snapshot, decision);
   per_call->Clear();
   FillPerCallPart(decision, per_call);
@@ -254,7 +256,8 @@ void WeightPathService::AnswerDecided(const v1::ResolveWeightPathRequest& reques
   // it is charged to its id's rate limit like any call, so dry_run cannot
   // lift a device's limit (the limiter's memory is fixed either way).
   if (fleet_.has_value() && !request.dry_run()) {
-    fleet_->state.RecordResolve(request, decided.message, *per_call);
+    fleet_->state.RecordResolve(request, decided.message, *per_call,
+                                std::string_view(profile_wire.data(), profile_wire.size()));
   }
   if (!request.known_decision_etag().empty() &&
       request.known_decision_etag() == per_call->decision_etag()) {

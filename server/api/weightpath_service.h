@@ -139,10 +139,12 @@ class WeightPathService final
                    grpc::ByteBuffer* response_bytes);
   // The answer once the decision is made (both paths): decided part,
   // per-call part and etag, the fleet's sighting, "unchanged" or the full
-  // answer with the fleet's evidence.
+  // answer with the fleet's evidence. `profile_wire`: the request's profile
+  // field as sent, when the wire decoder found it (the registry keeps it).
   void AnswerDecided(const v1::ResolveWeightPathRequest& request, const Snapshot& snapshot,
                      const ResolvedDecision& decision, v1::ResolveWeightPathResponse* per_call,
-                     ResolveSummary* summary, grpc::ByteBuffer* response_bytes);
+                     ResolveSummary* summary, grpc::ByteBuffer* response_bytes,
+                     absl::string_view profile_wire);
   // After the full path answered a plain request: its profile's decisions
   // for memo_, when the call was one the memo may answer next time.
   // `hardware_class` is the profile's, as validation computed it.
