@@ -36,7 +36,7 @@ const std::vector<Command>& Commands() {
       {"device", "one device: registry record, last decision, measurements", RunDeviceCommand},
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"explain", "why the server decides what it decides for a device", RunExplainCommand},
-      {"paths", "every weight path of the policy for a profile, and why", RunPathsCommand},
+      {"paths", "every weight path of the policy for a device or profile, and why", RunPathsCommand},
       {"repo", "run a signed (TUF) repository of artifacts", RunRepoCommand},
       {"resolve", "decide the weight path for a device profile", RunResolveCommand},
       {"rollout", "create, watch and steer staged rollouts", RunRolloutCommand},

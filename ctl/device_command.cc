@@ -1,10 +1,12 @@
 #include "ctl/device_command.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/control_characters.h"
@@ -23,7 +25,9 @@ constexpr std::string_view kCommand = "device";
 constexpr char kUsage[] =
     "usage: weightpathctl device show DEVICE_ID [-o table|json|yaml] [flags]\n\n"
     "The device's registry record (GetDevice): labels, hardware class and profile\n"
-    "summary, agent version, first and last seen; its last decision (path, model,\n"
+    "summary, agent version, first and last seen; the hardware it last sent (CPUs,\n"
+    "memory, each GPU with its memory and compute capability, the GPU dtypes, the\n"
+    "driver and the Jetson L4T release where present); its last decision (path, model,\n"
     "priority, artifact, policy version, rollout); its regressions; and the\n"
     "verification cell of its path on its class and CPU model\n"
     "(GetVerificationMatrix): how many devices reported it and their median figures;\n"
@@ -115,6 +119,102 @@ std::string Figure(const v1::FigureStats& stats, std::string_view unit) {
                       Counted(stats.samples(), "sample", "samples"), ")");
 }
 
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+// A CPU lists a hundred flags or more; the line names the ones weight
+// builds and rules care about (the rest are in -o json|yaml).
+std::string FlagSummary(const google::protobuf::RepeatedPtrField<std::string>& flags) {
+  if (flags.empty()) return "-";
+  if (flags.size() <= 12) return absl::StrJoin(flags, ",");
+  static constexpr std::string_view kNotable[] = {
+      "amx_tile", "amx_bf16", "amx_int8", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16",
+      "avx_vnni", "avx2", "fma", "f16c", "asimd", "asimddp", "i8mm", "bf16", "sve", "sve2",
+      "svebf16", "svei8mm", "sme"};
+  std::vector<std::string> present;
+  for (std::string_view notable : kNotable) {
+    if (std::find(flags.begin(), flags.end(), notable) != flags.end()) {
+      present.emplace_back(notable);
+    }
+  }
+  return absl::StrCat(flags.size(), " flags; ",
+                      present.empty() ? std::string("none of the notable ones")
+                                      : absl::StrCat("notable: ", absl::StrJoin(present, ",")),
+                      " (all with -o json)");
+}
+
+std::string Capability(const google::protobuf::RepeatedField<uint32_t>& capability) {
+  return capability.size() >= 2 ? absl::StrCat(capability[0], ".", capability[1]) : "-";
+}
+
+std::string GpuSummary(const v1::GpuDevice& gpu) {
+  std::string text = absl::StrCat(gpu.index(), ": ", OrDash(gpu.name()), ", ",
+                                  GiB(gpu.memory_total_bytes()));
+  if (gpu.has_memory_free_bytes()) absl::StrAppend(&text, " (", GiB(gpu.memory_free_bytes()), " free)");
+  absl::StrAppend(&text, ", capability ", Capability(gpu.capability()));
+  if (gpu.sm_count() != 0) absl::StrAppend(&text, ", ", gpu.sm_count(), " SMs");
+  if (gpu.integrated()) absl::StrAppend(&text, ", integrated");
+  if (gpu.mig_enabled()) {
+    absl::StrAppend(&text, ", MIG: ", Counted(gpu.mig_instances_size(), "instance", "instances"));
+  }
+  absl::StrAppend(&text, gpu.usable() ? ", usable" : ", not usable");
+  if (!gpu.reason().empty()) absl::StrAppend(&text, " (", gpu.reason(), ")");
+  return text;
+}
+
+// What the device last sent, as the registry keeps it: a device not seen
+// since profiles were kept has only the summary above.
+void WriteHardware(const v1::Device& device, absl::Time now, std::ostream& out) {
+  if (!device.has_hardware_profile()) {
+    out << "hardware\n";
+    Line(out, "profile", "not kept (the device has not resolved since the registry began keeping "
+                         "profiles)");
+    return;
+  }
+  const v1::HardwareProfile& hw = device.hardware_profile();
+  out << "hardware (as the device last sent it)\n";
+  if (device.has_profile_recorded_at()) Line(out, "sent", SeenAt(device.profile_recorded_at(), now));
+  std::string cpus = absl::StrCat(hw.n_logical(), " logical, ", hw.n_physical(), " physical");
+  if (hw.numa_nodes() > 1) absl::StrAppend(&cpus, ", ", hw.numa_nodes(), " NUMA nodes");
+  Line(out, "cpus", cpus);
+  Line(out, "memory", hw.ram_total_bytes() == 0
+                          ? std::string("-")
+                          : absl::StrCat(GiB(hw.ram_total_bytes()), " total, ",
+                                         GiB(hw.ram_available_bytes()), " available"));
+  if (hw.gpus_size() > 0) {
+    for (const v1::GpuDevice& gpu : hw.gpus()) Line(out, "gpu", GpuSummary(gpu));
+  } else if (!hw.gpu_name().empty()) {
+    std::string text = absl::StrCat(hw.gpu_name(), ", ", GiB(hw.gpu_mem_bytes()), ", capability ",
+                                    Capability(hw.gpu_capability()));
+    if (hw.gpu_sm_count() != 0) absl::StrAppend(&text, ", ", hw.gpu_sm_count(), " SMs");
+    Line(out, "gpu", text);
+  }
+  if (hw.gpus_size() > 0 || !hw.gpu_name().empty()) {
+    std::vector<std::string> dtypes;
+    if (hw.supports_bf16()) dtypes.push_back("bf16");
+    if (hw.supports_fp16()) dtypes.push_back("fp16");
+    Line(out, "gpu dtypes", dtypes.empty() ? std::string("neither bf16 nor fp16")
+                                           : absl::StrJoin(dtypes, ", "));
+  }
+  if (!hw.gpu_driver_version().empty() || !hw.cuda_driver_version().empty()) {
+    Line(out, "gpu driver", absl::StrCat(OrDash(hw.gpu_driver_version()), " (CUDA ",
+                                         OrDash(hw.cuda_driver_version()), ")"));
+  }
+  if (!hw.l4t_release().empty() || hw.l4t_major() != 0) {
+    Line(out, "l4t", hw.l4t_release().empty() ? absl::StrCat(hw.l4t_major()) : hw.l4t_release());
+  }
+  for (const v1::AcceleratorInfo& accelerator : hw.accelerators()) {
+    Line(out, "accelerator", absl::StrCat(OrDash(accelerator.kind()), " ", OrDash(accelerator.vendor()),
+                                          " ", OrDash(accelerator.name()),
+                                          accelerator.usable() ? ": usable" : ": not usable",
+                                          accelerator.reason().empty() ? "" : " (",
+                                          accelerator.reason(),
+                                          accelerator.reason().empty() ? "" : ")"));
+  }
+  for (const std::string& note : hw.probe_notes()) Line(out, "probe note", note);
+}
+
 // The matrix cells for the device's path on its class and CPU model.
 v1::GetVerificationMatrixResponse CellsFor(const v1::Device& device,
                                            const v1::GetVerificationMatrixResponse& matrix) {
@@ -138,11 +238,12 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
   const v1::ProfileSummary& profile = device.profile();
   Line(out, "arch", OrDash(profile.arch()));
   Line(out, "cpu", OrDash(profile.cpu_model()));
-  Line(out, "cpu flags", profile.cpu_flags().empty() ? "-" : absl::StrJoin(profile.cpu_flags(), ","));
+  Line(out, "cpu flags", FlagSummary(profile.cpu_flags()));
   Line(out, "accelerator", OrDash(profile.accelerator()));
   Line(out, "agent version", OrDash(device.agent_version()));
   Line(out, "first seen", SeenAt(device.first_seen(), now));
   Line(out, "last seen", SeenAt(device.last_seen(), now));
+  WriteHardware(device, now, out);
 
   out << "last decision\n";
   Line(out, "weight path", OrDash(device.path()));
@@ -151,6 +252,10 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
   Line(out, "priority", device.effective_priority() == v1::PRIORITY_UNSPECIFIED
                             ? std::string("-")
                             : PriorityWord(device.effective_priority()));
+  if (device.requested_priority() != v1::PRIORITY_UNSPECIFIED &&
+      device.requested_priority() != device.effective_priority()) {
+    Line(out, "asked for", PriorityWord(device.requested_priority()));
+  }
   const v1::Artifact& artifact = device.artifact();
   Line(out, "artifact", ArtifactSummary(artifact));
   if (!artifact.version().empty()) Line(out, "version", artifact.version());

@@ -32,41 +32,35 @@ constexpr char kUsage[] =
     "verification evidence, every path of the policy in NVIDIA NIM's groups\n"
     "(runnable; low on memory, with the memory per GPU needed and the context\n"
     "that fits; incompatible, with the failing requirement) and the policy\n"
-    "version. DEVICE_ID re-evaluates the device from the registry's profile\n"
-    "summary; --profile evaluates a full hardware profile JSON as the prober\n"
-    "writes it.";
+    "version. DEVICE_ID evaluates the hardware profile, labels and priority the\n"
+    "device sent with its last resolve, as the registry keeps them (a device not\n"
+    "seen since profiles were kept: its profile summary, and the answer says so);\n"
+    "--profile evaluates a full hardware profile JSON as the prober writes it.";
 
-const std::vector<FlagSpec>& ExplainFlags() {
-  static const std::vector<FlagSpec> flags = ViewFlags({
-      {"profile", '\0', true, "hardware profile JSON to explain instead of a registered device"},
-      {"labels", '\0', true, "device labels with --profile, k=v,k2=v2"},
-      {"priority", '\0', true, "with --profile: speed (default) or fidelity"},
-      {"model", '\0', true, "with --profile: the model (default: the catalog's default)"},
-  });
-  return flags;
-}
-
-absl::StatusOr<v1::ExplainDecisionRequest> BuildRequest(const std::optional<std::string>& device_id,
-                                                        const ParsedArguments& arguments) {
+absl::StatusOr<v1::ExplainDecisionRequest> ProfileRequest(const std::string& profile_path,
+                                                          const ParsedArguments& arguments) {
   v1::ExplainDecisionRequest request;
-  const std::optional<std::string> profile_path = arguments.Value("profile");
-  if (device_id.has_value() == profile_path.has_value()) {
-    return absl::InvalidArgumentError(
-        device_id.has_value() ? "give DEVICE_ID or --profile FILE, not both"
-                              : "needs DEVICE_ID or --profile FILE");
+  v1::ResolveWeightPathRequest* subject = request.mutable_request();
+  absl::StatusOr<std::string> text = ReadTextFile(profile_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(*text, profile_path);
+  if (!profile.ok()) return profile.status();
+  *subject->mutable_profile() = *std::move(profile);
+  subject->set_priority(v1::PRIORITY_SPEED);
+  if (std::optional<std::string> priority = arguments.Value("priority")) {
+    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
+    if (!parsed.ok()) return parsed.status();
+    subject->set_priority(*parsed);
   }
-  if (device_id.has_value()) {
-    for (const char* flag : {"labels", "priority", "model"}) {
-      if (arguments.Has(flag)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", flag, " applies to --profile only: a registered device is explained with the "
-                        "labels, model and priority the registry holds"));
-      }
-    }
-    request.set_device_id(*device_id);
-    return request;
+  if (std::optional<std::string> labels = arguments.Value("labels")) {
+    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
+    if (!parsed.ok()) return parsed.status();
+    *subject->mutable_labels() = *std::move(parsed);
   }
-  return ExplainProfileRequest(*profile_path, arguments);
+  subject->set_model(arguments.ValueOr("model", ""));
+  // ExplainDecision records nothing; the id only has to be well-formed.
+  subject->set_device_id("weightpathctl-explain");
+  return request;
 }
 
 void Line(std::ostream& out, std::string_view label, const std::string& value) {
@@ -161,30 +155,51 @@ void WriteTable(const v1::ExplainDecisionResponse& response, std::string_view su
 
 }  // namespace
 
-absl::StatusOr<v1::ExplainDecisionRequest> ExplainProfileRequest(const std::string& profile_path,
-                                                                 const ParsedArguments& arguments) {
+ExplainSubject SplitExplainSubject(const std::vector<std::string>& args) {
+  ExplainSubject subject;
+  subject.flags = args;
+  if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
+    subject.device_id = args.front();
+    subject.flags.erase(subject.flags.begin());
+  }
+  return subject;
+}
+
+const std::vector<FlagSpec>& ExplainSubjectFlags() {
+  static const std::vector<FlagSpec> flags = ViewFlags({
+      {"profile", '\0', true, "hardware profile JSON to evaluate instead of a registered device"},
+      {"labels", '\0', true, "device labels with --profile, k=v,k2=v2"},
+      {"priority", '\0', true, "with --profile: speed (default) or fidelity"},
+      {"model", '\0', true, "with --profile: the model (default: the catalog's default)"},
+  });
+  return flags;
+}
+
+absl::StatusOr<v1::ExplainDecisionRequest> ExplainSubjectRequest(
+    const std::optional<std::string>& device_id, const ParsedArguments& arguments) {
+  const std::optional<std::string> profile_path = arguments.Value("profile");
+  if (device_id.has_value() == profile_path.has_value()) {
+    return absl::InvalidArgumentError(
+        device_id.has_value() ? "give DEVICE_ID or --profile FILE, not both"
+                              : "needs DEVICE_ID or --profile FILE");
+  }
+  if (!device_id.has_value()) return ProfileRequest(*profile_path, arguments);
+  for (const char* flag : {"labels", "priority", "model"}) {
+    if (arguments.Has(flag)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " applies to --profile only: a registered device is evaluated on the "
+                      "profile, labels and priority it last sent and the model it was given"));
+    }
+  }
   v1::ExplainDecisionRequest request;
-  v1::ResolveWeightPathRequest* subject = request.mutable_request();
-  absl::StatusOr<std::string> text = ReadTextFile(profile_path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<v1::HardwareProfile> profile = policy::ParseProfileJson(*text, profile_path);
-  if (!profile.ok()) return profile.status();
-  *subject->mutable_profile() = *std::move(profile);
-  subject->set_priority(v1::PRIORITY_SPEED);
-  if (std::optional<std::string> priority = arguments.Value("priority")) {
-    absl::StatusOr<v1::Priority> parsed = policy::ParsePriority(*priority);
-    if (!parsed.ok()) return parsed.status();
-    subject->set_priority(*parsed);
-  }
-  if (std::optional<std::string> labels = arguments.Value("labels")) {
-    absl::StatusOr<policy::Labels> parsed = policy::ParseLabels(*labels);
-    if (!parsed.ok()) return parsed.status();
-    *subject->mutable_labels() = *std::move(parsed);
-  }
-  subject->set_model(arguments.ValueOr("model", ""));
-  // ExplainDecision records nothing; the id only has to be well-formed.
-  subject->set_device_id("weightpathctl-explain");
+  request.set_device_id(*device_id);
   return request;
+}
+
+std::string ExplainSubjectWords(const std::optional<std::string>& device_id,
+                                const ParsedArguments& arguments) {
+  return device_id.has_value() ? absl::StrCat("device ", *device_id)
+                               : absl::StrCat("profile ", arguments.ValueOr("profile", ""));
 }
 
 std::string VerificationSourceWord(v1::Verification::Source source) {
@@ -203,22 +218,20 @@ std::string VerificationSourceWord(v1::Verification::Source source) {
 }
 
 int RunExplainCommand(const std::vector<std::string>& args, CommandIo io) {
-  if (args.empty()) return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(ExplainFlags())));
-  std::optional<std::string> device_id;
-  std::vector<std::string> flags = args;
-  if (!args.front().empty() && args.front()[0] != '-') {
-    device_id = args.front();
-    flags.erase(flags.begin());
+  if (args.empty()) {
+    return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(ExplainSubjectFlags())));
   }
+  const ExplainSubject split = SplitExplainSubject(args);
+  const std::optional<std::string>& device_id = split.device_id;
   int exit_code = kExitOk;
   const std::optional<ParsedArguments> arguments = ParseFlags(
-      kCommand, flags, ExplainFlags(),
-      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(ExplainFlags()); }, io,
+      kCommand, split.flags, ExplainSubjectFlags(),
+      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(ExplainSubjectFlags()); }, io,
       &exit_code);
   if (!arguments.has_value()) return exit_code;
   absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
   if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
-  absl::StatusOr<v1::ExplainDecisionRequest> request = BuildRequest(device_id, *arguments);
+  absl::StatusOr<v1::ExplainDecisionRequest> request = ExplainSubjectRequest(device_id, *arguments);
   if (!request.ok()) {
     ReportError(kCommand, request.status(), io.err);
     return kExitUsage;
@@ -246,10 +259,7 @@ int RunExplainCommand(const std::vector<std::string>& args, CommandIo io) {
         CallFleetAdmin(*connection, &v1::FleetAdmin::Stub::GetRollout, get, "GetRollout");
     if (rollout.ok()) rollout_stages = rollout->stages_size();
   }
-  const std::string subject =
-      device_id.has_value() ? absl::StrCat("device ", *device_id)
-                            : absl::StrCat("profile ", *arguments->Value("profile"));
-  WriteTable(*response, subject, rollout_stages, io.out);
+  WriteTable(*response, ExplainSubjectWords(device_id, *arguments), rollout_stages, io.out);
   return kExitOk;
 }
 

@@ -21,9 +21,13 @@ namespace {
 constexpr std::string_view kCommand = "paths";
 
 constexpr char kUsage[] =
-    "usage: weightpathctl paths --profile FILE [--model M] [--labels k=v,...] [-o table|json|yaml]\n\n"
-    "Every weight path of the server's policy for the device this hardware\n"
-    "profile describes (the prober's JSON), in three groups:\n"
+    "usage: weightpathctl paths DEVICE_ID [flags]\n"
+    "       weightpathctl paths --profile FILE [--labels k=v,...] [--priority speed|fidelity]\n"
+    "                           [--model M] [flags]\n\n"
+    "Every weight path of the server's policy for a registered device (the hardware\n"
+    "profile, labels and priority it sent with its last resolve, as 'explain\n"
+    "DEVICE_ID' evaluates them) or for the device a hardware profile describes\n"
+    "(the prober's JSON), in three groups:\n"
     "  chosen        the policy's decision, and at which priorities (speed, fidelity)\n"
     "  compatible    could run here; says why another path is chosen instead\n"
     "  incompatible  names the rule and the hardware condition that excludes it\n"
@@ -36,17 +40,10 @@ constexpr char kUsage[] =
     "how many devices of this hardware class and CPU model reported it, their\n"
     "median decode tok/s, and the policy's expected figure for this CPU model.\n"
     "Only the policy is asked: a rollout may still shape what a device gets\n"
-    "(see 'weightpathctl explain'). Nothing is recorded. -o json|yaml prints the\n"
-    "whole ExplainDecision answer; this view is its `paths` field.";
-
-const std::vector<FlagSpec>& PathsFlags() {
-  static const std::vector<FlagSpec> flags = ViewFlags({
-      {"profile", '\0', true, "hardware profile JSON, as the prober writes it (required)"},
-      {"model", '\0', true, "the model (default: the catalog's default)"},
-      {"labels", '\0', true, "device labels, k=v,k2=v2 (rules may test them)"},
-  });
-  return flags;
-}
+    "(see 'weightpathctl explain'). --priority picks the decision the answer's\n"
+    "head shows; every path says the priorities it is chosen for either way.\n"
+    "Nothing is recorded. -o json|yaml prints the whole ExplainDecision answer;\n"
+    "this view is its `paths` field.";
 
 std::string Figure(double tok_s) {
   // One decimal, as the policy writes its figures.
@@ -154,10 +151,10 @@ void WritePath(const v1::PathCandidate& path, std::ostream& out) {
   line("fleet", fleet);
 }
 
-void WriteTable(const v1::ExplainDecisionResponse& response, const std::string& profile_path,
+void WriteTable(const v1::ExplainDecisionResponse& response, const std::string& subject,
                 const std::string& cpu_model, std::ostream& out) {
-  out << "paths for profile " << profile_path << " (" << response.decision().hardware_class()
-      << ", CPU " << (cpu_model.empty() ? "-" : cpu_model) << "), policy "
+  out << "paths for " << ControlEscaped(subject) << " (" << response.decision().hardware_class()
+      << ", CPU " << (cpu_model.empty() ? std::string("-") : ControlEscaped(cpu_model)) << "), policy "
       << response.policy_version() << "\n";
   const struct {
     v1::PathCandidate::Standing standing;
@@ -226,24 +223,20 @@ void WriteFitGroups(const v1::ExplainDecisionResponse& response, std::string_vie
 }
 
 int RunPathsCommand(const std::vector<std::string>& args, CommandIo io) {
-  if (args.empty()) return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(PathsFlags())));
+  if (args.empty()) {
+    return NoArguments(io.err, absl::StrCat(kUsage, "\n\n", FlagHelp(ExplainSubjectFlags())));
+  }
+  const ExplainSubject split = SplitExplainSubject(args);
   int exit_code = kExitOk;
   const std::optional<ParsedArguments> arguments = ParseFlags(
-      kCommand, args, PathsFlags(),
-      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(PathsFlags()); }, io,
+      kCommand, split.flags, ExplainSubjectFlags(),
+      [](std::ostream& out) { out << kUsage << "\n\n" << FlagHelp(ExplainSubjectFlags()); }, io,
       &exit_code);
   if (!arguments.has_value()) return exit_code;
   absl::StatusOr<ViewOutput> output = ParseViewOutput(arguments->Value("output"));
   if (!output.ok()) return ReportError(kCommand, output.status(), io.err);
-  const std::optional<std::string> profile_path = arguments->Value("profile");
-  if (!profile_path.has_value()) {
-    return ReportError(kCommand,
-                       absl::InvalidArgumentError("--profile FILE is required (a hardware "
-                                                  "profile JSON, as the prober writes it)"),
-                       io.err);
-  }
   absl::StatusOr<v1::ExplainDecisionRequest> request =
-      ExplainProfileRequest(*profile_path, *arguments);
+      ExplainSubjectRequest(split.device_id, *arguments);
   if (!request.ok()) {
     ReportError(kCommand, request.status(), io.err);
     return kExitUsage;
@@ -258,7 +251,12 @@ int RunPathsCommand(const std::vector<std::string>& args, CommandIo io) {
     if (!written.ok()) return ReportError(kCommand, written, io.err);
     return kExitOk;
   }
-  WriteTable(*response, *profile_path, request->request().profile().cpu_model(), io.out);
+  // The CPU the server evaluated (a server that predates `evaluated` sends
+  // none; the request's own then, for a profile).
+  const std::string& cpu_model = response->has_evaluated()
+                                     ? response->evaluated().profile().cpu_model()
+                                     : request->request().profile().cpu_model();
+  WriteTable(*response, ExplainSubjectWords(split.device_id, *arguments), cpu_model, io.out);
   return kExitOk;
 }
 

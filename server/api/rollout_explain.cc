@@ -20,12 +20,20 @@ v1::ResolveWeightPathRequest RequestFromRegistry(const v1::Device& device) {
   *request.mutable_labels() = device.labels();
   request.set_model(device.model());
   request.set_agent_version(device.agent_version());
-  // The registry keeps the priority the device ended up with. When a
-  // rollout shaped it, that is the rollout's doing, not the device's ask,
-  // so the device is assumed to have asked for the default.
-  request.set_priority(device.rollout_id().empty() ? device.effective_priority()
-                                                   : v1::PRIORITY_SPEED);
-  if (request.priority() == v1::PRIORITY_UNSPECIFIED) request.set_priority(v1::PRIORITY_SPEED);
+  if (device.requested_priority() != v1::PRIORITY_UNSPECIFIED) {
+    request.set_priority(device.requested_priority());
+  } else {
+    // A record from before the ask was kept has only the priority the
+    // device ended up with. When a rollout shaped it, that is the rollout's
+    // doing, not the device's ask, so the default is assumed.
+    request.set_priority(device.rollout_id().empty() ? device.effective_priority()
+                                                     : v1::PRIORITY_SPEED);
+    if (request.priority() == v1::PRIORITY_UNSPECIFIED) request.set_priority(v1::PRIORITY_SPEED);
+  }
+  if (device.has_hardware_profile()) {
+    *request.mutable_profile() = device.hardware_profile();
+    return request;
+  }
   v1::HardwareProfile* profile = request.mutable_profile();
   profile->set_arch(device.profile().arch());
   profile->set_cpu_model(device.profile().cpu_model());
@@ -73,11 +81,31 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
       absl::StatusOr<v1::Device> device = context.store->GetDevice(request.device_id());
       if (!device.ok()) return device.status();
       subject = RequestFromRegistry(*device);
-      notes.push_back(
-          "note: the registry keeps only a profile summary (arch, CPU model, flags, accelerator); "
-          "the decision is re-evaluated from that summary, and rules reading other profile "
-          "fields (memory, GPU details) may differ from the device's own resolve");
-      if (!device->rollout_id().empty()) {
+      if (device->has_hardware_profile()) {
+        notes.push_back(absl::StrCat(
+            "note: evaluated on the hardware profile, priority and labels the device sent",
+            device->has_profile_recorded_at()
+                ? absl::StrCat(" (profile stored ",
+                               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                                FromProtoTime(device->profile_recorded_at()),
+                                                absl::UTCTimeZone()),
+                               ")")
+                : std::string()));
+        // A valid profile when it was sent may not be under today's limits.
+        if (absl::Status valid = ValidateResolveRequest(subject); !valid.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "device_id: the profile the device last sent no longer passes validation: ",
+              valid.message()));
+        }
+      } else {
+        notes.push_back(
+            "note: the registry holds no profile from this device (not seen since profiles were "
+            "kept), only a summary (arch, CPU model, flags, accelerator); the decision is "
+            "re-evaluated from that summary, and rules reading other profile fields (memory, GPU "
+            "details, supports_bf16) may differ from the device's own resolve");
+      }
+      if (device->requested_priority() == v1::PRIORITY_UNSPECIFIED &&
+          !device->rollout_id().empty()) {
         notes.push_back(absl::StrCat("note: the registry shows rollout '", device->rollout_id(),
                                      "' shaped its last decision; priority assumed SPEED as asked"));
       }
@@ -125,6 +153,7 @@ absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDec
   *response.mutable_verification() = response.decision().weight_path().verification();
   response.set_policy_version(policy.version());
   *response.mutable_evaluated_at() = ToProtoTime(context.now);
+  *response.mutable_evaluated() = subject;
 
   std::optional<absl::StatusOr<v1::GetVerificationMatrixResponse>> matrix;
   if (context.verification_matrix) matrix = context.verification_matrix();

@@ -1,8 +1,10 @@
 // ExplainDecision: why a device gets its decision. For a full request the
-// answer is exact; for a device id the request is rebuilt from the registry
-// (labels, model, and the profile summary it keeps: arch, CPU model, flags,
-// accelerator), and the trace says so, because the registry does not keep
-// the whole profile (memory, GPU details) some rules may read.
+// answer is exact. For a device id the request is rebuilt from the
+// registry: the hardware profile, priority and labels the device sent with
+// its last resolve, as it sent them, and the model it was given; the trace
+// says when the profile was stored. A device not seen since the registry
+// began keeping profiles is evaluated from the summary its record has
+// (arch, CPU model, flags, accelerator), and the trace says that instead.
 #pragma once
 
 #include <vector>
@@ -39,7 +41,8 @@ struct ExplainContext {
 absl::StatusOr<v1::ExplainDecisionResponse> ExplainDecision(const v1::ExplainDecisionRequest& request,
                                                             const ExplainContext& context);
 
-// The request the registry's record of a device stands for.
+// The request the registry's record of a device stands for (GetDevice's,
+// with its hardware_profile).
 v1::ResolveWeightPathRequest RequestFromRegistry(const v1::Device& device);
 
 }  // namespace weightpath::server

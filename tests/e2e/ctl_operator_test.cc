@@ -121,7 +121,7 @@ TEST_F(CtlOperatorTest, ExplainAProfileWithLabelsAndPriority) {
   EXPECT_THAT(fidelity.out, AllOf(HasSubstr("decision for profile "), HasSubstr("x86_cpu"),
                                   HasSubstr("priority          fidelity"),
                                   HasSubstr("evidence          policy")));
-  EXPECT_THAT(fidelity.out, Not(HasSubstr("registry keeps only a profile summary")));
+  EXPECT_THAT(fidelity.out, Not(HasSubstr("registry holds no profile")));
 }
 
 // device-0002 has bucket 34 in "fidelity-agentic" (deploy/README.md): a

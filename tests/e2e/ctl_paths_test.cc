@@ -207,13 +207,79 @@ TEST_F(CtlPathsTest, TheExampleProfilesEachListEveryPathOnce) {
   EXPECT_EQ(labelled.exit_code, 0) << labelled.err;
 }
 
+// A registered device is evaluated on the profile it sent. Before, the
+// registry kept only a summary, and "explain" of a bf16 GPU device said
+// "cuda-discrete-bf16 -> bf16-cuda: no match (supports_bf16)" though the
+// device resolves bf16; "paths" took only --profile; "device show" had no
+// GPU, memory or L4T to show.
+TEST_F(CtlPathsTest, ARegisteredDeviceIsExplainedOnTheProfileItSent) {
+  const std::string jetson_profile =
+      std::string(WEIGHTPATH_EXAMPLE_PROFILES_DIR) + "/../../tests/data/gpu-profiles/jetson-orin-r36.json";
+  for (const auto& [device, profile] :
+       std::vector<std::pair<std::string, std::string>>{{"rtx4090-01", ExampleProfilePath("rtx-4090")},
+                                                        {"orin-01", jetson_profile}}) {
+    ProcessResult resolved = Resolve({"--profile", profile, "--device-id", device, "-o", "json"});
+    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+    ASSERT_THAT(resolved.out, HasSubstr("\"path_id\": \"bf16-"));
+  }
+  ASSERT_TRUE(Eventually([&] { return Registered("rtx4090-01") && Registered("orin-01"); }))
+      << server_->Log();
+
+  ProcessResult explain = Ctl({"explain", "rtx4090-01"});
+  ASSERT_EQ(explain.exit_code, 0) << explain.err;
+  EXPECT_THAT(explain.out,
+              AllOf(HasSubstr("decision for device rtx4090-01"),
+                    HasSubstr("evaluated on the hardware profile, priority and labels the device "
+                              "sent (profile stored "),
+                    HasSubstr("cuda-discrete-bf16 -> bf16-cuda: matched, chosen"),
+                    HasSubstr("cuda-discrete-fp16 -> fp16-cuda: no match (supports_bf16)"),
+                    Not(HasSubstr("registry holds no profile"))));
+  ProcessResult json = Ctl({"explain", "rtx4090-01", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const v1::ExplainDecisionResponse explained = ParseExplain(json.out);
+  EXPECT_TRUE(explained.evaluated().profile().supports_bf16());
+  EXPECT_EQ(explained.evaluated().profile().gpu_name(), "NVIDIA GeForce RTX 4090");
+  EXPECT_EQ(explained.evaluated().priority(), v1::PRIORITY_SPEED);
+  EXPECT_EQ(explained.decision().weight_path().path_id(), "bf16-cuda");
+
+  ProcessResult paths = Ctl({"paths", "rtx4090-01"});
+  ASSERT_EQ(paths.exit_code, 0) << paths.err;
+  EXPECT_THAT(paths.out,
+              AllOf(HasSubstr("paths for device rtx4090-01 (cuda_discrete, CPU AMD EPYC 9654 "
+                              "96-Core Processor), policy sha256:"),
+                    HasSubstr("chosen (1 path)\n  bf16-cuda  for speed and fidelity\n")));
+  ProcessResult paths_json = Ctl({"paths", "orin-01", "-o", "json"});
+  ASSERT_EQ(paths_json.exit_code, 0) << paths_json.err;
+  EXPECT_EQ(ByPath(ParseExplain(paths_json.out))["bf16-jetson"].standing(),
+            v1::PathCandidate::STANDING_CHOSEN);
+
+  ProcessResult gpu = Ctl({"device", "show", "rtx4090-01"});
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_THAT(gpu.out,
+              AllOf(HasSubstr("hardware (as the device last sent it)\n  sent              20"),
+                    HasSubstr("  cpus              192 logical, 96 physical\n"),
+                    HasSubstr("  memory            256.0 GiB total, 240.0 GiB available\n"),
+                    HasSubstr("  gpu               NVIDIA GeForce RTX 4090, 24.0 GiB, capability "
+                              "8.9, 128 SMs\n"),
+                    HasSubstr("  gpu dtypes        bf16, fp16\n"),
+                    HasSubstr("  cpu flags         156 flags; notable: "),
+                    Not(HasSubstr("  l4t "))));
+  ProcessResult jetson = Ctl({"device", "show", "orin-01"});
+  ASSERT_EQ(jetson.exit_code, 0) << jetson.err;
+  EXPECT_THAT(jetson.out,
+              AllOf(HasSubstr("  gpu               0: Orin, 59.9 GiB (55.9 GiB free), capability 8.7, "
+                              "16 SMs, integrated, usable (visible to the engine)\n"),
+                    HasSubstr("  gpu driver        - (CUDA 12.6)\n"),
+                    HasSubstr("  l4t               36.4.3\n")));
+}
+
 TEST_F(CtlPathsTest, BadInputIsAUsageErrorAndAServerRefusalNamesItsCode) {
   ProcessResult none = RunProcess({WEIGHTPATHCTL_PATH, "paths"});
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_THAT(none.err, HasSubstr("usage: weightpathctl paths --profile FILE"));
+  EXPECT_THAT(none.err, HasSubstr("usage: weightpathctl paths DEVICE_ID"));
   ProcessResult no_profile = Ctl({"paths", "--model", "Spark-X2.5-1.7B"});
   EXPECT_EQ(no_profile.exit_code, 2);
-  EXPECT_THAT(no_profile.err, HasSubstr("--profile FILE is required"));
+  EXPECT_THAT(no_profile.err, HasSubstr("needs DEVICE_ID or --profile FILE"));
   ProcessResult missing = Ctl({"paths", "--profile", dir_.File("absent.json")});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("absent.json"));
@@ -222,9 +288,20 @@ TEST_F(CtlPathsTest, BadInputIsAUsageErrorAndAServerRefusalNamesItsCode) {
   EXPECT_THAT(output.err, HasSubstr("-o/--output 'xml'"));
   ProcessResult labels = Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--labels", "x"});
   EXPECT_EQ(labels.exit_code, 2);
+  // The same arguments as explain: --priority is taken (the head's
+  // decision), and a device id refuses the flags that describe a profile.
   ProcessResult priority =
-      Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--priority", "speed"});
-  EXPECT_EQ(priority.exit_code, 2) << "paths judges every priority; --priority is explain's";
+      Ctl({"paths", "--profile", ExampleProfilePath("amd-zen4"), "--priority", "fidelity"});
+  EXPECT_EQ(priority.exit_code, 0) << priority.err;
+  ProcessResult device_and_labels = Ctl({"paths", "some-device", "--labels", "a=b"});
+  EXPECT_EQ(device_and_labels.exit_code, 2);
+  EXPECT_THAT(device_and_labels.err, HasSubstr("--labels applies to --profile only"));
+  ProcessResult both = Ctl({"paths", "some-device", "--profile", ExampleProfilePath("amd-zen4")});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("give DEVICE_ID or --profile FILE, not both"));
+  ProcessResult unknown = Ctl({"paths", "no-such-device"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
 
   // The model is the server's to know: NOT_FOUND from ExplainDecision.
   ProcessResult model =
