@@ -17,7 +17,8 @@ const std::vector<FlagSpec>& VerificationFlags() {
 // "by policy; 1 of 2 devices regressed": who vouches for the cell and, beside
 // it, how many of the devices that reported regressed on their latest report
 // (the cell counts every device, its verification the ones inside
-// expectations).
+// expectations), and ", 2 not judged" for those the policy has no figure to
+// judge by (another CPU model or thread count).
 std::string Verdict(const v1::VerificationCell& cell) {
   std::string who;
   switch (cell.verification().source()) {
@@ -37,7 +38,9 @@ std::string Verdict(const v1::VerificationCell& cell) {
   if (cell.device_count() == 0) return absl::StrCat(who, "; no fleet reports");
   const uint32_t inside = std::min(cell.verification().device_count(), cell.device_count());
   return absl::StrCat(who, "; ", cell.device_count() - inside, " of ",
-                      Counted(cell.device_count(), "device", "devices"), " regressed");
+                      Counted(cell.device_count(), "device", "devices"), " regressed",
+                      cell.not_judged() == 0 ? std::string()
+                                             : absl::StrCat(", ", cell.not_judged(), " not judged"));
 }
 
 void WriteTable(const v1::GetVerificationMatrixResponse& response, std::ostream& out) {
@@ -68,7 +71,9 @@ int RunVerificationCommand(const std::vector<std::string>& args, CommandIo io) {
       "measured (devices, median decode tok/s, fidelity exact matches) and who\n"
       "vouches for it: the policy (its verified paths are listed even before any\n"
       "device reports them) or the fleet, with the devices whose latest report\n"
-      "regressed beside it",
+      "regressed beside it, and those the policy has no expected figure to judge\n"
+      "by (\"2 not judged\": another CPU model, after the policy's normalisation\n"
+      "and cpu_model_aliases, or another thread count)",
       VerificationFlags(),
       [](const ParsedArguments&) { return v1::GetVerificationMatrixRequest(); },
       [](FleetAdminConnection& connection, const v1::GetVerificationMatrixRequest& request) {

@@ -9,6 +9,7 @@
 #include "common/bounded_yaml.h"
 #include "common/strict_yaml.h"
 #include "common/status_macros.h"
+#include "policy/cpu_model.h"
 #include "policy/engine_args.h"
 #include "policy/policy_limits.h"
 
@@ -29,13 +30,35 @@ absl::StatusOr<ExpectedFigures> ReadExpected(const yaml::Reader& reader, const Y
                                              const std::string& field) {
   ASSIGN_OR_RETURN(yaml::Map map,
                    yaml::Map::Read(reader, node, field,
-                                 {"cpu_model", "threads", "model", "condition", "decode_tok_s",
+                                 {"cpu_model", "cpu_model_aliases", "threads", "model",
+                                  "condition", "decode_tok_s",
                                   "prefill_vs_llama_cpp", "gemm_ms_per_step", "step_ms",
                                   "fidelity_exact_matches", "fidelity_prompts"}));
   ExpectedFigures figures;
   for (const yaml::Entry& entry : map.entries()) {
     if (entry.key == "cpu_model") {
       ASSIGN_OR_RETURN(figures.cpu_model, yaml::ReadString(reader, entry));
+    } else if (entry.key == "cpu_model_aliases") {
+      ASSIGN_OR_RETURN(const std::vector<yaml::Entry> items,
+                       yaml::ReadList(reader, entry, "a list of CPU model names or patterns"));
+      if (items.size() > kMaxCpuModelAliases) {
+        return yaml::Fault(reader, entry,
+                           absl::StrCat(items.size(), " aliases; at most ", kMaxCpuModelAliases));
+      }
+      for (const yaml::Entry& item : items) {
+        ASSIGN_OR_RETURN(std::string alias, yaml::ReadString(reader, item));
+        if (alias.size() > kMaxCpuModelAliasBytes) {
+          return yaml::Fault(reader, item, absl::StrCat(alias.size(), " bytes; at most ",
+                                                        kMaxCpuModelAliasBytes));
+        }
+        // A pattern of nothing but '*' would judge every CPU by this figure.
+        if (NormalizeCpuModel(alias).find_first_not_of('*') == std::string::npos) {
+          return yaml::Fault(reader, item,
+                             "names no CPU once normalised (lower case, without (R), (TM), "
+                             "CPU, Processor and the clock)");
+        }
+        figures.cpu_model_aliases.push_back(std::move(alias));
+      }
     } else if (entry.key == "threads") {
       ASSIGN_OR_RETURN(figures.threads, yaml::ReadUint32(reader, entry));
     } else if (entry.key == "model") {
@@ -55,6 +78,10 @@ absl::StatusOr<ExpectedFigures> ReadExpected(const yaml::Reader& reader, const Y
     } else if (entry.key == "fidelity_prompts") {
       ASSIGN_OR_RETURN(figures.fidelity_prompts, yaml::ReadUint32(reader, entry));
     }
+  }
+  if (!figures.cpu_model_aliases.empty() && NormalizeCpuModel(figures.cpu_model).empty()) {
+    return reader.Fault(node, absl::StrCat(field, ".cpu_model_aliases"),
+                        "needs the cpu_model it gives other names of");
   }
   if (figures.fidelity_exact_matches.has_value() != figures.fidelity_prompts.has_value()) {
     return reader.Fault(node, field,

@@ -25,5 +25,9 @@ inline constexpr size_t kMaxPolicyPaths = 1000;
 // A policy needing more is refused as too costly to check, the same way
 // every time, rather than holding a reload for minutes.
 inline constexpr uint64_t kMaxTotalityRuleChecks = uint64_t{1} << 28;
+// An expected figure's cpu_model_aliases: other names of one part, a few at
+// most; every report judged against the figure tries each.
+inline constexpr size_t kMaxCpuModelAliases = 64;
+inline constexpr size_t kMaxCpuModelAliasBytes = 256;
 
 }  // namespace weightpath::policy

@@ -16,6 +16,9 @@ namespace weightpath::policy {
 // A figure measured for a path on reference hardware, with its conditions.
 struct ExpectedFigures {
   std::string cpu_model;       // e.g. "Intel Xeon Platinum 8480C"
+  // Other names of the same part, or patterns with '*', compared after
+  // NormalizeCpuModel (policy/cpu_model.h), e.g. "Intel Xeon Platinum 8480+".
+  std::vector<std::string> cpu_model_aliases;
   uint32_t threads = 0;
   std::string model;           // e.g. "Spark-X2.5-1.7B"
   std::string condition;       // how the figure was taken

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "policy/cpu_model.h"
 #include "store/time_convert.h"
 
 namespace weightpath::store {
@@ -43,13 +44,13 @@ v1::FigureStats Stats(std::vector<double> values) {
 const policy::ExpectedFigures* FidelityExpectation(
     std::string_view cpu_model, const std::vector<policy::ExpectedFigures>& expected) {
   const policy::ExpectedFigures* any = nullptr;
-  const std::string normalized = NormalizeCpuModel(cpu_model);
+  const std::string normalized = policy::NormalizeCpuModel(cpu_model);
   for (const policy::ExpectedFigures& figures : expected) {
     if (!figures.fidelity_exact_matches.has_value() || !figures.fidelity_prompts.has_value() ||
         *figures.fidelity_prompts == 0) {
       continue;
     }
-    if (NormalizeCpuModel(figures.cpu_model) == normalized) return &figures;
+    if (policy::FiguresMatchCpu(figures, normalized)) return &figures;
     if (any == nullptr) any = &figures;
   }
   return any;
@@ -57,32 +58,13 @@ const policy::ExpectedFigures* FidelityExpectation(
 
 }  // namespace
 
-std::string NormalizeCpuModel(std::string_view cpu_model) {
-  std::string lowered;
-  lowered.reserve(cpu_model.size());
-  for (char c : cpu_model) lowered.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  // The clock suffix ("@ 2.00GHz") varies between steppings of one model.
-  const size_t at = lowered.find('@');
-  if (at != std::string::npos) lowered.resize(at);
-  for (std::string_view mark : {"(r)", "(tm)"}) {
-    size_t position;
-    while ((position = lowered.find(mark)) != std::string::npos) lowered.replace(position, mark.size(), " ");
-  }
-  std::vector<std::string> words;
-  for (absl::string_view word : absl::StrSplit(lowered, ' ', absl::SkipWhitespace())) {
-    if (word == "cpu" || word == "processor") continue;
-    words.emplace_back(word);
-  }
-  return absl::StrJoin(words, " ");
-}
-
 RegressionVerdict IsRegression(const StoredMeasurement& measurement,
                                const std::vector<policy::ExpectedFigures>& expected,
                                double regression_fraction) {
-  const std::string cpu = NormalizeCpuModel(measurement.cpu_model);
+  const std::string cpu = policy::NormalizeCpuModel(measurement.cpu_model);
   for (const policy::ExpectedFigures& figures : expected) {
     if (!figures.decode_tok_s.has_value()) continue;
-    if (NormalizeCpuModel(figures.cpu_model) != cpu) continue;
+    if (!policy::FiguresMatchCpu(figures, cpu)) continue;
     if (figures.threads != 0 && figures.threads != measurement.threads) continue;
     const double floor = regression_fraction * *figures.decode_tok_s;
     if (measurement.decode_tok_s < floor) {
@@ -99,9 +81,12 @@ RegressionVerdict IsRegression(const StoredMeasurement& measurement,
   std::vector<std::string> known;
   for (const policy::ExpectedFigures& figures : expected) {
     if (!figures.decode_tok_s.has_value()) continue;
-    known.push_back(figures.threads == 0
-                        ? figures.cpu_model
-                        : absl::StrCat(figures.cpu_model, " at ", figures.threads, " threads"));
+    std::string names = figures.cpu_model;
+    if (!figures.cpu_model_aliases.empty()) {
+      absl::StrAppend(&names, " (or ", absl::StrJoin(figures.cpu_model_aliases, ", "), ")");
+    }
+    known.push_back(figures.threads == 0 ? names
+                                         : absl::StrCat(names, " at ", figures.threads, " threads"));
   }
   if (known.empty()) {
     unjudged.reason = absl::StrCat("not judged: the policy has no expected decode figure for path ",
@@ -157,7 +142,7 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
   const absl::Time since = now - config.window;
   for (const StoredMeasurement& measurement : measurements) {
     if (measurement.measured_at < since || measurement.measured_at > now) continue;
-    groups[{measurement.path, measurement.hardware_class, NormalizeCpuModel(measurement.cpu_model)}]
+    groups[{measurement.path, measurement.hardware_class, policy::NormalizeCpuModel(measurement.cpu_model)}]
         .push_back(&measurement);
   }
 
@@ -177,6 +162,7 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     uint64_t exact = 0, prompts = 0;
     uint32_t regressions = 0;
     std::map<std::string, bool> latest_regressed;  // device -> its latest report regressed
+    std::map<std::string, bool> latest_judged;     // device -> its latest report was judged
     for (const StoredMeasurement* report : reports) {
       decode.push_back(report->decode_tok_s);
       prefill.push_back(report->prefill_tok_s);
@@ -184,9 +170,10 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
       step.push_back(report->step_ms);
       exact += report->fidelity_exact_matches;
       prompts += report->fidelity_prompts;
-      const bool regressed = IsRegression(*report, expected, config.regression_fraction).regression;
-      if (regressed) ++regressions;
-      latest_regressed[report->device_id] = regressed;  // sorted by time: the last one wins
+      const RegressionVerdict verdict = IsRegression(*report, expected, config.regression_fraction);
+      if (verdict.regression) ++regressions;
+      latest_regressed[report->device_id] = verdict.regression;  // sorted by time: the last one wins
+      latest_judged[report->device_id] = verdict.judged;
     }
     *cell.mutable_decode_tok_s() = Stats(decode);
     *cell.mutable_prefill_tok_s() = Stats(prefill);
@@ -202,6 +189,15 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
     for (const auto& [device, regressed] : latest_regressed) {
       if (!regressed) ++healthy_devices;
     }
+    uint32_t not_judged = 0;
+    for (const auto& [device, judged] : latest_judged) {
+      if (!judged) ++not_judged;
+    }
+    cell.set_not_judged(not_judged);
+    // "; 2 not judged": devices no figure of the policy speaks for, told
+    // apart from those inside expectations.
+    const std::string unjudged_words =
+        not_judged == 0 ? std::string() : absl::StrCat(", ", not_judged, " not judged");
     const bool collapsed = FidelityCollapsed(exact, prompts, cell.cpu_model(), expected);
     v1::Verification* verification = cell.mutable_verification();
     verification->set_device_count(healthy_devices);
@@ -213,7 +209,8 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
       const uint32_t regressed = cell.device_count() - healthy_devices;
       verification->set_reason(absl::StrCat(
           "the policy marks ", path, " as measured on ", hardware_class, "; ", regressed, " of ",
-          cell.device_count(), cell.device_count() == 1 ? " device" : " devices", " regressed"));
+          cell.device_count(), cell.device_count() == 1 ? " device" : " devices", " regressed",
+          unjudged_words));
     } else if (collapsed) {
       verification->set_source(v1::Verification::SOURCE_FLEET);
       verification->set_reason(absl::StrCat(
@@ -231,7 +228,7 @@ std::vector<v1::VerificationCell> BuildVerificationMatrix(
       verification->set_reason(absl::StrCat(
           "measured, not verified: ", healthy_devices, " of ", config.min_devices,
           " devices needed reported inside expectations within ", FormatWindow(config.window),
-          " (", cell.device_count() - healthy_devices, " regressed)"));
+          " (", cell.device_count() - healthy_devices, " regressed", unjudged_words, ")"));
     }
     cells.push_back(std::move(cell));
   }
@@ -242,10 +239,10 @@ DeviceVerification VerificationForDevice(const std::vector<v1::VerificationCell>
                                        const std::vector<PathExpectation>& expectations,
                                        std::string_view path, std::string_view hardware_class,
                                        std::string_view cpu_model) {
-  const std::string normalized = NormalizeCpuModel(cpu_model);
+  const std::string normalized = policy::NormalizeCpuModel(cpu_model);
   for (const v1::VerificationCell& cell : matrix) {
     if (cell.path() == path && cell.hardware_class() == hardware_class &&
-        NormalizeCpuModel(cell.cpu_model()) == normalized) {
+        policy::NormalizeCpuModel(cell.cpu_model()) == normalized) {
       return {cell.verified(), cell.verification()};
     }
   }
@@ -268,21 +265,37 @@ void AddPolicyVerifiedCells(const std::vector<PathExpectation>& expectations,
   using CellKey = std::tuple<std::string, std::string, std::string>;
   std::set<CellKey> present;
   for (const v1::VerificationCell& cell : *cells) {
-    present.insert({cell.path(), cell.hardware_class(), NormalizeCpuModel(cell.cpu_model())});
+    present.insert({cell.path(), cell.hardware_class(), policy::NormalizeCpuModel(cell.cpu_model())});
   }
+  // A reported cell whose CPU a figure names through its aliases stands for
+  // that figure's CPU: the policy's cell would list the same part twice.
+  const auto reported_as_alias = [cells](const PathExpectation& expectation,
+                                         const policy::ExpectedFigures& figures) {
+    for (const v1::VerificationCell& cell : *cells) {
+      if (cell.path() == expectation.path && cell.hardware_class() == expectation.hardware_class &&
+          cell.device_count() > 0 &&
+          policy::FiguresMatchCpu(figures, policy::NormalizeCpuModel(cell.cpu_model()))) {
+        return true;
+      }
+    }
+    return false;
+  };
   const size_t reported = cells->size();
   for (const PathExpectation& expectation : expectations) {
     if (!expectation.policy_verified) continue;
     // One cell per CPU model the policy measured the path on; one without a
     // CPU model when its figures name none.
     std::vector<std::string> cpu_models;
+    bool names_a_cpu = false;
     for (const policy::ExpectedFigures& figures : expectation.expected) {
-      if (!figures.cpu_model.empty()) cpu_models.push_back(figures.cpu_model);
+      if (figures.cpu_model.empty()) continue;
+      names_a_cpu = true;
+      if (!reported_as_alias(expectation, figures)) cpu_models.push_back(figures.cpu_model);
     }
-    if (cpu_models.empty()) cpu_models.push_back("");
+    if (!names_a_cpu) cpu_models.push_back("");
     for (const std::string& cpu_model : cpu_models) {
       if (!present.insert({expectation.path, expectation.hardware_class,
-                           NormalizeCpuModel(cpu_model)})
+                           policy::NormalizeCpuModel(cpu_model)})
                .second) {
         continue;
       }
@@ -302,7 +315,8 @@ void AddPolicyVerifiedCells(const std::vector<PathExpectation>& expectations,
   }
   if (cells->size() == reported) return;
   const auto key = [](const v1::VerificationCell& cell) {
-    return std::make_tuple(cell.path(), cell.hardware_class(), NormalizeCpuModel(cell.cpu_model()));
+    return std::make_tuple(cell.path(), cell.hardware_class(),
+                           policy::NormalizeCpuModel(cell.cpu_model()));
   };
   std::sort(cells->begin(), cells->end(),
             [&key](const v1::VerificationCell& a, const v1::VerificationCell& b) {

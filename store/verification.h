@@ -3,14 +3,18 @@
 //
 // Definitions (the rules the matrix and ResolveWeightPath's `verified` use):
 // * Evidence is grouped per (path, hardware class, CPU model). CPU models are
-//   compared after NormalizeCpuModel, so "Intel(R) Xeon(R) Platinum 8480C" from
-//   /proc/cpuinfo and the policy's "Intel Xeon Platinum 8480C" are one model.
+//   compared after policy::NormalizeCpuModel, so "Intel(R) Xeon(R) Platinum
+//   8480C" from /proc/cpuinfo and the policy's "Intel Xeon Platinum 8480C" are
+//   one model; a figure also speaks for the names and patterns of its
+//   cpu_model_aliases (policy/cpu_model.h), so with "Intel Xeon Platinum
+//   8480+" among them an 8480+'s reports are judged by the 8480C's figure.
 // * Regression: a report's decode tok/s below `regression_fraction` of the
 //   policy's expected decode tok/s for the same CPU model AND the same thread
 //   count (the first such expectation in policy order: the default policy
 //   lists its back-to-back profile figure, e.g. 86.6 for w4a8-amx, first). A figure taken at 24 threads says nothing about 8 threads, so a
 //   report with another thread count (or a CPU the policy never measured) is
-//   not judged at all.
+//   not judged at all. A cell counts the devices whose latest report was not
+//   judged (not_judged): they are neither regressed nor inside expectations.
 // * Fidelity collapse: the cell's summed exact-match rate (k/n over all its
 //   reports in the window) is below half the rate the policy expects for the
 //   path (its expected k/n, preferring the same CPU model). Without a fidelity
@@ -85,10 +89,6 @@ struct RegressionVerdict {
   bool judged = true;
   std::string reason;  // names the figure, the expectation and the CPU
 };
-
-// Lower case, "(R)"/"(TM)"/"CPU" and any "@ <clock>" suffix removed,
-// whitespace collapsed.
-std::string NormalizeCpuModel(std::string_view cpu_model);
 
 RegressionVerdict IsRegression(const StoredMeasurement& measurement,
                                const std::vector<policy::ExpectedFigures>& expected,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "policy/cpu_model.h"
 #include "policy/engine_args.h"
 #include "policy/path_standing.h"
 #include "store/policy_expectations.h"
@@ -33,7 +34,7 @@ const v1::VerificationCell* FindCell(const v1::GetVerificationMatrixResponse& ma
                                      const std::string& normalized_cpu) {
   for (const v1::VerificationCell& cell : matrix.cells()) {
     if (cell.path() == path && cell.hardware_class() == hardware_class &&
-        store::NormalizeCpuModel(cell.cpu_model()) == normalized_cpu) {
+        policy::NormalizeCpuModel(cell.cpu_model()) == normalized_cpu) {
       return &cell;
     }
   }
@@ -45,8 +46,7 @@ const v1::VerificationCell* FindCell(const v1::GetVerificationMatrixResponse& ma
 std::optional<double> ExpectedDecode(const policy::PathDefinition& path,
                                      const std::string& normalized_cpu) {
   for (const policy::ExpectedFigures& figures : path.expected) {
-    if (figures.decode_tok_s.has_value() &&
-        store::NormalizeCpuModel(figures.cpu_model) == normalized_cpu) {
+    if (figures.decode_tok_s.has_value() && policy::FiguresMatchCpu(figures, normalized_cpu)) {
       return figures.decode_tok_s;
     }
   }
@@ -93,7 +93,7 @@ absl::Status FillPathCandidates(
   ASSIGN_OR_RETURN(const std::vector<policy::PathStanding> standings,
                    policy::JudgePaths(policy, request.profile(), request.labels(), model));
   const std::vector<store::PathExpectation> expectations = store::ExpectationsFromPolicy(policy);
-  const std::string normalized_cpu = store::NormalizeCpuModel(request.profile().cpu_model());
+  const std::string normalized_cpu = policy::NormalizeCpuModel(request.profile().cpu_model());
   const bool matrix_read = matrix != nullptr && matrix->ok();
   for (const policy::PathStanding& standing : standings) {
     const policy::PathDefinition& path = *standing.path;

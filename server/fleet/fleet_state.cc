@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 #include "common/thread_name.h"
+#include "policy/cpu_model.h"
 #include "server/fleet/device_record.h"
 #include "spdlog/spdlog.h"
 #include "store/policy_expectations.h"
@@ -19,7 +20,7 @@ std::string EvidenceKey(std::string_view path, std::string_view hardware_class,
   key.reserve(path.size() + hardware_class.size() + cpu_model.size() + 2);
   key.append(path).push_back('\0');
   key.append(hardware_class).push_back('\0');
-  key.append(store::NormalizeCpuModel(cpu_model));
+  key.append(policy::NormalizeCpuModel(cpu_model));
   return key;
 }
 

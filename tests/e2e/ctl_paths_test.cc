@@ -15,6 +15,7 @@
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
 #include "tests/support/subprocess.h"
+#include "weightpath/v1/fleet.pb.h"
 #include "weightpath/v1/rollout.pb.h"
 
 namespace weightpath::server::testing {
@@ -271,6 +272,51 @@ TEST_F(CtlPathsTest, ARegisteredDeviceIsExplainedOnTheProfileItSent) {
                               "16 SMs, integrated, usable (visible to the engine)\n"),
                     HasSubstr("  gpu driver        - (CUDA 12.6)\n"),
                     HasSubstr("  l4t               36.4.3\n")));
+}
+
+// Devices name the reference part "Intel(R) Xeon(R) Platinum 8480+"; the
+// bundled policy's figures name the 8480C and list the 8480+ among their
+// cpu_model_aliases, so those reports are judged (before, every one was
+// "not judged" and verification said "0 of 2 devices regressed"). Reports at
+// another thread count have no figure, and are counted apart.
+TEST_F(CtlPathsTest, VerificationJudgesTheReferencePartByItsAliasAndCountsTheRestApart) {
+  const std::string profile = ExampleProfilePath("intel-sapphire-rapids");  // an 8480+
+  const struct {
+    const char* device;
+    double decode;
+    uint32_t threads;
+  } reports[] = {{"plus-1", 40.0, 24}, {"plus-2", 85.0, 24}, {"plus-3", 30.0, 8}, {"plus-4", 31.0, 8}};
+  for (const auto& report : reports) {
+    ProcessResult resolved = Resolve({"--profile", profile, "--device-id", report.device, "-o", "json"});
+    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+    v1::ReportMeasurementResponse answer;
+    ASSERT_TRUE(Report(*device_stub_,
+                       Measurement(absl::StrCat("m-", report.device), report.device, "w4a8-amx",
+                                   report.decode, report.threads),
+                       &answer)
+                    .ok())
+        << server_->Log();
+    EXPECT_EQ(answer.regression(), report.decode == 40.0) << report.device;
+  }
+  ProcessResult table;
+  ASSERT_TRUE(Eventually([&] {
+    table = Ctl({"verification"});
+    return table.out.find("1 of 4 devices regressed, 2 not judged") != std::string::npos;
+  })) << table.out << table.err;
+  ProcessResult json = Ctl({"verification", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  v1::GetVerificationMatrixResponse matrix;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &matrix).ok()) << json.out;
+  // One cell for the part: the policy's 8480C figure is not listed again.
+  std::vector<v1::VerificationCell> amx;
+  for (const v1::VerificationCell& cell : matrix.cells()) {
+    if (cell.path() == "w4a8-amx" && cell.hardware_class() == "x86_cpu") amx.push_back(cell);
+  }
+  ASSERT_EQ(amx.size(), 1u) << json.out;
+  EXPECT_EQ(amx[0].cpu_model(), "Intel(R) Xeon(R) Platinum 8480+");
+  EXPECT_EQ(amx[0].device_count(), 4u);
+  EXPECT_EQ(amx[0].not_judged(), 2u);
+  EXPECT_EQ(amx[0].regressions(), 1u);
 }
 
 TEST_F(CtlPathsTest, BadInputIsAUsageErrorAndAServerRefusalNamesItsCode) {

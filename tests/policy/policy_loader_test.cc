@@ -4,7 +4,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "policy/content_version.h"
+#include "policy/cpu_model.h"
+#include "policy/policy_limits.h"
 #include "policy/policy.h"
 #include "tests/testing/status_matchers.h"
 
@@ -83,6 +86,89 @@ TEST(PolicyLoaderTest, UnknownExpectedFiguresKey) {
                           "    rationale: bf16 activations\n    expected:\n      - tok_s: 80")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("test.yaml:10:9: paths[0].expected[0].tok_s: unknown key")));
+}
+
+// CPU names as /proc/cpuinfo writes them and as a policy does compare equal
+// once normalised; anything that tells two parts apart is kept.
+TEST(PolicyCpuModelTest, NamesAreComparedNormalised) {
+  EXPECT_EQ(NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480C"), "intel xeon platinum 8480c");
+  EXPECT_EQ(NormalizeCpuModel("Intel Xeon Platinum 8480C"), "intel xeon platinum 8480c");
+  EXPECT_EQ(NormalizeCpuModel("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz"), "intel core i7-8700");
+  EXPECT_EQ(NormalizeCpuModel("  AMD EPYC 9654 96-Core Processor "), "amd epyc 9654 96-core");
+  EXPECT_EQ(NormalizeCpuModel("Intel Xeon Gold 6430 2.10GHz"), "intel xeon gold 6430");
+  EXPECT_EQ(NormalizeCpuModel("INTEL\tXEON  PLATINUM 8480+"), "intel xeon platinum 8480+");
+  EXPECT_NE(NormalizeCpuModel("Intel Xeon Platinum 8480C"), NormalizeCpuModel("Intel Xeon Platinum 8468"));
+  EXPECT_NE(NormalizeCpuModel("Intel Xeon Platinum 8480C"), NormalizeCpuModel("Intel Xeon Platinum 8480+"));
+}
+
+TEST(PolicyCpuModelTest, AliasesAndPatternsNameMoreCpusForOneFigure) {
+  ExpectedFigures figures;
+  figures.cpu_model = "Intel Xeon Platinum 8480C";
+  EXPECT_TRUE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480C")));
+  EXPECT_FALSE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480+")));
+  figures.cpu_model_aliases = {"Intel Xeon Platinum 8480+", "Intel(R) Xeon(R) Platinum 847*"};
+  EXPECT_TRUE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480+")));
+  EXPECT_TRUE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8470Q")));
+  EXPECT_FALSE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8468")));
+  EXPECT_FALSE(FiguresMatchCpu(figures, NormalizeCpuModel("Intel(R) Xeon(R) Gold 6430")));
+
+  EXPECT_TRUE(CpuModelGlobMatches("*", ""));
+  EXPECT_TRUE(CpuModelGlobMatches("a*b*c", "axxbyyc"));
+  EXPECT_TRUE(CpuModelGlobMatches("a*c", "abcbc"));
+  EXPECT_FALSE(CpuModelGlobMatches("a*c", "abcb"));
+  EXPECT_FALSE(CpuModelGlobMatches("abc", "abcd"));
+  EXPECT_TRUE(CpuModelGlobMatches("**x", "yyx"));
+  // Linear-backtracking: a long name against many stars stays cheap.
+  EXPECT_FALSE(CpuModelGlobMatches("*a*a*a*a*a*a*a*b", std::string(4096, 'a')));
+}
+
+TEST(PolicyLoaderTest, ExpectedFiguresTakeCpuModelAliases) {
+  const std::string figures =
+      "    rationale: bf16 activations\n"
+      "    expected:\n"
+      "      - cpu_model: Intel Xeon Platinum 8480C\n"
+      "        cpu_model_aliases: [Intel Xeon Platinum 8480+, \"Intel Xeon Platinum 847*\"]\n"
+      "        threads: 24\n"
+      "        decode_tok_s: 80.0";
+  absl::StatusOr<std::shared_ptr<const Policy>> policy =
+      Load(Edited("    rationale: bf16 activations", figures));
+  ASSERT_THAT(policy, IsOk());
+  ASSERT_EQ((*policy)->paths()[0].expected.size(), 1u);
+  EXPECT_THAT((*policy)->paths()[0].expected[0].cpu_model_aliases,
+              ::testing::ElementsAre("Intel Xeon Platinum 8480+", "Intel Xeon Platinum 847*"));
+
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n"
+                          "      - cpu_model: Intel Xeon Platinum 8480C\n"
+                          "        cpu_model_aliases: [\"(R) CPU @ 2GHz\"]")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("paths[0].expected[0].cpu_model_aliases[0]: names no CPU")));
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n"
+                          "      - cpu_model: Intel Xeon Platinum 8480C\n"
+                          "        cpu_model_aliases: [\"**\"]")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names no CPU")));
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n"
+                          "      - cpu_model_aliases: [Intel Xeon Platinum 8480+]\n"
+                          "        decode_tok_s: 80.0")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test.yaml:10:9: paths[0].expected[0].cpu_model_aliases: needs "
+                                 "the cpu_model")));
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n"
+                          "      - cpu_model: Intel Xeon Platinum 8480C\n"
+                          "        cpu_model_aliases: Intel Xeon Platinum 8480+")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("paths[0].expected[0].cpu_model_aliases")));
+  std::string many = "[";
+  for (size_t i = 0; i <= kMaxCpuModelAliases; ++i) absl::StrAppend(&many, i == 0 ? "" : ", ", "cpu", i);
+  many += "]";
+  EXPECT_THAT(Load(Edited("    rationale: bf16 activations",
+                          "    rationale: bf16 activations\n    expected:\n"
+                          "      - cpu_model: Intel Xeon Platinum 8480C\n"
+                          "        cpu_model_aliases: " + many)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("65 aliases; at most 64")));
 }
 
 TEST(PolicyLoaderTest, RuleNamingUndefinedPath) {

@@ -42,13 +42,6 @@ StoredMeasurement Report(const std::string& device, const std::string& path, dou
   return m;
 }
 
-TEST(StoreVerification, CpuModelsFromProbeAndPolicyCompareEqual) {
-  EXPECT_EQ(NormalizeCpuModel("Intel(R) Xeon(R) Platinum 8480C"), "intel xeon platinum 8480c");
-  EXPECT_EQ(NormalizeCpuModel("Intel Xeon Platinum 8480C"), "intel xeon platinum 8480c");
-  EXPECT_EQ(NormalizeCpuModel("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz"), "intel core i7-8700");
-  EXPECT_NE(NormalizeCpuModel("Intel Xeon Platinum 8480C"), NormalizeCpuModel("Intel Xeon Platinum 8468"));
-}
-
 TEST(StoreVerification, RegressionIsBelowTheFractionOfTheSameCpusExpectation) {
   const auto expected = ExpectedFor(SeedExpectations(), "w4a8-amx", "x86_cpu");
   // 0.8 x 86.6 = 69.28 tok/s.
@@ -159,6 +152,56 @@ TEST(StoreVerification, PolicyVerifiedPathsNoDeviceReportedGetTheirOwnCells) {
   std::vector<v1::VerificationCell> none;
   AddPolicyVerifiedCells(SeedExpectations(false), &none);
   EXPECT_THAT(none, SizeIs(0));
+}
+
+// The issue as operators met it: the policy's figures name the 8480C, the
+// devices report "Intel(R) Xeon(R) Platinum 8480+". Without an alias both
+// devices are "not judged", counted apart from those inside expectations;
+// with the alias they are judged by the 8480C's figure, and the policy's
+// own 8480C cell is not listed a second time beside theirs.
+TEST(StoreVerification, NotJudgedDevicesAreCountedApartAndAnAliasJudgesThem) {
+  std::vector<StoredMeasurement> reports;
+  for (const char* device : {"a", "b"}) {
+    StoredMeasurement m = Report(device, "w4a8-amx", device == std::string("a") ? 40.0 : 85.0,
+                                 kNow - absl::Hours(1));
+    m.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+    reports.push_back(m);
+  }
+  std::vector<PathExpectation> expectations = SeedExpectations(true);
+  std::vector<v1::VerificationCell> cells =
+      BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_EQ(cells[0].not_judged(), 2u);
+  EXPECT_EQ(cells[0].regressions(), 0u);
+  EXPECT_EQ(cells[0].verification().reason(),
+            "the policy marks w4a8-amx as measured on x86_cpu; 0 of 2 devices regressed, 2 not "
+            "judged");
+  AddPolicyVerifiedCells(expectations, &cells);
+  EXPECT_THAT(cells, SizeIs(3));  // the 8480+ cell, and the policy's 8480C cells of both paths
+
+  for (PathExpectation& expectation : expectations) {
+    for (policy::ExpectedFigures& figures : expectation.expected) {
+      figures.cpu_model_aliases = {"Intel Xeon Platinum 8480+"};
+    }
+  }
+  cells = BuildVerificationMatrix(reports, expectations, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_EQ(cells[0].not_judged(), 0u);
+  EXPECT_EQ(cells[0].regressions(), 1u);  // a's 40 tok/s against 0.8 x 86.6
+  EXPECT_EQ(cells[0].verification().reason(),
+            "the policy marks w4a8-amx as measured on x86_cpu; 1 of 2 devices regressed");
+  AddPolicyVerifiedCells(expectations, &cells);
+  ASSERT_THAT(cells, SizeIs(2));  // w4a8-amx's 8480C figure is the 8480+ cell
+  EXPECT_EQ(cells[0].path(), "w4a16-tinygemm");
+  EXPECT_EQ(cells[1].cpu_model(), "Intel(R) Xeon(R) Platinum 8480+");
+  EXPECT_THAT(IsRegression(reports[0], ExpectedFor(expectations, "w4a8-amx", "x86_cpu"), 0.8).reason,
+              HasSubstr("86.6 tok/s expected"));
+
+  // A fleet-verified cell says it too.
+  const std::vector<PathExpectation> unverified = SeedExpectations(false);
+  cells = BuildVerificationMatrix(reports, unverified, VerificationConfig{}, kNow);
+  ASSERT_THAT(cells, SizeIs(1));
+  EXPECT_THAT(cells[0].verification().reason(), HasSubstr("(0 regressed, 2 not judged)"));
 }
 
 TEST(StoreVerification, ThreeHealthyDevicesVerifyAPathTheFleetMeasured) {
@@ -285,6 +328,13 @@ TEST(StoreVerification, DefaultPolicyCarriesTheSeedsExpectationsPerClass) {
   // Fidelity 1/12 expected: 0 of 36 collapses, 1 of 24 does not.
   EXPECT_TRUE(FidelityCollapsed(0, 36, kSeedCpuAsProbed, amx));
   EXPECT_FALSE(FidelityCollapsed(1, 24, kSeedCpuAsProbed, amx));
+  // Devices name the part "Intel(R) Xeon(R) Platinum 8480+": the policy's
+  // aliases judge them by the 8480C's figures.
+  StoredMeasurement plus = Report("d", "w4a8-amx", 69.2, kNow);
+  plus.cpu_model = "Intel(R) Xeon(R) Platinum 8480+";
+  const RegressionVerdict plus_verdict = IsRegression(plus, amx, 0.8);
+  EXPECT_TRUE(plus_verdict.judged);
+  EXPECT_TRUE(plus_verdict.regression);
   // The unverified arm64 build becomes verified by three healthy devices.
   std::vector<StoredMeasurement> reports;
   for (const char* device : {"a", "b", "c"}) {
