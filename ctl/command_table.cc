@@ -8,6 +8,7 @@
 #include "ctl/devices_command.h"
 #include "ctl/explain_command.h"
 #include "ctl/paths_command.h"
+#include "ctl/policy_command.h"
 #include "ctl/repo_command.h"
 #include "ctl/resolve_command.h"
 #include "ctl/rollout_command.h"
@@ -37,6 +38,7 @@ const std::vector<Command>& Commands() {
       {"devices", "list the devices the fleet registry knows", RunDevicesCommand},
       {"explain", "why the server decides what it decides for a device", RunExplainCommand},
       {"paths", "every weight path of the policy for a device or profile, and why", RunPathsCommand},
+      {"policy", "plan a policy change: which registered devices would move", RunPolicyCommand},
       {"repo", "run a signed (TUF) repository of artifacts", RunRepoCommand},
       {"resolve", "decide the weight path for a device profile", RunResolveCommand},
       {"rollout", "create, watch and steer staged rollouts", RunRolloutCommand},

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "server/api/audit_event.h"
 #include "server/api/fleet_admin_roles.h"
+#include "server/api/policy_plan.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
@@ -162,6 +163,13 @@ grpc::ServerUnaryReactor* FleetAdminService::GetVerificationMatrix(
                &FleetAdminService::HandleGetVerificationMatrix);
 }
 
+grpc::ServerUnaryReactor* FleetAdminService::PlanPolicy(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Serve("FleetAdmin/PlanPolicy", context, request, response,
+               &FleetAdminService::HandlePlanPolicy);
+}
+
 absl::StatusOr<v1::ListDevicesResponse> FleetAdminService::HandleListDevices(
     const grpc::ServerContextBase& context, const v1::ListDevicesRequest& request) {
   RETURN_IF_ERROR(Admit(context, "ListDevices", Needs::kFleetRegistry));
@@ -178,6 +186,15 @@ absl::StatusOr<v1::FleetSummaryResponse> FleetAdminService::HandleFleetSummary(
     const grpc::ServerContextBase& context, const v1::FleetSummaryRequest& request) {
   RETURN_IF_ERROR(Admit(context, "FleetSummary", Needs::kFleetRegistry));
   return fleet_->queries.FleetSummary(request);
+}
+
+absl::StatusOr<v1::PlanPolicyResponse> FleetAdminService::HandlePlanPolicy(
+    const grpc::ServerContextBase& context, const v1::PlanPolicyRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "PlanPolicy", Needs::kFleetRegistry));
+  FleetState& fleet = fleet_->queries.state();
+  const std::shared_ptr<const Snapshot> snapshot = fleet.CurrentSnapshot();
+  return server::PlanPolicy(request, *snapshot->policy, fleet.store(),
+                            SystemClockInstance()->Now());
 }
 
 absl::StatusOr<v1::GetVerificationMatrixResponse> FleetAdminService::HandleGetVerificationMatrix(

@@ -74,7 +74,8 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_ExplainDecision<
           v1::FleetAdmin::WithRawCallbackMethod_ListAuditEvents<
           v1::FleetAdmin::WithRawCallbackMethod_ListRolloutDevices<
-          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>>> {
+          v1::FleetAdmin::WithRawCallbackMethod_PlanPolicy<
+          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>>>> {
  public:
   // The fleet registry's queries and the rollout operations, with a fleet
   // store. Without one (--store=none) the service gets kNoFleet: every
@@ -138,6 +139,9 @@ class FleetAdminService final
   grpc::ServerUnaryReactor* DeleteRollout(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PlanPolicy(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ExplainDecision(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
@@ -189,6 +193,8 @@ class FleetAdminService final
       const grpc::ServerContextBase& context, const v1::DeleteRolloutRequest& request);
   absl::StatusOr<v1::ExplainDecisionResponse> HandleExplainDecision(
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
+  absl::StatusOr<v1::PlanPolicyResponse> HandlePlanPolicy(const grpc::ServerContextBase& context,
+                                                          const v1::PlanPolicyRequest& request);
   absl::StatusOr<v1::ListAuditEventsResponse> HandleListAuditEvents(
       const grpc::ServerContextBase& context, const v1::ListAuditEventsRequest& request);
   absl::StatusOr<v1::ListRolloutDevicesResponse> HandleListRolloutDevices(

@@ -38,6 +38,10 @@ class FleetQueries {
   // Commits one audited call (FleetState::RecordAuditEvent).
   absl::Status RecordAuditEvent(const v1::AuditEvent& event);
 
+  // The store and the policy served now, for the queries that evaluate the
+  // registry against a policy (PlanPolicy, server/api/policy_plan.h).
+  FleetState& state() { return *fleet_; }
+
  private:
   FleetState* const fleet_;
 };

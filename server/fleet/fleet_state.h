@@ -122,6 +122,8 @@ class FleetState {
   absl::StatusOr<v1::GetVerificationMatrixResponse> VerificationMatrix();
 
   store::FleetStore& store() { return *store_; }
+  // The policy and catalog served now.
+  std::shared_ptr<const Snapshot> CurrentSnapshot() const { return snapshots_->Share(); }
   bool store_up() const;
   // Refreshes now, in the calling thread (tests and the refresher).
   void RefreshNow();
