@@ -544,6 +544,48 @@ TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
             static_cast<double>(BuildBytes(files)));
 }
 
+// A rollout reaching a site: ten devices boot the same build at once
+// through one cold site cache. Its upstream sends each blob about once (the
+// cache coalesces the ten misses), every device installs the signed build,
+// and the fleet's counters say where the bytes came from.
+TEST_F(AgentBuildEndToEnd, TenDevicesBootingAtOnceThroughASiteCacheCostTheOriginOneBuild) {
+  constexpr int kDevices = 10;
+  const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 71, 72);
+  const v1::Artifact build = Publish("tenfold", files);
+  WriteByContent(served() + "/cas", build, files);
+  absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
+      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
+                                       {http_->Url("cas")}, work_.Sub("site-cache.err"));
+  ASSERT_THAT(site, IsOk());
+  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
+  Serve(build);
+
+  std::vector<std::unique_ptr<::weightpath::testing::Subprocess>> boots;
+  for (int i = 0; i < kDevices; ++i) {
+    device_name_ = absl::StrCat("site-device-", i);
+    WriteAgentConfig();
+    absl::StatusOr<std::unique_ptr<::weightpath::testing::Subprocess>> boot =
+        StartBoot(work_.Sub(device_name_ + ".err"));
+    ASSERT_THAT(boot, IsOk());
+    boots.push_back(*std::move(boot));
+  }
+  for (int i = 0; i < kDevices; ++i) {
+    device_name_ = absl::StrCat("site-device-", i);
+    const ::weightpath::testing::ExitStatus ended = boots[i]->Wait(absl::Seconds(90));
+    EXPECT_EQ(ended.exit_code, 0) << ReadTextFile(work_.Sub(device_name_ + ".err"));
+    ExpectHandedOver(build, files);
+  }
+  EXPECT_LE(BytesIn(*http_), BuildBytes(files) * 105 / 100) << "the site's uplink carried more "
+                                                                "than one build";
+  EXPECT_EQ(BytesServed("tenfold"), 0u);  // nothing from the catalog's own URIs
+
+  absl::StatusOr<std::string> fleet = HttpGet(server_->metrics_address(), "/metrics");
+  ASSERT_THAT(fleet, IsOk());
+  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"mirror\"}"),
+            kDevices * static_cast<double>(BuildBytes(files)));
+  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"origin\"}"), 0);
+}
+
 // The site cache stopped while a device's boot waits on it (its upstream
 // slow, so the cache is mid-fetch): the device moves on to the origin and
 // installs the build, and the cache, started again on the same store,
