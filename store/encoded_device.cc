@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/deterministic_bytes.h"
+#include "common/wire_fields.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -57,62 +58,22 @@ uint64_t StableHash64(std::string_view bytes) {
   return Mix(h ^ Mix(tail ^ 0x5bd1e995ULL));
 }
 
-namespace {
-
-// Reads a varint at `*pos`; false at the end of `bytes` or past 10 bytes.
-bool ReadVarint(std::string_view bytes, size_t* pos, uint64_t* value) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 70 && *pos < bytes.size(); shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>(bytes[(*pos)++]);
-    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) {
-      *value = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 uint64_t ProfileFingerprint(std::string_view profile) {
   // The bytes around each free-RAM field, hashed run by run: no copy. The
-  // top-level fields are walked by hand (a profile is ~200 of them, most
-  // CPU flags): CodedInputStream's per-field cost was most of the record's.
-  constexpr uint64_t kRamTag =
-      (uint64_t{v1::HardwareProfile::kRamAvailableBytesFieldNumber} << 3) | 0;  // varint
+  // fields are walked by hand (wire::NextField): a profile is ~200 of them,
+  // most CPU flags, and CodedInputStream's per-field cost was most of it.
+  const absl::string_view bytes(profile.data(), profile.size());
   uint64_t h = 0x243f6a8885a308d3ULL;
   size_t run_start = 0;
   size_t pos = 0;
-  while (pos < profile.size()) {
-    const size_t field_start = pos;
-    uint64_t tag = 0;
-    if (!ReadVarint(profile, &pos, &tag)) break;  // malformed: the rest is hashed as it is
-    uint64_t value = 0;
-    bool ok = true;
-    switch (tag & 7) {
-      case 0:  // varint
-        ok = ReadVarint(profile, &pos, &value);
-        break;
-      case 1:  // fixed64
-        ok = profile.size() - pos >= 8;
-        pos += ok ? 8 : 0;
-        break;
-      case 2:  // length-delimited
-        ok = ReadVarint(profile, &pos, &value) && value <= profile.size() - pos;
-        pos += ok ? static_cast<size_t>(value) : 0;
-        break;
-      case 5:  // fixed32
-        ok = profile.size() - pos >= 4;
-        pos += ok ? 4 : 0;
-        break;
-      default:  // groups are not in this message
-        ok = false;
-        break;
+  wire::Field field;
+  // A malformed field stops the walk: the rest is hashed as it is.
+  while (pos < bytes.size() && wire::NextField(bytes, &pos, &field)) {
+    if (field.number != v1::HardwareProfile::kRamAvailableBytesFieldNumber ||
+        field.wire_type != wire::kVarint) {
+      continue;
     }
-    if (!ok) break;
-    if (tag != kRamTag) continue;
-    h = Mix(h ^ StableHash64(profile.substr(run_start, field_start - run_start)));
+    h = Mix(h ^ StableHash64(profile.substr(run_start, field.start - run_start)));
     run_start = pos;
   }
   return Mix(h ^ StableHash64(profile.substr(run_start)));

@@ -3,78 +3,26 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/wire_fields.h"
+
 namespace weightpath::server {
 namespace {
 
 constexpr int kRequestProfileField = 2;   // ResolveWeightPathRequest.profile
 constexpr int kProfileCpuFlagsField = 3;  // HardwareProfile.cpu_flags
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+using wire::Field;
+using wire::kFixed32;
+using wire::kFixed64;
+using wire::kLengthDelimited;
+using wire::kVarint;
+using wire::NextField;
+using wire::ReadLength;
+using wire::ReadVarint;
 
 constexpr int kProfileClustersField = 6;  // HardwareProfile.clusters
 
 constexpr uint8_t TagByte(int field) { return static_cast<uint8_t>(field << 3 | 2); }
-
-// Reads a varint at `*pos`; false when truncated or longer than ten bytes.
-bool ReadVarint(absl::string_view wire, size_t* pos, uint64_t* value) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 64 && *pos < wire.size(); shift += 7) {
-    const auto byte = static_cast<uint8_t>(wire[(*pos)++]);
-    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) {
-      *value = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-// A length as protobuf reads one (ReadSize): at most five bytes.
-bool ReadLength(absl::string_view wire, size_t* pos, uint64_t* length) {
-  const size_t start = *pos;
-  return ReadVarint(wire, pos, length) && *pos - start <= 5;
-}
-
-struct Field {
-  uint32_t number = 0;
-  uint32_t wire_type = 0;
-  size_t start = 0;         // first byte of the tag
-  size_t tag_size = 0;
-  absl::string_view value;  // length-delimited payload (only for that type)
-};
-
-// Steps over one field; false on anything the fast path does not handle.
-bool NextField(absl::string_view wire, size_t* pos, Field* field) {
-  field->start = *pos;
-  uint64_t tag = 0;
-  if (!ReadVarint(wire, pos, &tag) || tag > UINT32_MAX) return false;
-  field->tag_size = *pos - field->start;
-  field->number = static_cast<uint32_t>(tag >> 3);
-  field->wire_type = static_cast<uint32_t>(tag & 7);
-  if (field->number == 0) return false;
-  uint64_t scalar = 0;
-  switch (field->wire_type) {
-    case kVarint:
-      return ReadVarint(wire, pos, &scalar);
-    case kFixed64:
-      if (wire.size() - *pos < 8) return false;
-      *pos += 8;
-      return true;
-    case kFixed32:
-      if (wire.size() - *pos < 4) return false;
-      *pos += 4;
-      return true;
-    case kLengthDelimited: {
-      uint64_t length = 0;
-      if (!ReadLength(wire, pos, &length) || length > wire.size() - *pos) return false;
-      field->value = wire.substr(*pos, length);
-      *pos += length;
-      return true;
-    }
-    default:  // groups (3, 4) and the invalid types 6 and 7
-      return false;
-  }
-}
 
 // The end of the run of length-delimited fields with one-byte tag `tag`
 // starting at `start`; `start` when a length there is malformed.
