@@ -77,6 +77,19 @@ constexpr char kProfileJson[] = R"({
 })";
 constexpr char kExpectedPath[] = "w4a8-amx";
 
+// `files` laid out by content address under `root`/blobs/sha256/<hex>, as
+// a mirror or a site cache's upstream serves them.
+void WriteByContent(const std::string& root, const v1::Artifact& build,
+                    const std::vector<ModelFileSpec>& files) {
+  for (const ModelFileSpec& spec : files) {
+    for (const v1::BuildFile& file : build.files()) {
+      if (file.path() == spec.path) {
+        WriteTextFile(root + "/blobs/sha256/" + file.sha256(), spec.bytes);
+      }
+    }
+  }
+}
+
 class AgentBuildEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override { StartMirror(); }
@@ -143,6 +156,31 @@ class AgentBuildEndToEnd : public ::testing::Test {
                                "decision_file: ", device("run/decision.json"), "\n",
                                "env_file: ", device("run/engine.env"), "\n",
                                "budget: 30\ncall_timeout: 10\n", extra_config_));
+  }
+
+  // One real serve-cache on its own store, its upstream the origin mirror's
+  // content-addressed copy of `files` (/cas), named in the devices'
+  // artifact_mirrors; the server (re)started on `build`.
+  absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> ServeThroughSiteCache(
+      const v1::Artifact& build, const std::vector<ModelFileSpec>& files) {
+    WriteByContent(served() + "/cas", build, files);
+    absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
+        testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
+                                         {http_->Url("cas")}, work_.Sub("site-cache.err"));
+    if (!site.ok()) return site.status();
+    extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
+    Serve(build);
+    return site;
+  }
+
+  // What the server counts devices reported downloading from `source`
+  // (weightpath_device_download_bytes_total); -1 when it cannot be read.
+  double FleetDownloadBytes(const std::string& source) const {
+    absl::StatusOr<std::string> metrics = HttpGet(server_->metrics_address(), "/metrics");
+    if (!metrics.ok()) return -1;
+    absl::StatusOr<double> value = SampleValue(
+        *metrics, absl::StrCat("weightpath_device_download_bytes_total{source=\"", source, "\"}"));
+    return value.ok() ? *value : -1;
   }
 
   std::vector<std::string> BootArgv() const {
@@ -239,18 +277,6 @@ uint64_t BuildBytes(const std::vector<ModelFileSpec>& files) {
   return total;
 }
 
-// `files` laid out by content address under `root`/blobs/sha256/<hex>, as
-// a mirror or a site cache's upstream serves them.
-void WriteByContent(const std::string& root, const v1::Artifact& build,
-                    const std::vector<ModelFileSpec>& files) {
-  for (const ModelFileSpec& spec : files) {
-    for (const v1::BuildFile& file : build.files()) {
-      if (file.path() == spec.path) {
-        WriteTextFile(root + "/blobs/sha256/" + file.sha256(), spec.bytes);
-      }
-    }
-  }
-}
 
 TEST_F(AgentBuildEndToEnd, TheEngineIsHandedTheModelDirectoryUnderTheModelsName) {
   const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 1, 2);
@@ -455,9 +481,14 @@ TEST_F(AgentBuildEndToEnd, ADiskThatFillsMidDownloadLeavesTheLastGoodBuildBootin
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
   bool started = false;
   while (!started && absl::Now() < give_up) {
-    for (const auto& entry : fs::directory_iterator(device("cache"))) {
-      started = started || (absl::EndsWith(entry.path().string(), ".partial") &&
-                            entry.file_size() > 0);
+    // The agent renames and removes files meanwhile: an entry gone between
+    // the listing and its size is no error here.
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(device("cache"), error)) {
+      std::error_code size_error;
+      const uintmax_t size = entry.file_size(size_error);
+      started = started || (absl::EndsWith(entry.path().string(), ".partial") && !size_error &&
+                            size > 0);
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -491,13 +522,9 @@ TEST_F(AgentBuildEndToEnd, ADiskThatFillsMidDownloadLeavesTheLastGoodBuildBootin
 TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
   const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 41, 42);
   const v1::Artifact build = Publish("site", files);
-  WriteByContent(served() + "/cas", build, files);
   absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
-      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
-                                       {http_->Url("cas")}, work_.Sub("site-cache.err"));
+      ServeThroughSiteCache(build, files);
   ASSERT_THAT(site, IsOk());
-  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
-  Serve(build);
 
   device_name_ = "device-a";
   WriteAgentConfig();
@@ -536,12 +563,8 @@ TEST_F(AgentBuildEndToEnd, ASecondDeviceAtASiteFetchesNothingFromTheOrigin) {
   // Each boot reported what it downloaded by source: the fleet view of
   // what the site cache saved (two builds' worth through it, one from the
   // origin).
-  absl::StatusOr<std::string> fleet = HttpGet(server_->metrics_address(), "/metrics");
-  ASSERT_THAT(fleet, IsOk());
-  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"mirror\"}"),
-            2.0 * static_cast<double>(BuildBytes(files)));
-  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"origin\"}"),
-            static_cast<double>(BuildBytes(files)));
+  EXPECT_EQ(FleetDownloadBytes("mirror"), 2.0 * static_cast<double>(BuildBytes(files)));
+  EXPECT_EQ(FleetDownloadBytes("origin"), static_cast<double>(BuildBytes(files)));
 }
 
 // A rollout reaching a site: ten devices boot the same build at once
@@ -552,13 +575,9 @@ TEST_F(AgentBuildEndToEnd, TenDevicesBootingAtOnceThroughASiteCacheCostTheOrigin
   constexpr int kDevices = 10;
   const std::vector<ModelFileSpec> files = ModelDirectoryFiles(kShardBytes, 71, 72);
   const v1::Artifact build = Publish("tenfold", files);
-  WriteByContent(served() + "/cas", build, files);
   absl::StatusOr<std::unique_ptr<testing::SiteCacheProcess>> site =
-      testing::SiteCacheProcess::Start(WEIGHTPATH_AGENT_BINARY, work_.Sub("site-cache"),
-                                       {http_->Url("cas")}, work_.Sub("site-cache.err"));
+      ServeThroughSiteCache(build, files);
   ASSERT_THAT(site, IsOk());
-  extra_config_ = absl::StrCat("artifact_mirrors:\n  - ", (*site)->BaseUrl(), "/\n");
-  Serve(build);
 
   std::vector<std::unique_ptr<::weightpath::testing::Subprocess>> boots;
   for (int i = 0; i < kDevices; ++i) {
@@ -579,11 +598,8 @@ TEST_F(AgentBuildEndToEnd, TenDevicesBootingAtOnceThroughASiteCacheCostTheOrigin
                                                                 "than one build";
   EXPECT_EQ(BytesServed("tenfold"), 0u);  // nothing from the catalog's own URIs
 
-  absl::StatusOr<std::string> fleet = HttpGet(server_->metrics_address(), "/metrics");
-  ASSERT_THAT(fleet, IsOk());
-  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"mirror\"}"),
-            kDevices * static_cast<double>(BuildBytes(files)));
-  EXPECT_EQ(*SampleValue(*fleet, "weightpath_device_download_bytes_total{source=\"origin\"}"), 0);
+  EXPECT_EQ(FleetDownloadBytes("mirror"), kDevices * static_cast<double>(BuildBytes(files)));
+  EXPECT_EQ(FleetDownloadBytes("origin"), 0);
 }
 
 // The site cache stopped while a device's boot waits on it (its upstream
