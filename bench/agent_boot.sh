@@ -30,6 +30,7 @@
 # signature of the persisted metadata again (the cost without the stamp).
 # Needs /usr/bin/time (Debian package `time`).
 set -euo pipefail
+source "$(dirname "$0")/bench_lib.sh"
 
 agent=${1:?usage: $0 AGENT_BIN SERVER_BIN [RUNS] [ARTIFACT_KIB]}
 server=${2:?usage: $0 AGENT_BIN SERVER_BIN [RUNS] [ARTIFACT_KIB]}
@@ -103,15 +104,7 @@ if [[ "$trust_mode" == ab ]]; then
   targets_bytes=$(stat -c %s "$work/repo/metadata/targets.json")
 fi
 
-"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --catalog="$work/catalog.yaml" --store=none \
-  --reload_interval=0s >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-for _ in $(seq 1 600); do
-  grep -q '^listening ' "$work/server.out" 2>/dev/null && break
-  sleep 0.1
-done
-address=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/server.out")
-[[ -n "$address" ]] || { echo "server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
+bench_start_server "$server" "$work/catalog.yaml"
 
 # Arm A: no trust block. Arm B (TRUST=ab): the same device with one; its
 # own state_dir, the same cache.

@@ -16,6 +16,7 @@
 # sent against the shard's size); then CACHED_BOOTS (default 20) boots of
 # the cached build (wall ms, peak RSS). Needs /usr/bin/time, curl, openssl.
 set -euo pipefail
+source "$(dirname "$0")/bench_lib.sh"
 
 agent=${1:?usage: $0 AGENT_BIN SERVER_BIN [SHARD_MIB] [ROUNDS] [CACHED_BOOTS]}
 server=${2:?usage: $0 AGENT_BIN SERVER_BIN [SHARD_MIB] [ROUNDS] [CACHED_BOOTS]}
@@ -91,12 +92,7 @@ catalog v2 >"$work/catalog-v2.yaml"
 
 start_server() {  # catalog
   if [[ -n "$server_pid" ]]; then kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; fi
-  "$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --catalog="$1" --store=none \
-    --reload_interval=0s >"$work/server.out" 2>"$work/server.err" &
-  server_pid=$!
-  for _ in $(seq 1 600); do grep -q '^listening ' "$work/server.out" 2>/dev/null && break; sleep 0.1; done
-  address=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/server.out")
-  [[ -n "$address" ]] || { echo "server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
+  bench_start_server "$server" "$1"
   cat >"$work/agent.yaml" <<YAML
 server: $address
 device_id: bench-build-0001
@@ -108,12 +104,7 @@ budget: 600
 call_timeout: 10
 YAML
 }
-cat >"$work/profile.json" <<'JSON'
-{"arch": "x86_64", "cpu_model": "bench", "cpu_flags": ["avx2", "avx512f", "amx_bf16", "amx_tile", "amx_int8"],
- "n_logical": 8, "n_physical": 4, "numa_nodes": 1, "ram_total_bytes": 34359738368,
- "accelerator": "none", "supports_bf16": true, "host_os": "linux"}
-JSON
-export WEIGHTPATH_HW_PROFILE=$work/profile.json
+bench_use_amx_profile
 
 mirror_bytes() {  # version -> body bytes the mirror sent for it so far
   awk -v v="/$1/" 'index($2, v) == 1 { sub("bytes=", "", $5); s += $5 } END { printf "%d", s }' "$work/mirror.log" 2>/dev/null || echo 0

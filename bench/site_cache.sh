@@ -14,6 +14,7 @@
 # uris) and by content address under /cas/blobs/sha256/<hex> (the site
 # cache's upstream). Needs /usr/bin/time, openssl, curl.
 set -euo pipefail
+source "$(dirname "$0")/bench_lib.sh"
 
 agent=${1:?usage: $0 AGENT_BIN SERVER_BIN [DEVICES] [SHARD_MIB]}
 server=${2:?usage: $0 AGENT_BIN SERVER_BIN [DEVICES] [SHARD_MIB]}
@@ -61,18 +62,9 @@ origin=http://127.0.0.1:$(sed -n 's/^PORT //p' "$work/origin.out")
     done
   done
 } >"$work/catalog.yaml"
-"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --catalog="$work/catalog.yaml" \
-  --store=none --reload_interval=0s >"$work/server.out" 2>"$work/server.err" &
-pids+=($!)
-for _ in $(seq 1 600); do grep -q '^listening ' "$work/server.out" 2>/dev/null && break; sleep 0.1; done
-address=$(sed -n 's/^listening grpc=\([^ ]*\) .*/\1/p' "$work/server.out")
-[[ -n "$address" ]] || { cat "$work/server.err" >&2; exit 1; }
-cat >"$work/profile.json" <<'JSON'
-{"arch": "x86_64", "cpu_model": "bench", "cpu_flags": ["avx2", "avx512f", "amx_bf16", "amx_tile", "amx_int8"],
- "n_logical": 8, "n_physical": 4, "numa_nodes": 1, "ram_total_bytes": 34359738368,
- "accelerator": "none", "supports_bf16": true, "host_os": "linux"}
-JSON
-export WEIGHTPATH_HW_PROFILE=$work/profile.json
+bench_start_server "$server" "$work/catalog.yaml"
+pids+=("$server_pid")
+bench_use_amx_profile
 
 origin_bytes() {
   awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^bytes=/) { sub("bytes=", "", $i); s += $i } } END { printf "%d", s }' \
