@@ -9,7 +9,7 @@
 #include "common/control_characters.h"
 #include "common/proto_time.h"
 #include "ctl/admin_query.h"
-#include "ctl/table_writer.h"
+#include "ctl/rollout_plan.h"
 #include "ctl/text_file.h"
 
 namespace weightpath::ctl {
@@ -75,8 +75,7 @@ absl::StatusOr<v1::PlanPolicyRequest> BuildRequest(const ParsedArguments& argume
 }
 
 void WriteTable(const v1::PlanPolicyResponse& response, std::ostream& out) {
-  uint64_t moving = 0;
-  for (const v1::PlanPolicyResponse::Move& move : response.moves()) moving += move.devices();
+  const uint64_t moving = MovedDevices(response);
   out << "policy " << response.current_policy_version() << " (served) -> "
       << response.planned_policy_version() << " (planned)\n";
   out << Counted(response.devices_evaluated(), "device", "devices") << " evaluated: "
@@ -88,16 +87,7 @@ void WriteTable(const v1::PlanPolicyResponse& response, std::ostream& out) {
   out << "\n";
   if (response.moves().empty()) return;
   out << "\n";
-  TableWriter table({"CLASS", "FROM", "TO", "DEVICES", "EXAMPLES"});
-  for (const v1::PlanPolicyResponse::Move& move : response.moves()) {
-    std::vector<std::string> examples;
-    for (const std::string& id : move.example_device_ids()) examples.push_back(ControlEscaped(id));
-    table.AddRow({move.hardware_class(), move.from_path(),
-                  move.to_path().empty() ? absl::StrCat("refused: ", ControlEscaped(move.reason()))
-                                         : move.to_path(),
-                  absl::StrCat(move.devices()), absl::StrJoin(examples, ", ")});
-  }
-  table.Write(out);
+  WriteMoveTable(response, "", out);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #include "ctl/rollout_yaml.h"
 #include "ctl/text_file.h"
 #include "ctl/rollout_devices.h"
+#include "ctl/rollout_plan.h"
+#include "ctl/rollout_promote.h"
 #include "ctl/view_output.h"
 #include "absl/time/clock.h"
 
@@ -26,7 +28,9 @@ namespace {
 
 constexpr std::string_view kCommand = "rollout";
 
-enum class Action { kCreate, kStatus, kList, kPause, kResume, kAdvance, kAbort, kDelete };
+enum class Action {
+  kCreate, kStatus, kList, kPause, kResume, kAdvance, kAbort, kDelete, kPromote
+};
 
 struct ActionSpec {
   absl::string_view name;
@@ -39,6 +43,7 @@ constexpr ActionSpec kActions[] = {
     {"list", Action::kList, false},     {"pause", Action::kPause, true},
     {"resume", Action::kResume, true},  {"advance", Action::kAdvance, true},
     {"abort", Action::kAbort, true},    {"delete", Action::kDelete, true},
+    {"promote", Action::kPromote, true},
 };
 
 std::vector<FlagSpec> RolloutFlags(Action action) {
@@ -49,6 +54,15 @@ std::vector<FlagSpec> RolloutFlags(Action action) {
   if (action == Action::kPause || action == Action::kResume || action == Action::kAdvance ||
       action == Action::kAbort) {
     flags.push_back({"reason", '\0', true, "why, recorded as the rollout's state reason"});
+  }
+  if (action == Action::kDelete) {
+    flags.push_back({"force", '\0', false,
+                     "delete even when that moves devices back to the policy's decision"});
+  }
+  if (action == Action::kPromote) {
+    flags.push_back({"policy", '\0', true,
+                     "the served policy document: print it whole with the rollout's rule(s) "
+                     "added, checked by loading it"});
   }
   if (action == Action::kStatus) {
     flags.push_back({"watch", 'w', false,
@@ -69,7 +83,8 @@ void WriteHelp(std::ostream& out) {
          "       weightpathctl rollout status ID --devices [--silent] [--failed] [--rolled-back]\n"
          "                     [--unreached] [--pending] [--page-size N] [--page-token T] [flags]\n"
          "       weightpathctl rollout list [flags]\n"
-         "       weightpathctl rollout delete ID [flags]\n\n"
+         "       weightpathctl rollout delete ID [--force] [flags]\n"
+         "       weightpathctl rollout promote ID [--policy FILE] [flags]\n\n"
          "status shows the progress view: stage k/n and percent, members and how many\n"
          "report, outcomes of members against the control group, gate readings, state\n"
          "and reason. pause/resume/advance/abort print the rollout after the change.\n"
@@ -85,11 +100,24 @@ void WriteHelp(std::ostream& out) {
          "delete removes a COMPLETED, ABORTED or ROLLED_BACK rollout, so that its id can\n"
          "be used again (a running or paused one: abort it first). Its outcomes stay in\n"
          "the store and do not count for a new rollout of the same id. The devices a\n"
-         "completed rollout moved get the policy's own decision at their next resolve.\n\n"
+         "completed rollout moved get the policy's own decision at their next resolve:\n"
+         "the server counts them first (by class, from which path to which) and refuses\n"
+         "the deletion when any registered device would move, unless --force is given;\n"
+         "delete prints the count either way.\n"
+         "promote prints the policy change that makes the rollout's action permanent:\n"
+         "the rule(s) to put first under the policy document's rules:, so that it can be\n"
+         "reviewed like any policy edit. --policy FILE (the served document) prints the\n"
+         "whole document with them added, checked by loading it; check what it moves\n"
+         "with 'weightpathctl policy plan --policy FILE' before it is loaded, then delete\n"
+         "the rollout. A pin_artifact rollout, and a selector a rule cannot express\n"
+         "(NotIn, Exists, DoesNotExist), have no policy equivalent and are refused.\n\n"
       << FlagHelp(RolloutFlags(Action::kCreate))
       << "  -w, --watch     (status) refresh until the rollout ends or stops\n"
          "  --interval D    (status --watch) time between reads, e.g. 2s or 500ms (default 2s)\n"
-      << "  --reason TEXT   (pause, resume, advance, abort) why, kept as the state reason\n";
+      << "  --reason TEXT   (pause, resume, advance, abort) why, kept as the state reason\n"
+         "  --force         (delete) delete even when that moves devices back\n"
+         "  --policy FILE   (promote) the served policy document, printed whole with the\n"
+         "                  rollout's rule(s) added\n";
 }
 
 absl::Status PrintRollout(const v1::Rollout& rollout, ViewOutput format, std::ostream& out) {
@@ -98,8 +126,10 @@ absl::Status PrintRollout(const v1::Rollout& rollout, ViewOutput format, std::os
   return absl::OkStatus();
 }
 
-// The rollout is read first, so the line can say what was deleted.
-absl::Status DeleteRollout(const std::string& id, ViewOutput format,
+// The rollout is read first, so the line can say what was deleted. The
+// server counts the devices the deletion moves back and refuses it when
+// there are any and force is not set; the count is printed either way.
+absl::Status DeleteRollout(const std::string& id, bool force, ViewOutput format,
                            FleetAdminConnection& connection, std::ostream& out) {
   v1::GetRolloutRequest get;
   get.set_id(id);
@@ -108,15 +138,44 @@ absl::Status DeleteRollout(const std::string& id, ViewOutput format,
   if (!rollout.ok()) return rollout.status();
   v1::DeleteRolloutRequest request;
   request.set_id(id);
+  request.set_force(force);
   absl::StatusOr<v1::DeleteRolloutResponse> deleted =
       CallFleetAdmin(connection, &v1::FleetAdmin::Stub::DeleteRollout, request, "DeleteRollout");
   if (!deleted.ok()) return deleted.status();
-  if (format != ViewOutput::kTable) return PrintRollout(*rollout, format, out);
+  if (format != ViewOutput::kTable) return WriteMessage(*deleted, format, out);
   out << "rollout/" << id << " deleted (it was " << RolloutStateName(rollout->state())
       << "); its outcomes stay in the store, and the id can be used again\n";
-  if (rollout->state() == v1::ROLLOUT_STATE_COMPLETED) {
-    out << "the devices it moved get the policy's own decision at their next resolve\n";
+  if (!deleted->has_moved_back()) {
+    // Only a COMPLETED rollout still shapes decisions when it is deleted.
+    out << "no device moves back: an " << RolloutStateName(rollout->state())
+        << " rollout shapes no decision\n";
+    return absl::OkStatus();
   }
+  out << MoveCountLine(deleted->moved_back(), "moved back to the policy's decision") << "\n";
+  WriteMoveTable(deleted->moved_back(), "  ", out);
+  if (rollout->state() == v1::ROLLOUT_STATE_COMPLETED && MovedDevices(deleted->moved_back()) > 0) {
+    out << "they get the policy's own decision at their next resolve\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PromoteRollout(const std::string& id, const ParsedArguments& arguments,
+                            FleetAdminConnection& connection, std::ostream& out) {
+  // The document is read and checked before the server is asked.
+  std::optional<std::string> document;
+  const std::optional<std::string> policy_path = arguments.Value("policy");
+  if (policy_path.has_value()) {
+    absl::StatusOr<std::string> text = ReadTextFile(*policy_path);
+    if (!text.ok()) return text.status();
+    document = *std::move(text);
+  }
+  v1::GetRolloutRequest get;
+  get.set_id(id);
+  ASSIGN_OR_RETURN(const v1::Rollout rollout,
+                   CallFleetAdmin(connection, &v1::FleetAdmin::Stub::GetRollout, get, "GetRollout"));
+  ASSIGN_OR_RETURN(const Promotion promotion,
+                   PromoteToPolicy(rollout, document, policy_path.value_or("")));
+  out << promotion.text;
   return absl::OkStatus();
 }
 
@@ -195,7 +254,9 @@ absl::Status Run(const ActionSpec& spec, const std::string& id, const ParsedArgu
       status = connection->stub().AbortRollout(context.get(), control, &rollout);
       break;
     case Action::kDelete:
-      return DeleteRollout(id, format, *connection, out);
+      return DeleteRollout(id, arguments.Has("force"), format, *connection, out);
+    case Action::kPromote:
+      return PromoteRollout(id, arguments, *connection, out);
   }
   if (!status.ok()) return connection->CallStatus(rpc, status, *context);
   return PrintRollout(rollout, format, out);
@@ -328,7 +389,7 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
     return ReportError(kCommand,
                        absl::InvalidArgumentError(absl::StrCat(
                            "unknown action '", args.front(),
-                           "' (create, status, list, pause, resume, advance, abort, delete)")),
+                           "' (create, status, list, pause, resume, advance, abort, delete, promote)")),
                        io.err);
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -359,6 +420,12 @@ int RunRolloutCommand(const std::vector<std::string>& args, CommandIo io) {
                            io.err);
       }
     }
+  }
+  if (spec->action == Action::kPromote && arguments->Has("output")) {
+    return ReportError(kCommand,
+                       absl::InvalidArgumentError(
+                           "-o/--output does not apply to promote: it prints policy YAML"),
+                       io.err);
   }
   if (arguments->Has("interval")) {
     return ReportError(kCommand, absl::InvalidArgumentError("--interval applies to --watch only"),

@@ -18,6 +18,7 @@ absl::Span<const FleetAdminMethodRole> FleetAdminMethodRoles() {
       {"ListRolloutDevices", Role::kViewer},
       {"ExplainDecision", Role::kViewer},
       {"PlanPolicy", Role::kViewer},
+      {"PlanRollout", Role::kViewer},
       {"ListAuditEvents", Role::kViewer},
       {"CreateRollout", Role::kOperator},
       {"PauseRollout", Role::kOperator},

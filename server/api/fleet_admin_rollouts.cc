@@ -4,8 +4,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/api/fleet_admin_service.h"
+#include "server/api/policy_plan.h"
 
 namespace weightpath::server {
 
@@ -140,8 +142,58 @@ absl::StatusOr<v1::Rollout> FleetAdminService::HandleUpdateRollout(
 absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout(
     const grpc::ServerContextBase& context, const v1::DeleteRolloutRequest& request) {
   RETURN_IF_ERROR(Admit(context, "DeleteRollout", Needs::kRollouts));
+  v1::DeleteRolloutResponse response;
+  // Only a COMPLETED rollout both can be deleted and still shapes
+  // decisions; the others move nobody when deleted (an aborted one's
+  // members moved back when it stopped shaping), or are refused below.
+  absl::StatusOr<v1::Rollout> stored = fleet_->rollouts.Get(request.id());
+  if (stored.ok() && stored->state() == v1::ROLLOUT_STATE_COMPLETED) {
+    ASSIGN_OR_RETURN(const std::vector<v1::Rollout> rollouts, fleet_->rollouts.List());
+    v1::PlanRolloutRequest plan;
+    plan.mutable_rollout()->set_id(request.id());
+    plan.set_deletion(true);
+    FleetState& fleet = fleet_->queries.state();
+    const std::shared_ptr<const Snapshot> snapshot = fleet.CurrentSnapshot();
+    ASSIGN_OR_RETURN(v1::PlanRolloutResponse planned,
+                     server::PlanRollout(plan, *snapshot->policy, rollouts, fleet.store(),
+                                         SystemClockInstance()->Now()));
+    const uint64_t moved = DevicesMoved(planned.on_delete());
+    // Refused here, not in weightpathctl, so that every client is held to it.
+    if (moved > 0 && !request.force()) {
+      const v1::PlanPolicyResponse::Move& first = planned.on_delete().moves(0);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "deleting rollout '", request.id(), "' would move ", moved,
+          moved == 1 ? " registered device" : " registered devices",
+          " back to the policy's decision (", first.devices(), " ", first.hardware_class(),
+          " from ", first.from_path(), " to ",
+          first.to_path().empty() ? "a refusal" : first.to_path(),
+          first.example_device_ids().empty() ? std::string()
+                                             : absl::StrCat(", e.g. ", first.example_device_ids(0)),
+          planned.on_delete().moves_size() > 1 ? ", and more" : "",
+          "); set force (--force) to delete it anyway, or make its action permanent in the "
+          "policy first (weightpathctl rollout promote)"));
+    }
+    *response.mutable_moved_back() = std::move(*planned.mutable_on_delete());
+  }
   RETURN_IF_ERROR(fleet_->rollouts.Delete(request.id()).status());
-  return v1::DeleteRolloutResponse();
+  return response;
+}
+
+grpc::ServerUnaryReactor* FleetAdminService::PlanRollout(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return Serve("FleetAdmin/PlanRollout", context, request, response,
+               &FleetAdminService::HandlePlanRollout);
+}
+
+absl::StatusOr<v1::PlanRolloutResponse> FleetAdminService::HandlePlanRollout(
+    const grpc::ServerContextBase& context, const v1::PlanRolloutRequest& request) {
+  RETURN_IF_ERROR(Admit(context, "PlanRollout", Needs::kRollouts));
+  ASSIGN_OR_RETURN(const std::vector<v1::Rollout> rollouts, fleet_->rollouts.List());
+  FleetState& fleet = fleet_->queries.state();
+  const std::shared_ptr<const Snapshot> snapshot = fleet.CurrentSnapshot();
+  return server::PlanRollout(request, *snapshot->policy, rollouts, fleet.store(),
+                             SystemClockInstance()->Now());
 }
 
 absl::StatusOr<v1::ListRolloutDevicesResponse> FleetAdminService::HandleListRolloutDevices(

@@ -75,7 +75,8 @@ class FleetAdminService final
           v1::FleetAdmin::WithRawCallbackMethod_ListAuditEvents<
           v1::FleetAdmin::WithRawCallbackMethod_ListRolloutDevices<
           v1::FleetAdmin::WithRawCallbackMethod_PlanPolicy<
-          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>>>> {
+          v1::FleetAdmin::WithRawCallbackMethod_PlanRollout<
+          v1::FleetAdmin::CallbackService>>>>>>>>>>>>>>>>>> {
  public:
   // The fleet registry's queries and the rollout operations, with a fleet
   // store. Without one (--store=none) the service gets kNoFleet: every
@@ -142,6 +143,9 @@ class FleetAdminService final
   grpc::ServerUnaryReactor* PlanPolicy(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PlanRollout(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ExplainDecision(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
@@ -195,6 +199,8 @@ class FleetAdminService final
       const grpc::ServerContextBase& context, const v1::ExplainDecisionRequest& request);
   absl::StatusOr<v1::PlanPolicyResponse> HandlePlanPolicy(const grpc::ServerContextBase& context,
                                                           const v1::PlanPolicyRequest& request);
+  absl::StatusOr<v1::PlanRolloutResponse> HandlePlanRollout(
+      const grpc::ServerContextBase& context, const v1::PlanRolloutRequest& request);
   absl::StatusOr<v1::ListAuditEventsResponse> HandleListAuditEvents(
       const grpc::ServerContextBase& context, const v1::ListAuditEventsRequest& request);
   absl::StatusOr<v1::ListRolloutDevicesResponse> HandleListRolloutDevices(

@@ -2,13 +2,16 @@
 // SQLite fleet store: every weight path of the policy for an example profile
 // in its group with the fleet's evidence, and an operator's resolve that
 // adds no device to the fleet.
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "deploy/rollout_bucket.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -383,6 +386,182 @@ TEST_F(CtlPathsTest, PolicyPlanCountsTheRegisteredDevicesThatWouldMove) {
   EXPECT_EQ(Ctl({"policy", "plan"}).exit_code, 2);
   EXPECT_EQ(Ctl({"policy", "plan", "--policy", dir_.File("absent.yaml")}).exit_code, 2);
   EXPECT_EQ(Ctl({"policy", "apply"}).exit_code, 2);
+}
+
+// A rollout previewed, recorded and made permanent, against the registry:
+// the two 8480+ devices are pinned to tinygemm by a rollout of the x86
+// class (the Zen 4 already runs it, the GPU is not selected).
+//  - apply --dry-run writes nothing and counts the devices the rollout moves
+//    at its first stage (those whose bucket is under 55%) and when complete;
+//  - once COMPLETED, rollout delete is refused naming the count and --force;
+//  - rollout promote --policy prints a document that policy plan shows
+//    moving exactly those devices;
+//  - apply --prune deletes only with --force the rollout whose file is
+//    gone, and apply says when it would re-create a deleted id.
+TEST_F(CtlPathsTest, RolloutDryRunDeletePruneAndPromoteCountTheDevicesTheyMove) {
+  for (const auto& [device, profile] : std::vector<std::pair<std::string, std::string>>{
+           {"amx-1", ExampleProfilePath("intel-sapphire-rapids")},
+           {"amx-2", ExampleProfilePath("intel-sapphire-rapids")},
+           {"zen-1", ExampleProfilePath("amd-zen4")},
+           {"gpu-1", ExampleProfilePath("rtx-4090")}}) {
+    ProcessResult resolved = Resolve({"--profile", profile, "--device-id", device});
+    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return Registered("amx-1") && Registered("amx-2") && Registered("zen-1") && Registered("gpu-1");
+  })) << server_->Log();
+  const std::string folder = dir_.File("rollouts");
+  std::filesystem::create_directory(folder);
+  const std::string rollout =
+      "id: amx-tiny\n"
+      "description: AMX machines onto tinygemm\n"
+      "selector:\n"
+      "  hardware_classes: [x86_cpu]\n"
+      "action:\n"
+      "  pin_path: w4a16-tinygemm-x86\n"
+      "stages:\n"
+      "  - percent: 55\n"
+      "    min_bake_seconds: 3600\n"
+      "    report_timeout_seconds: 3600\n"
+      "  - percent: 100\n"
+      "    min_bake_seconds: 3600\n"
+      "    report_timeout_seconds: 3600\n";
+  WriteFileOrDie(folder + "/a.yaml", rollout);
+  std::vector<std::string> first_stage;
+  for (const char* device : {"amx-1", "amx-2"}) {
+    if (deploy::BucketWithinPercent(deploy::RolloutBucket("amx-tiny", device), 55)) {
+      first_stage.push_back(device);
+    }
+  }
+  ASSERT_THAT(first_stage, ElementsAre("amx-1"));  // buckets 5328 and 5882
+
+  ProcessResult dry = Ctl({"apply", "-f", folder, "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_THAT(dry.out,
+              AllOf(HasSubstr("rollout/amx-tiny would be created (" + folder + "/a.yaml)\n"),
+                    HasSubstr(absl::StrCat("  at stage 1 of 2 (55%): ", first_stage.size(),
+                                           " of 4 devices would move\n")),
+                    HasSubstr("  when complete: 2 of 4 devices would move\n"),
+                    HasSubstr("x86_cpu  w4a8-amx  w4a16-tinygemm  2        amx-1, amx-2"),
+                    HasSubstr("dry run, nothing written: 1 rollout: 1 would be created")));
+  EXPECT_THAT(Ctl({"rollout", "list"}).out, HasSubstr("no rollouts"));
+
+  ASSERT_EQ(Ctl({"apply", "-f", folder}).exit_code, 0);
+  // A new description moves nobody at the current stage; a new action is
+  // refused as UpdateRollout would refuse it, still writing nothing.
+  WriteFileOrDie(folder + "/a.yaml",
+                 absl::StrReplaceAll(rollout, {{"AMX machines", "Sapphire Rapids"}}));
+  ProcessResult update = Ctl({"apply", "-f", folder, "--dry-run"});
+  ASSERT_EQ(update.exit_code, 0) << update.err;
+  EXPECT_THAT(update.out, AllOf(HasSubstr("rollout/amx-tiny would be updated: description"),
+                                HasSubstr("at stage 1 of 2 (55%): 0 of 4 devices would move"),
+                                HasSubstr("when complete: " +
+                                          std::to_string(2 - first_stage.size()) +
+                                          " of 4 devices would move")));
+  WriteFileOrDie(folder + "/a.yaml",
+                 absl::StrReplaceAll(rollout, {{"w4a16-tinygemm-x86", "w4a8-amx"}}));
+  ProcessResult refused = Ctl({"apply", "-f", folder, "--dry-run"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, AllOf(HasSubstr("rollout 'amx-tiny' would be updated in action"),
+                                 HasSubstr("PlanRollout: FAILED_PRECONDITION")));
+  WriteFileOrDie(folder + "/a.yaml", rollout);
+  for (int stage = 0; stage < 2; ++stage) {
+    ProcessResult advanced = Ctl({"rollout", "advance", "amx-tiny"});
+    ASSERT_EQ(advanced.exit_code, 0) << advanced.err;
+  }
+  ASSERT_THAT(Ctl({"rollout", "status", "amx-tiny"}).out, HasSubstr("COMPLETED"));
+
+  // Deleting the completed rollout would move both back: refused.
+  ProcessResult kept = Ctl({"rollout", "delete", "amx-tiny"});
+  EXPECT_EQ(kept.exit_code, 1);
+  EXPECT_THAT(kept.err, AllOf(HasSubstr("DeleteRollout: FAILED_PRECONDITION"),
+                              HasSubstr("would move 2 registered devices back"),
+                              HasSubstr("set force (--force)")));
+
+  // The promoted document moves the same devices, and nothing else.
+  const std::string bundled =
+      ReadFileOrDie(std::string(WEIGHTPATH_EXAMPLE_PROFILES_DIR) + "/../../policy/default_policy.yaml");
+  WriteFileOrDie(dir_.File("served.yaml"), bundled);
+  ProcessResult snippet = Ctl({"rollout", "promote", "amx-tiny"});
+  ASSERT_EQ(snippet.exit_code, 0) << snippet.err;
+  EXPECT_THAT(snippet.out, AllOf(HasSubstr("  - name: rollout-amx-tiny\n"),
+                                 HasSubstr("hardware_class: [x86_cpu]"),
+                                 HasSubstr("path: w4a16-tinygemm-x86"),
+                                 HasSubstr("weightpathctl policy plan --policy FILE")));
+  ProcessResult promoted = Ctl({"rollout", "promote", "amx-tiny", "--policy", dir_.File("served.yaml")});
+  ASSERT_EQ(promoted.exit_code, 0) << promoted.err;
+  WriteFileOrDie(dir_.File("promoted.yaml"), promoted.out);
+  ProcessResult plan = Ctl({"policy", "plan", "--policy", dir_.File("promoted.yaml"), "-o", "json"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err << promoted.out;
+  v1::PlanPolicyResponse moves;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(plan.out, &moves).ok()) << plan.out;
+  ASSERT_EQ(moves.moves_size(), 1) << plan.out;
+  EXPECT_EQ(moves.moves(0).hardware_class(), "x86_cpu");
+  EXPECT_EQ(moves.moves(0).from_path(), "w4a8-amx");
+  EXPECT_EQ(moves.moves(0).to_path(), "w4a16-tinygemm");
+  EXPECT_THAT(moves.moves(0).example_device_ids(), ElementsAre("amx-1", "amx-2"));
+
+  // Its file gone, prune lists it and deletes it only with --force.
+  std::filesystem::remove(folder + "/a.yaml");
+  WriteFileOrDie(folder + "/b.yaml",
+                 "id: gpu-fidelity\nselector: {hardware_classes: [cuda_discrete]}\n"
+                 "action: {set_priority: PRIORITY_FIDELITY}\n"
+                 "stages: [{percent: 100, min_bake_seconds: 3600, report_timeout_seconds: 3600}]\n");
+  ProcessResult prune_dry = Ctl({"apply", "-f", folder, "--prune", "--dry-run"});
+  EXPECT_EQ(prune_dry.exit_code, 1);
+  EXPECT_THAT(prune_dry.out,
+              AllOf(HasSubstr("rollout/amx-tiny (COMPLETED, no file in " + folder +
+                              " declares it) would not be pruned without --force: deleting it "
+                              "would move 2 of 4 devices back"),
+                    HasSubstr("rollout/gpu-fidelity would be created"),
+                    HasSubstr("0 would be pruned")));
+  ProcessResult prune = Ctl({"apply", "-f", folder, "--prune"});
+  EXPECT_EQ(prune.exit_code, 1);
+  EXPECT_THAT(prune.out, AllOf(HasSubstr("rollout/amx-tiny (COMPLETED, no file in " + folder +
+                                         " declares it) not pruned: "),
+                               HasSubstr("not pruned: amx-tiny"),
+                               HasSubstr("rollout/gpu-fidelity created")));
+  ProcessResult forced = Ctl({"apply", "-f", folder, "--prune", "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(forced.out, AllOf(HasSubstr("deleted (pruned): 2 of 4 devices moved back"),
+                                HasSubstr("rollout/gpu-fidelity unchanged"),
+                                HasSubstr("; 1 pruned\n")));
+  EXPECT_THAT(Ctl({"rollout", "list"}).out, Not(HasSubstr("amx-tiny")));
+
+  // Its file back, apply says the id was deleted before re-creating it.
+  WriteFileOrDie(folder + "/a.yaml", rollout);
+  ProcessResult again = Ctl({"apply", "-f", folder, "--dry-run"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, AllOf(HasSubstr("rollout/amx-tiny would be created"),
+                               HasSubstr("re-created: 'amx-tiny' was deleted at "),
+                               HasSubstr("by admin")));
+
+  // A deletion that moves nobody needs no --force, and says so.
+  ASSERT_EQ(Ctl({"rollout", "abort", "gpu-fidelity"}).exit_code, 0);
+  ProcessResult gone = Ctl({"rollout", "delete", "gpu-fidelity"});
+  ASSERT_EQ(gone.exit_code, 0) << gone.err;
+  EXPECT_THAT(gone.out, HasSubstr("no device moves back: an ABORTED rollout shapes no decision"));
+
+  // Bad input names the flag or the field.
+  ProcessResult file_prune = Ctl({"apply", "-f", folder + "/a.yaml", "--prune"});
+  EXPECT_EQ(file_prune.exit_code, 2);
+  EXPECT_THAT(file_prune.err, HasSubstr("--prune needs -f DIR"));
+  ProcessResult lone_force = Ctl({"apply", "-f", folder, "--force"});
+  EXPECT_EQ(lone_force.exit_code, 2);
+  EXPECT_THAT(lone_force.err, HasSubstr("--force applies to --prune only"));
+  EXPECT_EQ(Ctl({"rollout", "promote"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"rollout", "promote", "amx-tiny", "-o", "json"}).exit_code, 2);
+  ProcessResult absent = Ctl({"rollout", "promote", "amx-tiny", "--policy", dir_.File("absent.yaml")});
+  EXPECT_EQ(absent.exit_code, 2);
+  EXPECT_THAT(absent.err, HasSubstr("absent.yaml"));
+  ASSERT_EQ(Ctl({"apply", "-f", folder}).exit_code, 0);
+  ProcessResult priority = Ctl({"rollout", "promote", "gpu-fidelity"});
+  EXPECT_EQ(priority.exit_code, 2);
+  EXPECT_THAT(priority.err, HasSubstr("--policy FILE (the served policy document) is required"));
+  ProcessResult copied =
+      Ctl({"rollout", "promote", "gpu-fidelity", "--policy", dir_.File("served.yaml")});
+  ASSERT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_THAT(copied.out, HasSubstr("- name: rollout-gpu-fidelity-cuda-discrete-bf16"));
 }
 
 TEST_F(CtlPathsTest, BadInputIsAUsageErrorAndAServerRefusalNamesItsCode) {
