@@ -120,8 +120,15 @@ int RunAuditCommand(const std::vector<std::string>& args, CommandIo io) {
       "[--server ADDR]\n\n"
       "The FleetAdmin audit trail, oldest first: every call of a mutating RPC (rollout create,\n"
       "update, delete, pause, resume, advance, abort), refused ones included, with who made it,\n"
-      "their role, what it was about and the server's answer. -o json|yaml also carries each\n"
-      "request's summary. Needs the viewer role and a server with a fleet store.",
+      "their role, what it was about and the server's answer. The servers' own actions are in\n"
+      "it too, with role system: each policy a replica loads (PolicyLoaded: at start and on\n"
+      "reload, the policy version as TARGET, the file's sha256 in MESSAGE) or refuses\n"
+      "(ReloadRefused), by server:policy-file, and each step the rollout driver takes\n"
+      "(RolloutAdvanced, RolloutPaused, RolloutRolledBack, RolloutCompleted), by\n"
+      "server:rollout-driver, recorded once by the replica that took it. REPLICA names the\n"
+      "server (--replica_name). -o json|yaml also carries each event's summary (for a policy\n"
+      "load: version, sha256, source; for a step: stages and the gates that tripped). Needs\n"
+      "the viewer role and a server with a fleet store.",
       AuditFlags(),
       BuildRequest,
       ListAllPages,

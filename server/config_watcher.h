@@ -5,11 +5,13 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -48,8 +50,35 @@ inline constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 
 // Reads and validates both documents into one snapshot. `cancel`, when set
 // from another thread, makes a load in progress return CANCELLED promptly.
+// `policy_sha256`, when given, gets the digest of the policy bytes read
+// (also when the load is then refused; empty if the file could not be read).
 absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSnapshot(
-    const ConfigSources& sources, const std::atomic<bool>* cancel = nullptr);
+    const ConfigSources& sources, const std::atomic<bool>* cancel = nullptr,
+    std::string* policy_sha256 = nullptr);
+
+// The audit trail's caller for policy loads: who edited the file cannot be
+// known, so the file itself is named.
+inline constexpr char kPolicyFileIdentity[] = "server:policy-file";
+
+// One load the audit trail records (server.cc turns it into an AuditEvent):
+// the policy a start or reload put in force, or a reload that was refused.
+struct PolicyLoad {
+  enum class Kind { kLoaded, kRefused };
+  Kind kind = Kind::kLoaded;
+  bool at_start = false;
+  absl::Time time;
+  // kLoaded: the policy now served. kRefused: the one that keeps serving.
+  std::string policy_version;
+  std::string policy_sha256;  // kRefused: of the refused file's bytes ("" if unread)
+  std::string policy_source;  // the --policy path, or "bundled policy"
+  std::string catalog_version;
+  absl::Status refusal;       // kRefused: why
+};
+
+// Formats a load for the audit trail: the one-line summary (version, sha256,
+// source, catalog) and the words shown in weightpathctl audit's table.
+std::string PolicyLoadSummary(const PolicyLoad& load);
+std::string PolicyLoadMessage(const PolicyLoad& load);
 
 class ConfigWatcher {
  public:
@@ -66,6 +95,13 @@ class ConfigWatcher {
   // The first load, before serving: an error here means the server must not
   // start. Publishes the snapshot into the holder.
   absl::Status LoadInitial();
+  // Told of every reload that puts a new policy in force and every refused
+  // reload, on the reloading thread after the snapshot is published. Set it
+  // before Start(); the first load (before the store exists) is the
+  // caller's to record (InitialLoad()).
+  void SetLoadListener(std::function<void(const PolicyLoad&)> listener);
+  // The first load as a PolicyLoad; valid after LoadInitial() succeeded.
+  PolicyLoad InitialLoad() const;
   // Reloads when either file's fingerprint moved since the last attempt.
   Result CheckNow();
   // Reloads regardless of fingerprints, on the calling thread.
@@ -100,6 +136,8 @@ class ConfigWatcher {
   std::atomic<bool> cancel_{false};
 
   absl::Mutex reload_mutex_;
+  std::function<void(const PolicyLoad&)> load_listener_ ABSL_GUARDED_BY(reload_mutex_);
+  PolicyLoad initial_load_;  // written once by LoadInitial(), before any thread starts
   FileFingerprint policy_fingerprint_ ABSL_GUARDED_BY(reload_mutex_);
   FileFingerprint catalog_fingerprint_ ABSL_GUARDED_BY(reload_mutex_);
 

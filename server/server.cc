@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/clock.h"
 #include "common/host_port.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "deploy/cohort_outcomes.h"
 #include "deploy/resolve_interval.h"
@@ -23,6 +24,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "server/api/audit_event.h"
 #include "server/api/reflection_v1.h"
 #include "server/security/admin_token.h"
 #include "server/security/tls.h"
@@ -269,6 +271,10 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     // stage may open just after it asked.
     rollout_deps.reach_timeout =
         deploy::ReachTimeout(config.resolve_interval, config.rollout_resolve_interval);
+    WeightPathServer* recorder = server.get();
+    rollout_deps.audit = [recorder](v1::AuditEvent event) {
+      recorder->RecordSystemEvent(std::move(event));
+    };
     server->rollout_admin_ = std::make_unique<RolloutAdmin>(rollout_deps);
     server->rollout_reconciler_ = std::make_unique<RolloutReconciler>(rollout_deps);
   }
@@ -309,9 +315,28 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     device_fleet.emplace(WeightPathService::Fleet{*server->fleet_, server->rollout_cache_,
                                                   *server->rollout_metrics_});
   }
+  // The server binds and accepts on the gRPC port itself and hands each
+  // connection to gRPC (server/grpc_listener.h says why). Bound before the
+  // services: the default replica name is the bound address.
+  ASSIGN_OR_RETURN(server->grpc_listener_,
+                   GrpcListener::Bind(config.listen, config.max_connections,
+                                      config.handshake_timeout, server->metrics_.get()));
+  server->grpc_address_ = WithPort(config.listen, server->grpc_listener_->port());
+  // The host name alone told two replicas on one host (or two pods named
+  // after one node) apart in no way; with the bound address they differ.
+  server->replica_name_ = config.replica_name.empty()
+                              ? absl::StrCat(ThisHostName(), "/", server->grpc_address_)
+                              : config.replica_name;
+  if (server->fleet_ != nullptr) {
+    // The first load happened before the store was open; every reload from
+    // here on is told by the watcher.
+    server->RecordPolicyLoad(server->watcher_->InitialLoad());
+    server->watcher_->SetLoadListener(
+        [self](const PolicyLoad& load) { self->RecordPolicyLoad(load); });
+  }
   server->fleet_admin_ = std::make_unique<FleetAdminService>(
       server->operator_auth_.get(), admin_fleet, std::move(explain), server->operator_store_executor_.get(),
-      server->metrics_.get());
+      server->metrics_.get(), server->replica_name_);
   DeviceCallLimitOptions limits;
   limits.rate_per_second = config.device_rate_limit;
   limits.burst = config.device_rate_burst;
@@ -323,11 +348,6 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
       ResolveIntervalsOf(config), server->operator_auth_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  // The server binds and accepts on the gRPC port itself and hands each
-  // connection to gRPC (server/grpc_listener.h says why).
-  ASSIGN_OR_RETURN(server->grpc_listener_,
-                   GrpcListener::Bind(config.listen, config.max_connections,
-                                      config.handshake_timeout, server->metrics_.get()));
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
       builder.experimental().AddExternalConnectionAcceptor(
           grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
@@ -349,7 +369,6 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
         absl::StrCat("--listen=", config.listen, ": gRPC could not start its server"));
   }
   server->grpc_listener_->Start(std::move(acceptor));
-  server->grpc_address_ = WithPort(config.listen, server->grpc_listener_->port());
 
   // SERVING only now: the snapshot is loaded and both ports are up.
   grpc::HealthCheckServiceInterface* health = server->grpc_server_->GetHealthCheckService();
@@ -407,6 +426,33 @@ void WeightPathServer::OnListenerDeaf(const std::string& why) {
                 "restarts the server",
                 why);
   kill(getpid(), SIGTERM);
+}
+
+void WeightPathServer::RecordSystemEvent(v1::AuditEvent event) {
+  if (fleet_ == nullptr) return;
+  // The same bounds as an operator's call (api/audit_event.h).
+  event.set_identity(AuditText(event.identity(), kAuditFieldMaxBytes));
+  event.set_target(AuditText(event.target(), kAuditFieldMaxBytes));
+  event.set_request_summary(AuditText(event.request_summary(), kAuditSummaryMaxBytes));
+  event.set_message(AuditText(event.message(), kAuditMessageMaxBytes));
+  event.set_replica(replica_name_);
+  // A refusal is counted and logged whole by FleetState; the action it
+  // records has happened either way.
+  fleet_->RecordAuditEvent(event).IgnoreError();
+}
+
+void WeightPathServer::RecordPolicyLoad(const PolicyLoad& load) {
+  v1::AuditEvent event;
+  *event.mutable_time() = ToProtoTime(load.time);
+  event.set_identity(kPolicyFileIdentity);
+  event.set_role("system");
+  event.set_rpc(load.kind == PolicyLoad::Kind::kLoaded ? "PolicyLoaded" : "ReloadRefused");
+  // The version now served, or the one that keeps serving.
+  event.set_target(load.policy_version);
+  event.set_request_summary(PolicyLoadSummary(load));
+  event.set_result(absl::StatusCodeToString(load.refusal.code()));
+  event.set_message(PolicyLoadMessage(load));
+  RecordSystemEvent(std::move(event));
 }
 
 void WeightPathServer::RequestReload() {

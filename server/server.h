@@ -63,6 +63,11 @@ class WeightPathServer {
  private:
   explicit WeightPathServer(const ServerConfig& config);
   void OnListenerDeaf(const std::string& why);
+  // The server's own actions in the audit trail (with a fleet store): a
+  // policy load or refused reload, and the rollout driver's steps. Sets
+  // the replica and bounds the text as for an operator's call.
+  void RecordSystemEvent(v1::AuditEvent event);
+  void RecordPolicyLoad(const PolicyLoad& load);
 
   const ServerConfig config_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -96,6 +101,7 @@ class WeightPathServer {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
   std::string metrics_address_;
+  std::string replica_name_;  // AuditEvent.replica
   bool shut_down_ = false;
   std::unique_ptr<GrpcListener> grpc_listener_;
   std::unique_ptr<ListenerWatchdog> listener_watchdog_;  // null with --listener_check_interval=0

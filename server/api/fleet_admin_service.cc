@@ -19,7 +19,7 @@ namespace weightpath::server {
 // One call at a time per thread: a handler runs to its end on its worker.
 thread_local FleetAdminService::AdmittedCall* FleetAdminService::admitted_call_ = nullptr;
 
-std::string ThisReplicaName() {
+std::string ThisHostName() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown";
   return AuditText(name, kAuditFieldMaxBytes);

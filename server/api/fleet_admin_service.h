@@ -8,7 +8,7 @@
 // mutating ones, fleet_admin_roles.cc) is recorded in the fleet store once
 // its handler has answered: identity, role, RPC, target, a bounded one-line
 // request summary (api/audit_event.h), the result's code name and message,
-// and this replica's host name. Calls refused for their role and by
+// and this replica's name (--replica_name). Calls refused for their role and by
 // validation are recorded too, up to a budget per identity (a burst of 30,
 // then one every 2 s: server/security/refusal_budget.h), beyond which they
 // are counted (weightpath_audit_refusals_not_recorded_total) and the next
@@ -54,8 +54,9 @@ namespace weightpath::server {
 
 inline constexpr char kFleetAdminServiceName[] = "weightpath.v1.FleetAdmin";
 
-// The host name, for AuditEvent.replica ("unknown" when it cannot be read).
-std::string ThisReplicaName();
+// The host name ("unknown" when it cannot be read), bounded and escaped as
+// an audit field; part of the default replica name (server.cc).
+std::string ThisHostName();
 
 class FleetAdminService final
     : public v1::FleetAdmin::WithRawCallbackMethod_ListDevices<
@@ -91,14 +92,15 @@ class FleetAdminService final
       const v1::ExplainDecisionRequest&)>;
 
   // `store_executor` runs every call and, like `metrics`, must outlive them.
+  // `replica` is AuditEvent.replica (--replica_name, or its default).
   FleetAdminService(const OperatorAuth* auth, std::optional<Fleet> fleet, ExplainFunction explain,
-                    StoreExecutor* store_executor, ServerMetrics* metrics)
+                    StoreExecutor* store_executor, ServerMetrics* metrics, std::string replica)
       : auth_(auth),
         fleet_(fleet),
         explain_(std::move(explain)),
         store_executor_(store_executor),
         metrics_(metrics),
-        replica_(ThisReplicaName()) {}
+        replica_(std::move(replica)) {}
 
   // Wire bytes in and out; clients see the ordinary typed methods.
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
@@ -240,7 +242,8 @@ class FleetAdminService final
   const ExplainFunction explain_;
   StoreExecutor* const store_executor_;
   ServerMetrics* const metrics_;
-  // AuditEvent.replica: this host's name (a pod's name on Kubernetes).
+  // AuditEvent.replica: --replica_name (the pod's name under the Helm
+  // chart), or HOSTNAME/HOST:PORT.
   const std::string replica_;
   // Refused calls written per identity (server/security/refusal_budget.h).
   mutable RefusalBudget refusal_budget_{RefusalBudget::Options{}, SystemClockInstance()};

@@ -16,6 +16,10 @@ namespace weightpath::server {
 struct Snapshot {
   std::shared_ptr<const policy::Policy> policy;
   std::shared_ptr<const Catalog> catalog;
+  // SHA-256 (64 hex digits) of the policy file's bytes as read, or of the
+  // bundled policy's; empty where a test builds a snapshot by hand. The
+  // audit trail records it beside the version.
+  std::string policy_sha256;
 };
 
 // Readers take the current snapshot on every request; the reload watcher

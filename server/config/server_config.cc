@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -134,6 +135,10 @@ ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the operator bearer token FleetAdmin calls must send (without mTLS)");
 ABSL_FLAG(std::string, admin_identity, "",
           "Under mTLS, what marks an operator certificate: ou=NAME or uri_prefix=PREFIX");
+ABSL_FLAG(std::string, replica_name, "",
+          "This replica's name in the audit trail (AuditEvent.replica), 1 to 128 printable "
+          "ASCII characters without spaces, e.g. the pod name; empty: HOSTNAME/HOST:PORT, "
+          "the host name and the bound gRPC address, so replicas on one host differ");
 ABSL_FLAG(std::string, config, "",
           "YAML file of flag values (keys named like the flags; the command line wins) and the "
           "operators list: each {name, role: viewer|operator|admin, token_file or certificate}");
@@ -151,7 +156,8 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "handshake_timeout", "max_concurrent_streams", "max_connections", "grpc_memory_quota_mb",
     "max_connection_idle", "max_connection_age", "listener_check_interval",
     "admin_token_file", "admin_identity", "catalog_root", "catalog_artifact_url",
-    "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime"};
+    "catalog_default_model", "catalog_state_dir", "timestamp_key", "timestamp_lifetime",
+    "replica_name"};
 
 bool IsConfigurable(absl::string_view name) {
   for (absl::string_view known : kConfigurableFlags) {
@@ -224,6 +230,10 @@ absl::Status ApplyConfigFile(const std::string& path, const std::set<std::string
     if (!IsConfigurable(entry.key)) return yaml::UnknownKey(reader, entry, kConfigurableFlags);
     ASSIGN_OR_RETURN(const std::string value,
                      yaml::ReadScalar(reader, entry, "a single value"));
+    // Empty would read as "not set" and quietly fall back to the default.
+    if (entry.key == "replica_name" && value.empty()) {
+      return yaml::Fault(reader, entry, "must not be empty: leave it out for HOSTNAME/HOST:PORT");
+    }
     if (on_command_line.count(entry.key) > 0) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(entry.key);
     std::string error;
@@ -315,6 +325,14 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.listener_check_interval = absl::GetFlag(FLAGS_listener_check_interval);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.admin_identity = absl::GetFlag(FLAGS_admin_identity);
+  config.replica_name = absl::GetFlag(FLAGS_replica_name);
+  // An empty value given on purpose (e.g. an unset variable in a unit file)
+  // would silently become the default name; the caller meant a name.
+  if (on_command_line.count("replica_name") > 0 && config.replica_name.empty()) {
+    return absl::InvalidArgumentError(
+        "--replica_name is empty: leave the flag out for HOSTNAME/HOST:PORT, or give this "
+        "replica a name");
+  }
   RETURN_IF_ERROR(ValidateServerConfig(config));
   return config;
 }
@@ -474,6 +492,24 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listener_check_interval=", absl::FormatDuration(config.listener_check_interval),
         " must be 0 (off) or between 100ms and 10m"));
+  }
+  RETURN_IF_ERROR(ValidateReplicaName(config.replica_name));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReplicaName(absl::string_view name) {
+  if (name.empty()) return absl::OkStatus();  // the default is made at start
+  if (name.size() > kMaxReplicaNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--replica_name is ", name.size(),
+                                                   " bytes long; at most ", kMaxReplicaNameBytes));
+  }
+  for (const char c : name) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--replica_name=\"", absl::CHexEscape(name),
+          "\" must be printable ASCII characters without spaces (it names this replica in "
+          "the audit trail)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -3,12 +3,14 @@
 // keys named like the flags), and a flag given on the command line wins.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace weightpath::server {
@@ -95,7 +97,12 @@ struct ServerConfig {
   std::string admin_token_file;
   std::string admin_identity;
   std::vector<OperatorIdentityConfig> operators;  // only from --config
+  // AuditEvent.replica; empty: HOSTNAME/HOST:PORT of the bound gRPC port
+  // (server.cc), so that two replicas on one host are told apart.
+  std::string replica_name;
 };
+
+inline constexpr size_t kMaxReplicaNameBytes = 128;
 
 // Names of the flags present in argv (as --name, --name=value, -name, or
 // --noname for booleans), before absl parses them.
@@ -107,5 +114,10 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
 
 // Checks values that do not depend on where they came from.
 absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// --replica_name: empty (the default is made at start), or 1 to
+// kMaxReplicaNameBytes printable ASCII characters without spaces; the
+// error names the flag.
+absl::Status ValidateReplicaName(absl::string_view name);
 
 }  // namespace weightpath::server

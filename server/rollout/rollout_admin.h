@@ -18,6 +18,7 @@
 #include "server/rollout/rollout_cache.h"
 #include "server/rollout/rollout_metrics.h"
 #include "store/store.h"
+#include "weightpath/v1/fleet.pb.h"
 #include "weightpath/v1/rollout.pb.h"
 
 namespace weightpath::server {
@@ -31,6 +32,11 @@ struct RolloutDependencies {
   // How long after its stage opened a member no shaped resolve reached is
   // `unreached` (deploy::ReachTimeout of the intervals devices are told).
   absl::Duration reach_timeout = deploy::kDefaultReachTimeout;
+  // Optional: told of each automatic step (advance, pause, roll back,
+  // complete) this replica stored, as an audit event without its replica.
+  // Only the replica whose compare-and-swap won is told, so a step taken
+  // while several replicas reconcile is recorded once.
+  std::function<void(v1::AuditEvent)> audit;
 };
 
 // How many times a transition re-reads after ABORTED before giving up.

@@ -1,11 +1,76 @@
 #include "server/rollout/rollout_reconciler.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/proto_time.h"
 #include "deploy/cohort_outcomes.h"
 #include "server/rollout/rollout_fleet.h"
 #include "spdlog/spdlog.h"
 
 namespace weightpath::server {
+
+std::optional<v1::AuditEvent> RolloutStepAuditEvent(const v1::Rollout& rollout,
+                                                    const v1::Rollout& next,
+                                                    const deploy::RolloutVerdict& verdict,
+                                                    absl::Time now) {
+  const char* action = nullptr;
+  switch (verdict.step) {
+    case deploy::RolloutStep::kAdvance:
+      action = "RolloutAdvanced";
+      break;
+    case deploy::RolloutStep::kPause:
+      action = "RolloutPaused";
+      break;
+    case deploy::RolloutStep::kRollback:
+      action = "RolloutRolledBack";
+      break;
+    case deploy::RolloutStep::kComplete:
+      action = "RolloutCompleted";
+      break;
+    case deploy::RolloutStep::kHold:
+    case deploy::RolloutStep::kUnchanged:
+      return std::nullopt;
+  }
+  // The gates that stopped it: breached delta gates, failed sequential
+  // gates, and sequential gates whose test rejected at the horizon.
+  std::vector<std::string> gates;
+  if (verdict.step == deploy::RolloutStep::kPause || verdict.step == deploy::RolloutStep::kRollback) {
+    for (const deploy::GateReading& gate : verdict.gates) {
+      if (gate.breached) gates.push_back(gate.gate);
+    }
+    for (const deploy::SequentialGateReading& gate : verdict.sequential_gates) {
+      const bool rejected_at_horizon =
+          gate.horizon_alpha > 0 && gate.horizon_p_value <= gate.horizon_alpha;
+      if ((gate.verdict == deploy::GateVerdict::kFail || rejected_at_horizon) &&
+          std::find(gates.begin(), gates.end(), gate.gate) == gates.end()) {
+        gates.push_back(gate.gate);
+      }
+    }
+  }
+  v1::AuditEvent event;
+  *event.mutable_time() = ToProtoTime(now);
+  event.set_identity(kRolloutDriverIdentity);
+  event.set_role("system");
+  event.set_rpc(action);
+  event.set_target(rollout.id());
+  // Protobuf text format, as the operators' calls' summaries read; stages
+  // counted from 1, as every view shows them.
+  std::string summary = absl::StrCat(
+      "step: \"", deploy::RolloutStepName(verdict.step), "\" from_stage: ",
+      rollout.current_stage() + 1, " to_stage: ", next.current_stage() + 1,
+      " stages: ", rollout.stages_size(), " state: \"", v1::RolloutState_Name(next.state()), "\"");
+  if (!gates.empty()) {
+    absl::StrAppend(&summary, " gates: \"", absl::StrJoin(gates, ","), "\"");
+  }
+  event.set_request_summary(std::move(summary));
+  event.set_result("OK");
+  event.set_message(next.state_reason());
+  return event;
+}
 
 RolloutReconciler::RolloutReconciler(RolloutDependencies dependencies)
     : deps_(std::move(dependencies)) {}
@@ -78,6 +143,13 @@ absl::StatusOr<std::vector<ReconcileResult>> RolloutReconciler::ReconcileOnce() 
               deps_.metrics->CountGateBreach(rollout.id(), gate.gate);
             }
           }
+        }
+      }
+      if (deps_.audit) {
+        // Only here, after this replica's compare-and-swap won: a replica
+        // that lost the race took no step and records none.
+        if (std::optional<v1::AuditEvent> event = RolloutStepAuditEvent(rollout, next, verdict, now)) {
+          deps_.audit(*std::move(event));
         }
       }
       if (verdict.step != deploy::RolloutStep::kHold && verdict.step != deploy::RolloutStep::kUnchanged) {

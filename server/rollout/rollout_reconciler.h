@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,16 @@
 #include "server/rollout/rollout_admin.h"
 
 namespace weightpath::server {
+
+// The audit trail's caller for the steps the reconcile loop takes itself.
+inline constexpr char kRolloutDriverIdentity[] = "server:rollout-driver";
+
+// The audit event of an automatic step (`rollout` as read, `next` as
+// stored); no event for kHold and kUnchanged. The replica is left empty.
+std::optional<v1::AuditEvent> RolloutStepAuditEvent(const v1::Rollout& rollout,
+                                                    const v1::Rollout& next,
+                                                    const deploy::RolloutVerdict& verdict,
+                                                    absl::Time now);
 
 struct ReconcileResult {
   std::string rollout_id;

@@ -67,8 +67,12 @@ TEST_F(CtlAuditTest, ListsEveryRolloutCommandWithItsCallerAndAnswer) {
                                HasSubstr("NOT_FOUND"), HasSubstr("no-such-rollout"),
                                HasSubstr("admin")));
   EXPECT_THAT(table.out, Not(HasSubstr("older events left out")));
-  // Oldest first.
+  // Oldest first: the server's own load of its policy at start, then the calls.
+  EXPECT_LT(table.out.find("PolicyLoaded"), table.out.find("CreateRollout"));
   EXPECT_LT(table.out.find("CreateRollout"), table.out.find("PauseRollout"));
+  EXPECT_THAT(table.out, AllOf(HasSubstr("server:policy-file"), HasSubstr("system"),
+                               HasSubstr("loaded at start: policy sha256:"),
+                               HasSubstr("from bundled policy")));
 
   ProcessResult json = Ctl({"audit", "-o", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -133,11 +137,12 @@ TEST_F(CtlAuditTest, ATrailPastTheMessageLimitIsListedWholePageByPage) {
   EXPECT_EQ(bulk.size(), 3001u);
   EXPECT_LT(json.out.find("\"bulk-0\""), json.out.find("\"bulk-2999\""));
   EXPECT_TRUE(absl::StrContains(json.out, "lab-fidelity"));
-  // The newest 2,500: the fixture's 3 and bulk-503 to bulk-2999.
+  // The newest 2,500: the server's policy load at start, the fixture's 3,
+  // and bulk-504 to bulk-2999.
   ProcessResult some = Ctl({"audit", "--limit", "2500"});
   ASSERT_EQ(some.exit_code, 0) << some.err;
-  EXPECT_TRUE(absl::StrContains(some.out, "bulk-2999 ") && absl::StrContains(some.out, "bulk-503 ") &&
-              !absl::StrContains(some.out, "bulk-502 ") &&
+  EXPECT_TRUE(absl::StrContains(some.out, "bulk-2999 ") && absl::StrContains(some.out, "bulk-504 ") &&
+              !absl::StrContains(some.out, "bulk-503 ") &&
               absl::StrContains(some.out, "older events left out"))
       << some.out.size() << " bytes of output";
 }

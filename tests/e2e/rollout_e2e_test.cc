@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/decision/decision_record.h"
 #include "gmock/gmock.h"
@@ -319,6 +321,27 @@ TEST_F(RolloutEndToEnd, ALateMembersRollbackKeepsTheLastStageFromCompletingAndIs
   EXPECT_EQ(paused.state(), v1::ROLLOUT_STATE_PAUSED) << paused.state_reason();
   EXPECT_THAT(paused.state_reason(), HasSubstr("stage 3 of 3: engine gate: members 1.000"));
   EXPECT_EQ(paused.members().engine_failed(), 1u);
+
+  // Each step the driver took is in the audit trail once, as its own.
+  const ProcessResult audit = Ctl({"audit"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  const auto rows = [&](const std::string& action) {
+    int count = 0;
+    for (absl::string_view line : absl::StrSplit(audit.out, '\n')) {
+      if (absl::StrContains(line, action)) {
+        ++count;
+        EXPECT_THAT(std::string(line), ::testing::AllOf(HasSubstr("server:rollout-driver"),
+                                                        HasSubstr("system"),
+                                                        HasSubstr(kRolloutId)));
+      }
+    }
+    return count;
+  };
+  EXPECT_EQ(rows("RolloutAdvanced"), 2) << audit.out;
+  EXPECT_EQ(rows("RolloutPaused"), 1) << audit.out;
+  EXPECT_THAT(audit.out, HasSubstr("paused by gate: stage 3 of 3: engine gate"));
+  const ProcessResult audit_json = Ctl({"audit", "-o", "json"});
+  EXPECT_THAT(audit_json.out, HasSubstr(R"(from_stage: 3 to_stage: 3 stages: 3 state: \"ROLLOUT_STATE_PAUSED\" gates: \"engine\")"));
 
   // The device's record (with its first shaped resolve) is written behind
   // its resolve, so it may reach the store after its report.

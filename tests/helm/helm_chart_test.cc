@@ -282,6 +282,21 @@ TEST(HelmChart, TlsMutualTlsAndPostgresValuesRenderTheMatchingFlags) {
             ".Values.store.postgres.secretName");
 }
 
+// Replicas once all showed the node's host name in the audit trail; the
+// pod's name, from the downward API, tells them apart.
+TEST(HelmChart, ReplicaNameIsThePodNameFromTheDownwardApi) {
+  YAML::Node values = LoadValues();
+  values["insecure"] = true;
+  absl::StatusOr<std::vector<std::string>> args =
+      RenderContainerArgs(ChartFile("templates/deployment.yaml"), values);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ::testing::Contains("--replica_name=$(POD_NAME)"));
+  const std::string deployment = ChartFile("templates/deployment.yaml");
+  EXPECT_EQ(FirstGroup(deployment, R"(- name: POD_NAME\s*\n\s*valueFrom:)"
+                                   R"(\s*\n\s*fieldRef:\s*\n\s*fieldPath: (\S+))"),
+            "metadata.name");
+}
+
 TEST(HelmChart, StoreTypeNoneRendersStoreNone) {
   YAML::Node values = LoadValues();
   values["insecure"] = true;

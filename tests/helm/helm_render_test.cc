@@ -622,6 +622,10 @@ using Secrets = std::map<std::string, std::map<std::string, std::string>>;
 // the volume's mode, owned by another user and the test's group (as the
 // kubelet's root:fsGroup), an empty directory for the rest; the args
 // rebased onto that, the ports on loopback where the kernel picks.
+// The pod name StartRenderedServer gives the server where the kubelet
+// would expand the downward API's metadata.name.
+constexpr char kRenderedPodName[] = "wp-weightpath-6f7c9d5b8-x2k4q";
+
 absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> StartRenderedServer(
     const RenderedChart& chart, const Secrets& secrets, const server::testing::TempDir& root) {
   const YAML::Node deployment = chart.Only("Deployment");
@@ -660,8 +664,17 @@ absl::StatusOr<std::unique_ptr<server::testing::ServerProcess>> StartRenderedSer
       }
     }
   }
+  // The kubelet expands $(VAR) from the container's env; of those only the
+  // pod's name is known without a cluster.
+  std::map<std::string, std::string> expanded;
+  for (const YAML::Node& variable : container["env"]) {
+    if (variable["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "metadata.name") {
+      expanded[absl::StrCat("$(", variable["name"].as<std::string>(), ")")] = kRenderedPodName;
+    }
+  }
   std::vector<std::string> args;
   for (std::string arg : ContainerArgs(deployment)) {
+    arg = absl::StrReplaceAll(arg, expanded);
     const std::string name = arg.substr(2, arg.find('=') - 2);
     // 0.0.0.0 inside a pod; loopback ports the kernel picks here.
     if (name == "listen" || name == "metrics_listen") arg = "--" + name + "=127.0.0.1:0";
@@ -714,6 +727,12 @@ TEST(HelmChartRendered, ServerAndWeightpathctlWorkOnTheRenderedDeployment) {
        wrong_token});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.err, HasSubstr("the bearer token is not an operator token"));
+  // The policy load at start is in the audit trail under the pod's name.
+  const weightpath::testing::ProcessResult audit = weightpath::testing::RunProcess(
+      {WEIGHTPATH_CTL_BINARY, "audit", "--server", server.grpc_address(), "--token-file",
+       token_path});
+  EXPECT_EQ(audit.exit_code, 0) << audit.err;
+  EXPECT_THAT(audit.out, AllOf(HasSubstr("PolicyLoaded"), HasSubstr(kRenderedPodName)));
 
   server.Signal(SIGTERM);
   EXPECT_EQ(server.WaitForExit(absl::Seconds(60)).exit_code, 0) << server.Log();

@@ -13,12 +13,15 @@
 #include <thread>
 #include <vector>
 
+#include <csignal>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/fleet_client.h"
 #include "tests/server/server_process.h"
 #include "tests/store/store_backends.h"
+#include "tests/support/subprocess.h"
 
 namespace weightpath::server::testing {
 namespace {
@@ -65,8 +68,10 @@ class AuditTrailTest : public ::testing::TestWithParam<Backend> {
                                 dir_.File("operator.token"), "}\n"));
   }
 
-  std::unique_ptr<ServerProcess> StartReplica() {
-    auto started = ServerProcess::Start({"--store=" + url_, "--config=" + dir_.File("server.yaml")});
+  std::unique_ptr<ServerProcess> StartReplica(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--store=" + url_, "--config=" + dir_.File("server.yaml")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto started = ServerProcess::Start(args);
     EXPECT_TRUE(started.ok()) << started.status();
     return started.ok() ? *std::move(started) : nullptr;
   }
@@ -99,9 +104,30 @@ class AuditTrailTest : public ::testing::TestWithParam<Backend> {
     return admin.ListAuditEvents(context.get(), request, response);
   }
 
+  // The operators' calls: the server's own actions (role system: each
+  // start's policy load, the rollout driver's steps) left out.
+  static v1::ListAuditEventsResponse OperatorEvents(const v1::ListAuditEventsResponse& response) {
+    v1::ListAuditEventsResponse calls = response;
+    calls.clear_events();
+    for (const v1::AuditEvent& event : response.events()) {
+      if (event.role() != "system") *calls.add_events() = event;
+    }
+    return calls;
+  }
+
+  static std::vector<v1::AuditEvent> SystemEvents(const v1::ListAuditEventsResponse& response,
+                                                  const std::string& rpc) {
+    std::vector<v1::AuditEvent> events;
+    for (const v1::AuditEvent& event : response.events()) {
+      if (event.role() == "system" && event.rpc() == rpc) events.push_back(event);
+    }
+    return events;
+  }
+
   static std::vector<std::string> Rpcs(const v1::ListAuditEventsResponse& response) {
     std::vector<std::string> rpcs;
-    for (const v1::AuditEvent& event : response.events()) {
+    const v1::ListAuditEventsResponse calls = OperatorEvents(response);
+    for (const v1::AuditEvent& event : calls.events()) {
       rpcs.push_back(absl::StrCat(event.rpc(), " ", event.result()));
     }
     return rpcs;
@@ -135,10 +161,14 @@ TEST_P(AuditTrailTest, MutatingCallsAreRecordedWithWhoWhatAndTheAnswerAndOutlive
     ASSERT_TRUE(admin->GetRollout(context.get(), get, &rollout).ok());
   }
 
-  v1::ListAuditEventsResponse listed;
-  const grpc::Status status = List(*admin, &listed);
+  v1::ListAuditEventsResponse everything;
+  const grpc::Status status = List(*admin, &everything);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_FALSE(listed.truncated());
+  EXPECT_FALSE(everything.truncated());
+  // The server's own policy load at start came first.
+  ASSERT_EQ(everything.events_size(), 5) << everything.DebugString();
+  EXPECT_EQ(everything.events(0).rpc(), "PolicyLoaded");
+  const v1::ListAuditEventsResponse listed = OperatorEvents(everything);
   ASSERT_EQ(listed.events_size(), 4) << listed.DebugString();
   EXPECT_THAT(Rpcs(listed), ElementsAre("PauseRollout PERMISSION_DENIED",
                                         "CreateRollout INVALID_ARGUMENT", "CreateRollout OK",
@@ -149,7 +179,10 @@ TEST_P(AuditTrailTest, MutatingCallsAreRecordedWithWhoWhatAndTheAnswerAndOutlive
   EXPECT_EQ(denied.target(), "r-1");
   EXPECT_THAT(denied.message(), HasSubstr("needs role operator"));
   EXPECT_THAT(denied.request_summary(), AllOf(HasSubstr("id: \"r-1\""), HasSubstr("look")));
-  EXPECT_FALSE(denied.replica().empty());
+  // Without --replica_name: the host name and the bound address, so that
+  // two replicas on one host differ.
+  EXPECT_THAT(denied.replica(), ::testing::EndsWith("/" + server->grpc_address()));
+  EXPECT_GT(denied.replica().size(), server->grpc_address().size() + 1);
   EXPECT_GT(denied.time().seconds(), 0);
   EXPECT_EQ(listed.events(1).identity(), "otto");
   EXPECT_EQ(listed.events(1).role(), "operator");
@@ -221,8 +254,9 @@ TEST_P(AuditTrailTest, UpdateAndDeleteAreAuditedLikeEveryMutatingRpc) {
   const grpc::Status deleted = admin->DeleteRollout(deleting.get(), remove, &removed);
   ASSERT_TRUE(deleted.ok()) << deleted.error_message();
 
-  v1::ListAuditEventsResponse listed;
-  ASSERT_TRUE(List(*admin, &listed).ok());
+  v1::ListAuditEventsResponse everything;
+  ASSERT_TRUE(List(*admin, &everything).ok());
+  const v1::ListAuditEventsResponse listed = OperatorEvents(everything);
   EXPECT_THAT(Rpcs(listed),
               ElementsAre("CreateRollout OK", "UpdateRollout OK", "DeleteRollout FAILED_PRECONDITION",
                           "AbortRollout OK", "DeleteRollout OK"));
@@ -366,11 +400,101 @@ TEST_P(AuditTrailTest, RetentionDeletesEventsPastTheAgeAndBeyondTheCount) {
     listed.Clear();
     return List(*admin, &listed).ok() && listed.events_size() == 4;
   }, absl::Seconds(10))) << listed.DebugString();
+  // The policy load at start is recorded before the first refresh prunes,
+  // so it is the newest of the four kept.
   std::vector<std::string> targets;
-  for (const v1::AuditEvent& event : listed.events()) targets.push_back(event.target());
-  EXPECT_THAT(targets, ElementsAre("e4", "e5", "e6", "e7"));
+  for (const v1::AuditEvent& event : listed.events()) {
+    targets.push_back(event.role() == "system" ? event.rpc() : event.target());
+  }
+  EXPECT_THAT(targets, ElementsAre("e5", "e6", "e7", "PolicyLoaded"));
   const std::string metrics = HttpGet((*started)->metrics_address(), "/metrics").value_or("");
-  EXPECT_EQ(SampleValue(metrics, "weightpath_audit_events_pruned_total").value_or(-1), 4);
+  EXPECT_EQ(SampleValue(metrics, "weightpath_audit_events_pruned_total").value_or(-1), 5);
+}
+
+// SHA-256 of a file as sha256sum prints it: the test's own digest, not the
+// server's.
+std::string FileSha256(const std::string& path) {
+  const weightpath::testing::ProcessResult digest =
+      weightpath::testing::RunProcess({"sha256sum", path});
+  EXPECT_EQ(digest.exit_code, 0) << digest.err;
+  return digest.out.substr(0, digest.out.find(' '));
+}
+
+// Every policy a replica loads is in the trail: who edited the file cannot
+// be known, so the caller is the file itself; the event carries the version
+// served, the file's sha256 and this replica's name. A reload that is
+// refused is recorded with the refused bytes' digest and why.
+TEST_P(AuditTrailTest, EveryPolicyLoadAndRefusedReloadIsRecordedWithTheFilesDigest) {
+  const std::string policy_path = dir_.File("policy.yaml");
+  const std::string bundled = ReadFileOrDie(WEIGHTPATH_SOURCE_DIR "/policy/default_policy.yaml");
+  WriteFileOrDie(policy_path, bundled);
+  const std::string first_sha256 = FileSha256(policy_path);
+  ASSERT_EQ(first_sha256.size(), 64u);
+  std::unique_ptr<ServerProcess> server = StartReplica(
+      {"--policy=" + policy_path, "--reload_interval=0s", "--replica_name=edge-a"});
+  ASSERT_NE(server, nullptr);
+  auto admin = v1::FleetAdmin::NewStub(PlaintextChannel(server->grpc_address()));
+
+  v1::ListAuditEventsResponse listed;
+  ASSERT_TRUE(List(*admin, &listed).ok());
+  std::vector<v1::AuditEvent> loads = SystemEvents(listed, "PolicyLoaded");
+  ASSERT_EQ(loads.size(), 1u) << listed.DebugString();
+  // The policy's version is the first 16 hex digits of the same digest.
+  EXPECT_EQ(loads[0].target(), "sha256:" + first_sha256.substr(0, 16));
+  EXPECT_EQ(loads[0].identity(), "server:policy-file");
+  EXPECT_EQ(loads[0].role(), "system");
+  EXPECT_EQ(loads[0].result(), "OK");
+  EXPECT_EQ(loads[0].replica(), "edge-a");
+  EXPECT_THAT(loads[0].request_summary(),
+              AllOf(HasSubstr("trigger: \"start\""), HasSubstr("sha256: \"" + first_sha256 + "\""),
+                    HasSubstr("source: \"" + policy_path + "\"")));
+  EXPECT_THAT(loads[0].message(), AllOf(HasSubstr("loaded at start"), HasSubstr(first_sha256)));
+
+  // A new version by SIGHUP: a second event with its own digest.
+  WriteFileOrDie(policy_path, bundled + "\n# reviewed for the audit test\n");
+  const std::string second_sha256 = FileSha256(policy_path);
+  server->Signal(SIGHUP);
+  ASSERT_TRUE(Eventually([&] {
+    listed.Clear();
+    return List(*admin, &listed).ok() && SystemEvents(listed, "PolicyLoaded").size() == 2;
+  })) << listed.DebugString();
+  loads = SystemEvents(listed, "PolicyLoaded");
+  EXPECT_EQ(loads[1].target(), "sha256:" + second_sha256.substr(0, 16));
+  EXPECT_THAT(loads[1].request_summary(),
+              AllOf(HasSubstr("trigger: \"reload\""), HasSubstr(second_sha256)));
+  EXPECT_EQ(loads[1].replica(), "edge-a");
+
+  // A broken file is refused; the second version keeps serving.
+  WriteFileOrDie(policy_path, "schema_version: 1\nrules: [\n");
+  const std::string refused_sha256 = FileSha256(policy_path);
+  server->Signal(SIGHUP);
+  std::vector<v1::AuditEvent> refused;
+  ASSERT_TRUE(Eventually([&] {
+    listed.Clear();
+    if (!List(*admin, &listed).ok()) return false;
+    refused = SystemEvents(listed, "ReloadRefused");
+    return refused.size() == 1;
+  })) << listed.DebugString();
+  EXPECT_EQ(refused[0].identity(), "server:policy-file");
+  EXPECT_EQ(refused[0].result(), "INVALID_ARGUMENT");
+  EXPECT_EQ(refused[0].target(), loads[1].target()) << "the version that keeps serving";
+  EXPECT_THAT(refused[0].request_summary(), HasSubstr("refused_sha256: \"" + refused_sha256 + "\""));
+  EXPECT_THAT(refused[0].message(),
+              AllOf(HasSubstr("reload refused"), HasSubstr(policy_path)));
+  EXPECT_EQ(SystemEvents(listed, "PolicyLoaded").size(), 2u);
+}
+
+// --replica_name names the replica in the trail; a value that could not
+// tell replicas apart, or would garble a listing, stops the start naming it.
+TEST(AuditTrailFlagsTest, BadReplicaNamesAreRefusedNamingTheFlag) {
+  for (const std::string& bad :
+       {std::string("--replica_name="), std::string("--replica_name=two words"),
+        std::string("--replica_name=tab\there"), "--replica_name=" + std::string(129, 'r')}) {
+    SCOPED_TRACE(bad);
+    auto refused = ServerProcess::Start({"--store=none", bad});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(), HasSubstr("--replica_name"));
+  }
 }
 
 // A bad retention flag is refused at start, naming it.
@@ -383,9 +507,14 @@ TEST(AuditRetentionFlagsTest, NegativeValuesAreRefusedNamingTheFlag) {
 // Replicas share a PostgreSQL store (SQLite serves one server).
 class AuditTrailReplicasTest : public AuditTrailTest {};
 
+// Both replicas showed the host name `vm`; each now has its own name, and
+// each records the policy it loaded. An automatic step is recorded once,
+// by the replica whose compare-and-swap stored it, though both reconcile.
 TEST_P(AuditTrailReplicasTest, TwoReplicasOnOneStoreShareTheTrail) {
-  std::unique_ptr<ServerProcess> first = StartReplica();
-  std::unique_ptr<ServerProcess> second = StartReplica();
+  std::unique_ptr<ServerProcess> first =
+      StartReplica({"--replica_name=replica-a", "--fleet_refresh_interval=100ms"});
+  std::unique_ptr<ServerProcess> second =
+      StartReplica({"--replica_name=replica-b", "--fleet_refresh_interval=100ms"});
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   auto admin_first = v1::FleetAdmin::NewStub(PlaintextChannel(first->grpc_address()));
@@ -397,7 +526,50 @@ TEST_P(AuditTrailReplicasTest, TwoReplicasOnOneStoreShareTheTrail) {
     v1::ListAuditEventsResponse listed;
     ASSERT_TRUE(List(*admin, &listed).ok());
     EXPECT_THAT(Rpcs(listed), ElementsAre("CreateRollout OK", "PauseRollout OK"));
+    const v1::ListAuditEventsResponse calls = OperatorEvents(listed);
+    EXPECT_EQ(calls.events(0).replica(), "replica-a");
+    EXPECT_EQ(calls.events(1).replica(), "replica-b");
+    std::vector<std::string> loaded_by;
+    for (const v1::AuditEvent& load : SystemEvents(listed, "PolicyLoaded")) {
+      loaded_by.push_back(load.replica());
+    }
+    EXPECT_THAT(loaded_by, ElementsAre("replica-a", "replica-b"));
   }
+
+  // Two stages selecting no device: nothing to wait for, so the driver
+  // advances it and then completes it, racing itself on two replicas.
+  v1::Rollout empty = LabRollout("r-empty");
+  (*empty.mutable_selector()->mutable_match_labels())["site"] = "nowhere";
+  empty.mutable_stages(0)->set_percent(50);
+  empty.mutable_stages(0)->set_min_bake_seconds(0);
+  *empty.add_stages() = empty.stages(0);
+  empty.mutable_stages(1)->set_percent(100);
+  ASSERT_TRUE(Create(*admin_second, empty).ok());
+  v1::ListAuditEventsResponse listed;
+  ASSERT_TRUE(Eventually([&] {
+    listed.Clear();
+    return List(*admin_first, &listed).ok() && !SystemEvents(listed, "RolloutCompleted").empty();
+  })) << listed.DebugString();
+  // A few more passes of both replicas: nothing is recorded twice.
+  absl::SleepFor(absl::Milliseconds(500));
+  listed.Clear();
+  ASSERT_TRUE(List(*admin_first, &listed).ok());
+  const std::vector<v1::AuditEvent> advanced = SystemEvents(listed, "RolloutAdvanced");
+  const std::vector<v1::AuditEvent> completed = SystemEvents(listed, "RolloutCompleted");
+  ASSERT_EQ(advanced.size(), 1u) << listed.DebugString();
+  ASSERT_EQ(completed.size(), 1u) << listed.DebugString();
+  for (const v1::AuditEvent& step : {advanced[0], completed[0]}) {
+    EXPECT_EQ(step.identity(), "server:rollout-driver");
+    EXPECT_EQ(step.role(), "system");
+    EXPECT_EQ(step.target(), "r-empty");
+    EXPECT_EQ(step.result(), "OK");
+    EXPECT_THAT(step.replica(), ::testing::AnyOf("replica-a", "replica-b"));
+  }
+  EXPECT_THAT(advanced[0].request_summary(),
+              AllOf(HasSubstr("from_stage: 1 to_stage: 2 stages: 2"), HasSubstr("PROGRESSING")));
+  EXPECT_THAT(advanced[0].message(), HasSubstr("advanced to stage 2 of 2"));
+  EXPECT_THAT(completed[0].request_summary(), HasSubstr("ROLLOUT_STATE_COMPLETED"));
+  EXPECT_THAT(completed[0].message(), HasSubstr("complete"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AuditTrailTest,
