@@ -159,6 +159,13 @@ TEST_F(AdminAccessTest, EachIdentityGetsItsRoleAndACallBeyondItNamesBoth) {
   EXPECT_EQ(viewer_reads.exit_code, 0) << viewer_reads.err;
   ProcessResult viewer_lists = as("viewer.token", {"rollout", "list"});
   EXPECT_EQ(viewer_lists.exit_code, 0) << viewer_lists.err;
+  // A dry run writes nothing, so the viewer's role is enough (PlanRollout).
+  WriteFileOrDie(dir_.File("r-1.yaml"),
+                 "id: r-1\nselector: {all: true}\naction: {set_priority: fidelity}\n"
+                 "stages: [{percent: 100, report_timeout_seconds: 60}]\n");
+  ProcessResult viewer_plans = as("viewer.token", {"apply", "-f", dir_.File("r-1.yaml"), "--dry-run"});
+  EXPECT_EQ(viewer_plans.exit_code, 0) << viewer_plans.err;
+  EXPECT_THAT(viewer_plans.out, HasSubstr("rollout/r-1 would be created"));
 
   ProcessResult viewer_pauses = as("viewer.token", {"rollout", "pause", "r-1", "--reason", "x"});
   EXPECT_EQ(viewer_pauses.exit_code, 1);
