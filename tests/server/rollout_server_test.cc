@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "deploy/rollout_bucket.h"
 #include "absl/time/clock.h"
 #include "common/proto_time.h"
@@ -31,6 +32,7 @@
 namespace weightpath::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using ::weightpath::testing::IsOk;
@@ -78,6 +80,11 @@ struct Replica {
     deps.metrics = &metrics;
     deps.policy = [] { return policy::DefaultPolicy(); };
     deps.now = [clock] { return *clock; };
+    // What the server records in its audit trail (server.cc adds the replica).
+    deps.audit = [this](v1::AuditEvent event) {
+      absl::MutexLock lock(&audit_mutex);
+      audited.push_back(std::move(event));
+    };
     admin = std::make_unique<RolloutAdmin>(deps);
     reconciler = std::make_unique<RolloutReconciler>(deps);
   }
@@ -105,6 +112,14 @@ struct Replica {
   RolloutCache cache;
   std::unique_ptr<RolloutAdmin> admin;
   std::unique_ptr<RolloutReconciler> reconciler;
+
+  // The audit events of the steps this replica's reconciler stored.
+  std::vector<v1::AuditEvent> Audited() {
+    absl::MutexLock lock(&audit_mutex);
+    return audited;
+  }
+  absl::Mutex audit_mutex;
+  std::vector<v1::AuditEvent> audited ABSL_GUARDED_BY(audit_mutex);
 };
 
 // device-0002 has bucket 34 in rollout "fidelity-agentic" (deploy/README.md):
@@ -327,6 +342,17 @@ TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreac
   ASSERT_THAT(pass.status(), IsOk());
   EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kPause);
   EXPECT_THAT((*pass)[0].reason, HasSubstr("task gate"));
+  // The pause is the driver's own, in the audit trail with the gate.
+  const std::vector<v1::AuditEvent> audited = replica_->Audited();
+  ASSERT_THAT(audited, SizeIs(1));
+  EXPECT_EQ(audited[0].rpc(), "RolloutPaused");
+  EXPECT_EQ(audited[0].identity(), kRolloutDriverIdentity);
+  EXPECT_EQ(audited[0].role(), "system");
+  EXPECT_EQ(audited[0].target(), kRolloutId);
+  EXPECT_THAT(audited[0].request_summary(),
+              AllOf(HasSubstr("step: \"pause\" from_stage: 1 to_stage: 1 stages: 4"),
+                    HasSubstr("gates: \"task\"")));
+  EXPECT_THAT(audited[0].message(), HasSubstr("paused by gate: stage 1 of 4: task gate"));
   absl::StatusOr<v1::Rollout> paused = replica_->admin->Get(kRolloutId);
   EXPECT_EQ(paused->state(), v1::ROLLOUT_STATE_PAUSED);
   EXPECT_THAT(paused->state_reason(), HasSubstr("task gate: members 0.800 vs control 0.000"));
@@ -344,6 +370,34 @@ TEST_P(RolloutServerTest, TaskFailuresInTheCohortPauseTheRolloutAndCountTheBreac
   ASSERT_THAT(replica_->admin->Resume(kRolloutId, "").status(), IsOk());
   EXPECT_THAT(replica_->admin->Advance(kRolloutId, ""),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("task gate")));
+}
+
+// With rollback_on_breach the same breach rolls it back, recorded as such.
+TEST_P(RolloutServerTest, ABreachWithRollbackOnBreachIsRecordedAsTheDriversRollback) {
+  Register(*replica_->store, "device-0002", "agentic", kT0);
+  v1::Rollout spec = FidelitySpec(kRolloutId);
+  spec.mutable_gates()->set_rollback_on_breach(true);
+  ASSERT_THAT(replica_->admin->Create(spec).status(), IsOk());
+  const absl::Time at = kT0 + absl::Minutes(1);
+  OutcomeContext context{replica_->store.get(), &replica_->cache, &replica_->metrics, std::nullopt, at};
+  ASSERT_THAT(HandleReportOutcome(Report("device-0002", kRolloutId, v1::OUTCOME_ENGINE_START_FAILED, at),
+                                  context)
+                  .status(),
+              IsOk());
+  absl::StatusOr<std::vector<ReconcileResult>> pass = replica_->reconciler->ReconcileOnce();
+  ASSERT_THAT(pass.status(), IsOk());
+  ASSERT_THAT(*pass, SizeIs(1));
+  EXPECT_EQ((*pass)[0].step, deploy::RolloutStep::kRollback);
+  const std::vector<v1::AuditEvent> audited = replica_->Audited();
+  ASSERT_THAT(audited, SizeIs(1));
+  EXPECT_EQ(audited[0].rpc(), "RolloutRolledBack");
+  EXPECT_EQ(audited[0].identity(), kRolloutDriverIdentity);
+  EXPECT_THAT(audited[0].request_summary(),
+              AllOf(HasSubstr("ROLLOUT_STATE_ROLLED_BACK"), HasSubstr("gates: \"engine\"")));
+  EXPECT_THAT(audited[0].message(), HasSubstr("rolled back by gate: stage 1 of 4: engine gate"));
+  // A finished rollout takes no more steps, so nothing more is recorded.
+  ASSERT_THAT(replica_->reconciler->ReconcileOnce().status(), IsOk());
+  EXPECT_THAT(replica_->Audited(), SizeIs(1));
 }
 
 TEST_P(RolloutServerTest, ReportOutcomeIsIdempotentAndOnlyForTheCertifiedDevice) {
@@ -727,6 +781,13 @@ TEST_F(RolloutReplicasTest, ConcurrentReconcilersStoreOneVerdictPerRevision) {
   EXPECT_EQ(rollout->current_stage(), 1u);
   EXPECT_EQ(rollout->state(), v1::ROLLOUT_STATE_PROGRESSING);
   ASSERT_EQ(rollout->stage_entered_at_size(), 2);
+  // The advance is in the audit trail once: only the replica whose
+  // compare-and-swap stored it records it.
+  std::vector<v1::AuditEvent> steps = a_->Audited();
+  for (v1::AuditEvent& event : b_->Audited()) steps.push_back(std::move(event));
+  ASSERT_THAT(steps, SizeIs(1));
+  EXPECT_EQ(steps[0].rpc(), "RolloutAdvanced");
+  EXPECT_THAT(steps[0].request_summary(), HasSubstr("from_stage: 1 to_stage: 2 stages: 4"));
 }
 
 }  // namespace
