@@ -1,5 +1,6 @@
 #include "ctl/admin_output.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/proto_time.h"
+#include "deploy/stage_text.h"
 
 namespace weightpath::ctl {
 
@@ -15,6 +18,19 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp) {
   if (timestamp.seconds() == 0 && timestamp.nanos() == 0) return "-";
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(timestamp.seconds()),
                           absl::UTCTimeZone());
+}
+
+std::string RunningText(const v1::Device& device) {
+  if (!device.has_running()) return "-";
+  if (device.running().nothing_running()) return "none";
+  return device.running().path();
+}
+
+std::string DriftText(const v1::Device& device, absl::Time now) {
+  if (!device.has_drift()) return "-";
+  const absl::Duration drifting =
+      std::max(absl::ZeroDuration(), now - FromProtoTime(device.drift().since()));
+  return absl::StrCat(device.drift().reason(), " for ", deploy::FormatSeconds(drifting));
 }
 
 std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels) {

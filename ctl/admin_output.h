@@ -14,6 +14,7 @@
 #include "google/protobuf/map.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "weightpath/v1/fleet.pb.h"
 
 namespace weightpath::ctl {
 
@@ -23,6 +24,13 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& timestamp);
 std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels);
 // A figure with one decimal; "-" when there were no samples.
 std::string FormatFigure(double value, uint32_t samples);
+
+// What a device runs, for a table cell: its running path, "none" when
+// nothing runs, "-" when its agent has not said.
+std::string RunningText(const v1::Device& device);
+// "rolled_back for 2h5m" when the device runs another build than it is
+// assigned, else "-".
+std::string DriftText(const v1::Device& device, absl::Time now);
 
 // A look-back such as 30m or 24h (absl syntax) or 7d (whole days, which
 // absl does not spell); INVALID_ARGUMENT naming `flag`.

@@ -110,6 +110,41 @@ std::string SeenAt(const google::protobuf::Timestamp& at, absl::Time now) {
   return absl::StrCat(FormatTimestamp(at), " (", FormatSeconds(now - FromProtoTime(at)), " ago)");
 }
 
+std::string SourceWord(v1::BootSource source) {
+  switch (source) {
+    case v1::BOOT_SOURCE_SERVER:
+      return "server";
+    case v1::BOOT_SOURCE_LAST_GOOD:
+      return "last good (the server was unreachable at boot)";
+    case v1::BOOT_SOURCE_OFFLINE:
+      return "offline (the device's own policy)";
+    default:
+      return "-";
+  }
+}
+
+// What the device says it runs, beside the assignment above.
+void WriteRunning(const v1::Device& device, absl::Time now, std::ostream& out) {
+  out << "running (as the device last reported)\n";
+  if (!device.has_running()) {
+    Line(out, "weight path", "not reported (no lifecycle report yet, or an older agent)");
+    return;
+  }
+  const v1::RunningBuild& running = device.running();
+  if (running.nothing_running()) {
+    Line(out, "weight path", "nothing runs (the engine did not start)");
+  } else {
+    Line(out, "weight path", OrDash(running.path()));
+    Line(out, "model", OrDash(running.model()));
+    if (!running.artifact_sha256().empty()) Line(out, "sha256", running.artifact_sha256());
+    Line(out, "decision etag", OrDash(running.decision_etag()));
+    Line(out, "source", SourceWord(running.source()));
+  }
+  Line(out, "reported", SeenAt(device.running_reported_at(), now));
+  Line(out, "running since", SeenAt(device.running_since(), now));
+  Line(out, "drift", device.has_drift() ? DriftText(device, now) : "none: it runs its assignment");
+}
+
 std::string Figure(const v1::FigureStats& stats, std::string_view unit) {
   if (stats.samples() == 0) return "-";
   return absl::StrCat("median ", FormatFigure(stats.median(), stats.samples()), " ",
@@ -263,6 +298,7 @@ void WriteTable(const v1::Device& device, const v1::GetVerificationMatrixRespons
   Line(out, "policy version", OrDash(device.policy_version()));
   Line(out, "rollout", device.rollout_id().empty() ? "no rollout" : device.rollout_id());
 
+  WriteRunning(device, now, out);
   WriteReports(device, out);
 
   out << "measurements\n";

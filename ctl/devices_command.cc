@@ -26,6 +26,9 @@ const std::vector<FlagSpec>& DevicesFlags() {
       {"path", '\0', true, "only devices served this weight path"},
       {"selector", '\0', true, "label selector, e.g. workload=agentic,site in (a,b)"},
       {"since", '\0', true, "only devices seen within this long (30m, 24h, 7d)"},
+      {"drift", '\0', false,
+       "only devices that run another build than they are assigned (DRIFT says why and how "
+       "long)"},
   });
   return flags;
 }
@@ -51,6 +54,7 @@ absl::StatusOr<v1::ListDevicesRequest> BuildRequest(const ParsedArguments& argum
     const absl::Time cutoff = absl::Now() - *window;
     request.mutable_seen_since()->set_seconds(absl::ToUnixSeconds(cutoff));
   }
+  request.set_drifted_only(arguments.Has("drift"));
   request.set_page_size(500);
   return request;
 }
@@ -70,10 +74,13 @@ absl::StatusOr<v1::ListDevicesResponse> ListAll(FleetAdminConnection& connection
 }
 
 void WriteTable(const v1::ListDevicesResponse& response, std::ostream& out) {
-  TableWriter table({"DEVICE", "CLASS", "PATH", "MODEL", "CPU", "LAST SEEN", "REGRESSIONS",
-                     "LABELS"});
+  // PATH is the assignment; RUNNING what the device last said it runs.
+  TableWriter table({"DEVICE", "CLASS", "PATH", "RUNNING", "DRIFT", "MODEL", "CPU", "LAST SEEN",
+                     "REGRESSIONS", "LABELS"});
+  const absl::Time now = absl::Now();
   for (const v1::Device& device : response.devices()) {
-    table.AddRow({device.device_id(), device.hardware_class(), device.path(), device.model(),
+    table.AddRow({device.device_id(), device.hardware_class(), device.path(), RunningText(device),
+                  DriftText(device, now), device.model(),
                   device.profile().cpu_model().empty() ? "-" : device.profile().cpu_model(),
                   FormatTimestamp(device.last_seen()), absl::StrCat(device.regression_count()),
                   FormatLabels(device.labels())});
@@ -87,7 +94,7 @@ void WriteTable(const v1::ListDevicesResponse& response, std::ostream& out) {
 int RunDevicesCommand(const std::vector<std::string>& args, CommandIo io) {
   const AdminQuery<v1::ListDevicesRequest, v1::ListDevicesResponse> query{
       "devices",
-      "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D]\n"
+      "usage: weightpathctl devices [--class C] [--path P] [--selector S] [--since D] [--drift]\n"
       "                             [-o table|json|yaml] [--server ADDR]\n"
       "                             [--token-file F | --ca C --cert F --key K]",
       DevicesFlags(),

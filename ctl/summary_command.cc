@@ -1,5 +1,9 @@
 #include "ctl/summary_command.h"
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ctl/admin_query.h"
@@ -26,12 +30,27 @@ absl::StatusOr<v1::FleetSummaryRequest> BuildRequest(const ParsedArguments& argu
 }
 
 void WriteTable(const v1::FleetSummaryResponse& response, std::ostream& out) {
-  TableWriter table({"CLASS", "PATH", "DEVICES"});
+  // Assigned and running side by side, by class and path: a path some
+  // devices are assigned and others run shows in both columns.
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> counts;
   for (const v1::FleetSummaryResponse::Cell& cell : response.cells()) {
-    table.AddRow({cell.hardware_class(), cell.path(), absl::StrCat(cell.devices())});
+    counts[{cell.hardware_class(), cell.path()}].first += cell.devices();
   }
-  table.AddRow({"TOTAL", "", absl::StrCat(response.total_devices())});
+  for (const v1::FleetSummaryResponse::Cell& cell : response.running_cells()) {
+    // "" counts the devices whose agent has not said what runs.
+    counts[{cell.hardware_class(), cell.path().empty() ? "(not reported)" : cell.path()}].second +=
+        cell.devices();
+  }
+  TableWriter table({"CLASS", "PATH", "ASSIGNED", "RUNNING"});
+  uint64_t running_total = 0;
+  for (const auto& [key, count] : counts) {
+    table.AddRow({key.first, key.second, absl::StrCat(count.first), absl::StrCat(count.second)});
+    running_total += count.second;
+  }
+  table.AddRow({"TOTAL", "", absl::StrCat(response.total_devices()), absl::StrCat(running_total)});
   table.Write(out);
+  out << Counted(response.drifted_devices(), "device runs", "devices run")
+      << " another build than assigned (weightpathctl devices --drift)\n";
 }
 
 }  // namespace

@@ -16,6 +16,9 @@ struct ResolveIntervalSettings {
   absl::Duration steady = absl::Hours(1);          // nothing in flight for the device
   absl::Duration during_rollout = absl::Minutes(5);  // a live rollout selects it
   absl::Duration floor = absl::Seconds(30);        // never ask for less
+  // How long a device waits before trying again a build that failed on it
+  // (failed_build_retry_seconds); zero: only when the answer changes.
+  absl::Duration failed_build_retry = absl::ZeroDuration();
 };
 
 // `steady` unless a PROGRESSING or PAUSED rollout's selector matches the

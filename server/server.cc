@@ -39,6 +39,7 @@ deploy::ResolveIntervalSettings ResolveIntervalsOf(const ServerConfig& config) {
   deploy::ResolveIntervalSettings intervals;
   intervals.steady = config.resolve_interval;
   intervals.during_rollout = config.rollout_resolve_interval;
+  intervals.failed_build_retry = config.failed_build_retry_interval;
   return intervals;
 }
 
@@ -250,6 +251,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     options.devices_seen_window = config.devices_seen_window;
     options.refresh_interval = config.fleet_refresh_interval;
     options.devices_seen_refresh_interval = config.devices_seen_refresh_interval;
+    options.drift_persistent_after = config.drift_persistent_after;
     options.audit_retention = config.audit_retention;
     options.audit_max_events = static_cast<uint64_t>(config.audit_max_events);
     options.write_behind.capacity = static_cast<size_t>(config.registry_queue_capacity);

@@ -134,7 +134,7 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     const size_t rows = std::min(kRowsPerStatement, changed.size() - offset);
     std::vector<SqlValue> record_params;
     std::vector<SqlValue> sighting_params;
-    record_params.reserve(rows * 11);
+    record_params.reserve(rows * 13);
     sighting_params.reserve(rows * 7);
     for (size_t r = 0; r < rows; ++r) {
       const EncodedDevice& device = *changed[offset + r];
@@ -154,6 +154,8 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
         record_params.emplace_back(SqlBlob{device.profile});
       }
       record_params.emplace_back(device.last_seen_us);
+      record_params.emplace_back(device.assigned_key);
+      record_params.emplace_back(device.last_seen_us);
       sighting_params.emplace_back(device.device_id);
       sighting_params.emplace_back(device.hardware_class);
       sighting_params.emplace_back(device.path);
@@ -165,11 +167,13 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
     RETURN_IF_ERROR(
         session
             // rollout_since_us moves only when the rollout does: it is the
-            // first resolve that gave the device its current rollout_id.
+            // first resolve that gave the device its current rollout_id;
+            // assigned_since_us likewise for its assigned build.
             .Query(absl::StrCat("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
                                 "first_seen_us, recorded_us, body, rollout_id, rollout_since_us, "
-                                "profile, profile_recorded_us) VALUES ",
-                                Placeholders(rows, 11),
+                                "profile, profile_recorded_us, assigned_key, assigned_since_us) "
+                                "VALUES ",
+                                Placeholders(rows, 13),
                                 " ON CONFLICT (device_id) DO UPDATE SET hardware_class = "
                                 "excluded.hardware_class, path = excluded.path, cpu_model = "
                                 "excluded.cpu_model, recorded_us = excluded.recorded_us, body = "
@@ -180,7 +184,11 @@ absl::Status WriteChangedRecords(SqlSession& session, const std::vector<const En
                                 "excluded.profile IS NULL THEN devices.profile ELSE "
                                 "excluded.profile END, profile_recorded_us = CASE WHEN "
                                 "excluded.profile IS NULL THEN devices.profile_recorded_us ELSE "
-                                "excluded.profile_recorded_us END WHERE excluded.recorded_us >= "
+                                "excluded.profile_recorded_us END, assigned_since_us = CASE WHEN "
+                                "devices.assigned_key = excluded.assigned_key AND "
+                                "devices.assigned_since_us <> 0 THEN devices.assigned_since_us "
+                                "ELSE excluded.assigned_since_us END, assigned_key = "
+                                "excluded.assigned_key WHERE excluded.recorded_us >= "
                                 "devices.recorded_us"),
                    record_params)
             .status());

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/deterministic_bytes.h"
 #include "common/wire_fields.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -23,7 +24,11 @@ bool IsColumnField(uint32_t field_number) {
          field_number == v1::Device::kLastRegressionFieldNumber ||
          field_number == v1::Device::kRolloutSinceFieldNumber ||
          field_number == v1::Device::kHardwareProfileFieldNumber ||
-         field_number == v1::Device::kProfileRecordedAtFieldNumber;
+         field_number == v1::Device::kProfileRecordedAtFieldNumber ||
+         field_number == v1::Device::kRunningFieldNumber ||
+         field_number == v1::Device::kRunningReportedAtFieldNumber ||
+         field_number == v1::Device::kRunningSinceFieldNumber ||
+         field_number == v1::Device::kDriftFieldNumber;
 }
 
 uint64_t Load64(const char* p) {
@@ -79,6 +84,14 @@ uint64_t ProfileFingerprint(std::string_view profile) {
   return Mix(h ^ StableHash64(profile.substr(run_start)));
 }
 
+std::string BuildKey(absl::string_view path, absl::string_view model,
+                     absl::string_view artifact_sha256) {
+  if (path.empty()) return "";
+  // Newlines cannot occur in the three (report strings are escaped, paths
+  // and models come from the policy), so the join is unambiguous.
+  return absl::StrCat(path, "\n", model, "\n", artifact_sha256);
+}
+
 int64_t RecordFingerprint(std::string_view body, std::string_view profile) {
   const uint64_t h = StableHash64(body);
   if (profile.empty()) return static_cast<int64_t>(h);
@@ -97,6 +110,7 @@ EncodedDevice EncodeDevice(const v1::Device& device) {
   encoded.policy_version = device.policy_version();
   encoded.agent_version = device.agent_version();
   encoded.rollout_id = device.rollout_id();
+  encoded.assigned_key = BuildKey(device.path(), device.model(), device.artifact().sha256());
   if (device.has_first_seen()) encoded.first_seen_us = ToMicros(FromProtoTime(device.first_seen()));
   if (device.has_last_seen()) encoded.last_seen_us = ToMicros(FromProtoTime(device.last_seen()));
   encoded.body.reserve(full.size());

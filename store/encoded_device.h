@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "weightpath/v1/fleet.pb.h"
 
 namespace weightpath::store {
@@ -30,6 +31,9 @@ struct EncodedDevice {
   // given (rollout_since_us: the row's last_seen_us of the first write with
   // this rollout_id).
   std::string rollout_id;
+  // BuildKey of the record's path, model and artifact digest: a column, so
+  // that drift is found without decoding bodies ("" without a path).
+  std::string assigned_key;
   int64_t first_seen_us = 0;  // 0: not given; a new device's first_seen is its last_seen
   int64_t last_seen_us = 0;   // 0: not given (refused by the store)
   std::string body;           // deterministic wire encoding, without the column fields
@@ -48,6 +52,12 @@ struct EncodedDevice {
 inline constexpr size_t kMaxStoredProfileBytes = 16 * 1024;
 
 EncodedDevice EncodeDevice(const v1::Device& device);
+
+// The identity of a build as the registry compares assigned with running:
+// path, model and artifact digest. "" for no path (nothing assigned, or
+// nothing running).
+std::string BuildKey(absl::string_view path, absl::string_view model,
+                     absl::string_view artifact_sha256);
 
 // What decides whether a stored profile is rewritten: its bytes less the
 // free RAM (HardwareProfile.ram_available_bytes, top level), which a probe

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/control_characters.h"
 #include "common/field_violation.h"
 #include "common/proto_time.h"
 #include "common/report_limits.h"
@@ -49,6 +50,53 @@ absl::Status RequireValidTime(absl::string_view field, const google::protobuf::T
     absl::Status wp_check_ = (expr);           \
     if (!wp_check_.ok()) return wp_check_;     \
   } while (false)
+
+// The registry compares running.path/model/artifact_sha256 with the
+// assignment joined by newlines (BuildKey), and shows them to operators:
+// no control characters.
+absl::Status PlainReportString(absl::string_view field, const std::string& value) {
+  WP_CHECK(Bounded(field, value, kMaxReportStringBytes));
+  if (HasControlCharacters(value)) {
+    return InvalidArgumentForField(field, absl::StrCat(field, " contains control characters"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsLowercaseSha256(const std::string& value) {
+  if (value.size() != 64) return false;
+  for (char c : value) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateRunning(const v1::RunningBuild& running) {
+  WP_CHECK(PlainReportString("running.path", running.path()));
+  WP_CHECK(PlainReportString("running.model", running.model()));
+  WP_CHECK(PlainReportString("running.decision_etag", running.decision_etag()));
+  if (!running.artifact_sha256().empty() && !IsLowercaseSha256(running.artifact_sha256())) {
+    return InvalidArgumentForField(
+        "running.artifact_sha256", "running.artifact_sha256 must be empty or 64 lowercase hex digits");
+  }
+  if (!v1::BootSource_IsValid(running.source())) {
+    return InvalidArgumentForField(
+        "running.source", absl::StrCat("running.source = ", running.source(),
+                                       " is not a BootSource value"));
+  }
+  if (running.nothing_running()) {
+    if (!running.path().empty() || !running.model().empty() ||
+        !running.artifact_sha256().empty() || !running.decision_etag().empty()) {
+      return InvalidArgumentForField(
+          "running.nothing_running",
+          "running.nothing_running says nothing runs: path, model, artifact_sha256 and "
+          "decision_etag must then be empty");
+    }
+  } else if (running.path().empty()) {
+    return InvalidArgumentForField("running.path",
+                                   "running.path is required unless running.nothing_running is set");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -100,6 +148,7 @@ absl::Status ValidateOutcome(const v1::ReportOutcomeRequest& request) {
         "tasks_completed", "tasks_completed/tasks_undone/tasks_failed are only allowed with outcome OUTCOME_TASKS");
   }
   if (request.has_observed_at()) WP_CHECK(RequireValidTime("observed_at", request.observed_at()));
+  if (request.has_running()) WP_CHECK(ValidateRunning(request.running()));
   return absl::OkStatus();
 }
 

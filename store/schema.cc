@@ -246,6 +246,31 @@ UPDATE device_sightings SET record_hash = 0;
 ALTER TABLE devices ADD COLUMN profile {blob};
 ALTER TABLE devices ADD COLUMN profile_recorded_us BIGINT NOT NULL DEFAULT 0;
 )sql"},
+      {9, "what each device runs beside what it is assigned", R"sql(
+-- The build a device last said it runs (ReportOutcomeRequest.running), one
+-- row a device, written by its reports, never by resolves. build_key is
+-- path, model and artifact digest joined ('' when nothing runs), compared
+-- with devices.assigned_key to find drift without decoding bodies;
+-- since_us is the first report of this build_key, kept while it stays.
+CREATE TABLE device_running (
+  device_id {key} PRIMARY KEY,
+  build_key TEXT NOT NULL,
+  path TEXT NOT NULL,
+  source BIGINT NOT NULL,
+  outcome BIGINT NOT NULL,
+  observed_at_us BIGINT NOT NULL,
+  received_at_us BIGINT NOT NULL,
+  since_us BIGINT NOT NULL,
+  body {blob} NOT NULL
+);
+-- The assigned build the same way, and when the device was first given it
+-- (the resolve that first stored it, kept while it stays, as
+-- rollout_since_us). '' in rows from before: those are not judged until
+-- each device's next resolve rewrites its row.
+ALTER TABLE devices ADD COLUMN assigned_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN assigned_since_us BIGINT NOT NULL DEFAULT 0;
+UPDATE device_sightings SET record_hash = 0;
+)sql"},
   };
   return migrations;
 }

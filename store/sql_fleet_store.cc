@@ -10,7 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "store/device_drift.h"
 #include "store/device_upsert.h"
+#include "store/encoded_device.h"
 #include "store/measurement_validation.h"
 #include "store/page_token.h"
 #include "store/schema.h"
@@ -23,14 +25,42 @@ namespace {
 
 // A device is its sighting (last_seen, and what lists filter on) joined to
 // its record.
+// With what it last said it runs, if it did.
 constexpr char kDeviceColumns[] =
     "s.device_id, d.first_seen_us, s.last_seen_us, d.regression_count, d.last_regression, d.body, "
-    "d.rollout_id, d.rollout_since_us";
+    "d.rollout_id, d.rollout_since_us, d.assigned_key, d.assigned_since_us, r.build_key, "
+    "r.outcome, r.source, r.received_at_us, r.since_us, r.body";
+constexpr size_t kDeviceColumnCount = 16;
 // The stored profile, read only where it is shown or evaluated (GetDevice,
 // DeviceQuery::with_profiles): a listing page stays the size of its records.
 constexpr char kDeviceProfileColumns[] = ", d.profile, d.profile_recorded_us";
 constexpr char kDeviceTables[] =
-    "device_sightings s JOIN devices d ON d.device_id = s.device_id";
+    "device_sightings s JOIN devices d ON d.device_id = s.device_id "
+    "LEFT JOIN device_running r ON r.device_id = s.device_id";
+// Devices whose running build is not their assignment (DriftOf's first test,
+// in SQL); a device without a running report has r.build_key NULL.
+constexpr char kDriftedCondition[] =
+    "d.assigned_key <> '' AND r.build_key IS NOT NULL AND r.build_key <> d.assigned_key";
+
+// The running record at `first` (r.build_key, r.outcome, r.source,
+// r.received_at_us, r.since_us); nullopt for a device without one.
+absl::StatusOr<std::optional<RunningRecord>> RunningFromRow(const SqlRow& row, size_t first) {
+  if (!row[first].has_value()) return std::nullopt;
+  RunningRecord running;
+  running.build_key = CellText(row[first]);
+  ASSIGN_OR_RETURN(int64_t outcome, CellInt(row[first + 1], "device_running.outcome"));
+  ASSIGN_OR_RETURN(int64_t source, CellInt(row[first + 2], "device_running.source"));
+  ASSIGN_OR_RETURN(int64_t received_us, CellInt(row[first + 3], "device_running.received_at_us"));
+  ASSIGN_OR_RETURN(int64_t since_us, CellInt(row[first + 4], "device_running.since_us"));
+  running.outcome = v1::Outcome_IsValid(static_cast<int>(outcome)) ? static_cast<v1::Outcome>(outcome)
+                                                                   : v1::OUTCOME_UNSPECIFIED;
+  running.source = v1::BootSource_IsValid(static_cast<int>(source))
+                       ? static_cast<v1::BootSource>(source)
+                       : v1::BOOT_SOURCE_UNSPECIFIED;
+  running.received_at = FromMicros(received_us);
+  running.since = FromMicros(since_us);
+  return running;
+}
 
 absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   v1::Device device;
@@ -52,12 +82,28 @@ absl::StatusOr<v1::Device> DeviceFromRow(const SqlRow& row) {
   if (rollout_since != 0 && !device.rollout_id().empty() && CellText(row[6]) == device.rollout_id()) {
     *device.mutable_rollout_since() = ToTimestamp(FromMicros(rollout_since));
   }
-  if (row.size() > 9 && row[8].has_value()) {
-    if (!device.mutable_hardware_profile()->ParseFromString(*row[8])) {
+  ASSIGN_OR_RETURN(const std::optional<RunningRecord> running, RunningFromRow(row, 10));
+  if (running.has_value()) {
+    if (!device.mutable_running()->ParseFromString(CellText(row[15]))) {
+      return absl::DataLossError(absl::StrCat("device_running.body of ", CellText(row[0]),
+                                              " does not parse as weightpath.v1.RunningBuild"));
+    }
+    *device.mutable_running_reported_at() = ToTimestamp(running->received_at);
+    *device.mutable_running_since() = ToTimestamp(running->since);
+    ASSIGN_OR_RETURN(int64_t assigned_since, CellInt(row[9], "devices.assigned_since_us"));
+    if (const std::optional<DriftVerdict> drift =
+            DriftOf(CellText(row[8]), FromMicros(assigned_since), running)) {
+      device.mutable_drift()->set_reason(std::string(drift->reason));
+      *device.mutable_drift()->mutable_since() = ToTimestamp(drift->since);
+    }
+  }
+  constexpr size_t kProfile = kDeviceColumnCount;
+  if (row.size() > kProfile + 1 && row[kProfile].has_value()) {
+    if (!device.mutable_hardware_profile()->ParseFromString(*row[kProfile])) {
       return absl::DataLossError(absl::StrCat("devices.profile of ", CellText(row[0]),
                                               " does not parse as weightpath.v1.HardwareProfile"));
     }
-    ASSIGN_OR_RETURN(int64_t recorded, CellInt(row[9], "devices.profile_recorded_us"));
+    ASSIGN_OR_RETURN(int64_t recorded, CellInt(row[kProfile + 1], "devices.profile_recorded_us"));
     if (recorded != 0) *device.mutable_profile_recorded_at() = ToTimestamp(FromMicros(recorded));
   }
   return device;
@@ -237,6 +283,7 @@ class SqlFleetStore : public FleetStore {
       params.push_back(ToMicros(*query.seen_since));
       absl::StrAppend(&sql, " AND s.last_seen_us >= $", params.size());
     }
+    if (query.drifted_only) absl::StrAppend(&sql, " AND ", kDriftedCondition);
     // One row beyond the page tells whether another page exists; with a label
     // predicate rows are scanned in larger chunks since some are filtered out.
     const int64_t chunk = query.label_predicate ? std::max<int64_t>(page_size + 1, 512)
@@ -287,6 +334,45 @@ class SqlFleetStore : public FleetStore {
     }
     summary.set_total_devices(total);
     return summary;
+  }
+
+  absl::StatusOr<RunningCounts> CountRunning(absl::Time seen_since,
+                                             absl::Time persistent_before) override {
+    ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
+    RETURN_IF_ERROR(session->Begin(/*for_write=*/false));
+    ASSIGN_OR_RETURN(
+        SqlRows by_path,
+        session->Query("SELECT s.hardware_class, r.path, COUNT(*) FROM device_sightings s "
+                       "LEFT JOIN device_running r ON r.device_id = s.device_id "
+                       "WHERE s.last_seen_us >= $1 GROUP BY s.hardware_class, r.path",
+                       {ToMicros(seen_since)}));
+    // Only the drifted rows come back: few, unless the fleet is mid-change.
+    ASSIGN_OR_RETURN(
+        SqlRows drifted,
+        session->Query(absl::StrCat("SELECT s.hardware_class, d.assigned_key, d.assigned_since_us, "
+                                    "r.build_key, r.outcome, r.source, r.received_at_us, "
+                                    "r.since_us FROM ",
+                                    kDeviceTables, " WHERE s.last_seen_us >= $1 AND ",
+                                    kDriftedCondition),
+                       {ToMicros(seen_since)}));
+    RETURN_IF_ERROR(session->Commit());
+    RunningCounts counts;
+    for (const SqlRow& row : by_path) {
+      ASSIGN_OR_RETURN(int64_t count, CellInt(row[2], "count"));
+      counts.by_class_and_running_path[{CellText(row[0]), CellText(row[1])}] +=
+          static_cast<uint64_t>(count);
+    }
+    for (const SqlRow& row : drifted) {
+      ASSIGN_OR_RETURN(int64_t assigned_since, CellInt(row[2], "devices.assigned_since_us"));
+      ASSIGN_OR_RETURN(const std::optional<RunningRecord> running, RunningFromRow(row, 3));
+      const std::optional<DriftVerdict> drift =
+          DriftOf(CellText(row[1]), FromMicros(assigned_since), running);
+      if (!drift.has_value()) continue;
+      DriftCount& count = counts.drifted[{CellText(row[0]), std::string(drift->reason)}];
+      ++count.devices;
+      if (drift->since < persistent_before) ++count.persistent;
+    }
+    return counts;
   }
 
   absl::StatusOr<DeviceVersionCounts> CountDevicesByVersion(absl::Time seen_since) override {
@@ -479,6 +565,7 @@ class SqlFleetStore : public FleetStore {
     const absl::Time observed_at =
         request.has_observed_at() ? FromProtoTime(request.observed_at()) : received_at;
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
+    RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
     ASSIGN_OR_RETURN(
         SqlRows rows,
         session->Query(
@@ -491,7 +578,42 @@ class SqlFleetStore : public FleetStore {
              request.policy_version(), int64_t{request.tasks_completed()},
              int64_t{request.tasks_undone()}, int64_t{request.tasks_failed()}, request.detail(),
              ToMicros(observed_at), ToMicros(received_at)}));
-    return rows.empty();
+    const bool duplicate = rows.empty();
+    if (!duplicate && request.has_running()) {
+      RETURN_IF_ERROR(RecordRunning(*session, request, observed_at, received_at));
+    }
+    RETURN_IF_ERROR(session->Commit());
+    return duplicate;
+  }
+
+  // The newest running report of the device wins, by the device's clock (a
+  // report kept pending on the device arrives after later ones); its
+  // since_us stays while the build it names does.
+  static absl::Status RecordRunning(SqlSession& session, const v1::ReportOutcomeRequest& request,
+                                    absl::Time observed_at, absl::Time received_at) {
+    const v1::RunningBuild& running = request.running();
+    const std::string build_key =
+        running.nothing_running()
+            ? std::string()
+            : BuildKey(running.path(), running.model(), running.artifact_sha256());
+    std::string body;
+    if (!running.SerializeToString(&body)) {
+      return absl::InternalError("running: the report's RunningBuild did not serialize");
+    }
+    return session
+        .Query(
+            "INSERT INTO device_running (device_id, build_key, path, source, outcome, "
+            "observed_at_us, received_at_us, since_us, body) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+            "$8, $9) ON CONFLICT (device_id) DO UPDATE SET since_us = CASE WHEN "
+            "device_running.build_key = excluded.build_key THEN device_running.since_us ELSE "
+            "excluded.since_us END, build_key = excluded.build_key, path = excluded.path, source = "
+            "excluded.source, outcome = excluded.outcome, observed_at_us = excluded.observed_at_us, "
+            "received_at_us = excluded.received_at_us, body = excluded.body WHERE "
+            "excluded.observed_at_us >= device_running.observed_at_us",
+            {request.device_id(), build_key, running.nothing_running() ? "" : running.path(),
+             int64_t{running.source()}, int64_t{request.outcome()}, ToMicros(observed_at),
+             ToMicros(received_at), ToMicros(received_at), SqlBlob{body}})
+        .status();
   }
 
   absl::StatusOr<std::vector<DeviceOutcomes>> LatestOutcomes(std::string_view rollout_id) override {

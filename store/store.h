@@ -48,11 +48,25 @@ struct DeviceQuery {
   // Fill each device's hardware_profile and profile_recorded_at (GetDevice
   // always does): for callers that evaluate the devices, not for listings.
   bool with_profiles = false;
+  // Only devices that run another build than their assignment (Device.drift).
+  bool drifted_only = false;
 };
 
 struct DevicePage {
   std::vector<v1::Device> devices;  // ordered by device_id
   std::string next_page_token;      // "" on the last page
+};
+
+// What the fleet runs, for devices seen within a window: by class and the
+// path they last said they run ("" for devices that have not said), and the
+// drifted ones by class and reason (store/device_drift.h).
+struct DriftCount {
+  uint64_t devices = 0;
+  uint64_t persistent = 0;  // drifting since before `persistent_before`
+};
+struct RunningCounts {
+  std::map<std::pair<std::string, std::string>, uint64_t> by_class_and_running_path;
+  std::map<std::pair<std::string, std::string>, DriftCount> drifted;  // (class, reason)
 };
 
 // Judges a measurement against the policy's expectations before it is
@@ -169,6 +183,10 @@ class FleetStore {
   // The same counts keyed (hardware_class, path), for the devices-seen gauge.
   absl::StatusOr<std::map<std::pair<std::string, std::string>, uint64_t>>
   DevicesSeenByClassAndPath(absl::Time since);
+
+  // Devices with last_seen >= seen_since by what they run (RunningCounts).
+  virtual absl::StatusOr<RunningCounts> CountRunning(absl::Time seen_since,
+                                                     absl::Time persistent_before) = 0;
 
   // Devices with last_seen >= seen_since, by policy_version and by
   // agent_version (one scan of the sightings).

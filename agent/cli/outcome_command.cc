@@ -101,6 +101,11 @@ v1::ReportOutcomeRequest BuildOutcomeReport(const AgentConfig& config,
   request.set_tasks_completed(arguments.tasks_completed);
   request.set_tasks_undone(arguments.tasks_undone);
   request.set_tasks_failed(arguments.tasks_failed);
+  // Lifecycle reports say what runs after them (task counts are about the
+  // work, not the build): the engine's unit reports for decision_file's
+  // build, and an engine that did not start runs nothing.
+  if (arguments.outcome == v1::OUTCOME_ENGINE_STARTED) SetRunning(&decision, request);
+  if (arguments.outcome == v1::OUTCOME_ENGINE_START_FAILED) SetRunning(nullptr, request);
   return request;
 }
 

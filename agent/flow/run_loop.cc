@@ -59,6 +59,9 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
   unsent_.push_back(
       OutcomeReport(config_.device_id, outcome, about, detail, dependencies_.clock->Now()));
   if (staged != nullptr) AddDownloadedBytes(*staged, unsent_.back());
+  // The run loop knows what the engine runs: whatever current_ is once the
+  // event is over (the build it went back to after a rollback).
+  SetRunning(current_.has_value() ? &*current_ : nullptr, unsent_.back());
   FlushReports();
 }
 
@@ -137,7 +140,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
       // hiccup is neither, and the next pass simply resumes.
       const std::optional<v1::Outcome> outcome = OutcomeOfStagingFailure(staged.status());
       if (outcome == v1::OUTCOME_ARTIFACT_VERIFICATION_FAILED) {
-        rejected_build_ = BuildKey(response);
+        Reject(response);
         Report(*outcome, response, std::string(staged.status().message()));
       } else if (outcome == v1::OUTCOME_CACHE_FULL && cache_full_build_ != BuildKey(response)) {
         cache_full_build_ = BuildKey(response);
@@ -157,13 +160,14 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     current_ = std::move(next);
     last_good_ = current_;
     cache_full_build_.clear();
+    ForgetRejected();
     Report(v1::OUTCOME_ENGINE_STARTED, response, "", &*current_);
     AfterHandOver(builds(), *current_, ArtifactsOf({&*current_}), "run");
     return PassResult::kApplied;
   }
 
   log::Error("run: new build failed, going back: {}", started.ToString());
-  rejected_build_ = BuildKey(response);
+  Reject(response);
   Report(v1::OUTCOME_ENGINE_START_FAILED, response, std::string(started.message()), &next);
   std::string rollback_detail = "back on the previous decision";
   if (current_.has_value()) {
@@ -177,6 +181,28 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
   }
   Report(v1::OUTCOME_ROLLED_BACK, response, rollback_detail);
   return PassResult::kRolledBack;
+}
+
+void RunLoop::Reject(const v1::ResolveWeightPathResponse& response) {
+  const std::string build = BuildKey(response);
+  rejected_failures_ = build == rejected_build_ ? rejected_failures_ + 1 : 1;
+  rejected_build_ = build;
+  rejected_at_ = dependencies_.clock->MonotonicNow();
+}
+
+void RunLoop::ForgetRejected() {
+  rejected_build_.clear();
+  rejected_failures_ = 0;
+}
+
+std::optional<absl::Duration> RunLoop::RetryWait(
+    const v1::ResolveWeightPathResponse& response) const {
+  if (response.failed_build_retry_seconds() == 0) return std::nullopt;
+  // Doubling: a build that fails for good costs the fleet a retry a day at
+  // most at the longest interval, yet one that failed on a passing cause
+  // (a full disk since cleared, a mirror that served bad bytes) is back soon.
+  const int doublings = std::min(rejected_failures_ - 1, kMaxRetryDoublings);
+  return absl::Seconds(response.failed_build_retry_seconds()) * (1 << std::max(doublings, 0));
 }
 
 PassResult RunLoop::RunOnce() {
@@ -227,7 +253,7 @@ PassResult RunLoop::RunOnce() {
       log::Warn("run: keeping the current decision: {}", kept.status().ToString());
       return PassResult::kResolveFailed;
     }
-    rejected_build_.clear();
+    ForgetRejected();
     return PassResult::kUnchanged;
   }
   const absl::StatusOr<v1::ResolveWeightPathResponse>& response = answer;
@@ -241,7 +267,7 @@ PassResult RunLoop::RunOnce() {
 
   const std::string build = BuildKey(*response);
   if (current_.has_value() && BuildKey(current_->response) == build) {
-    rejected_build_.clear();
+    ForgetRejected();
     if (current_->response.rollout().rollout_id() != response->rollout().rollout_id()) {
       // Same build, new attribution (e.g. the device joined a rollout whose
       // action it already satisfies): the engine already runs it, so say so
@@ -255,7 +281,15 @@ PassResult RunLoop::RunOnce() {
     }
     return PassResult::kUnchanged;
   }
-  if (build == rejected_build_) return PassResult::kSkippedRejected;
+  if (build == rejected_build_) {
+    const std::optional<absl::Duration> wait = RetryWait(*response);
+    const absl::Duration waited = dependencies_.clock->MonotonicNow() - rejected_at_;
+    if (!wait.has_value() || waited < *wait) return PassResult::kSkippedRejected;
+    log::Info("run: trying build {} again: it failed {} time(s), the last {} ago "
+              "(the server's failed_build_retry_seconds {})",
+              response->weight_path().name(), rejected_failures_, absl::FormatDuration(waited),
+              response->failed_build_retry_seconds());
+  }
   return Apply(*response, *profile);
 }
 

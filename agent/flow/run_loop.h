@@ -8,7 +8,11 @@
 // swapped back, apply_command run again) and the agent reports
 // OUTCOME_ENGINE_START_FAILED then OUTCOME_ROLLED_BACK, both naming the
 // rollout whose build failed, so that rollout's gates see it. A decision
-// that failed is not tried again until the server's answer changes.
+// that failed is tried again after the server's failed_build_retry_seconds
+// (doubling with each further failure, up to 16x), or when the answer
+// changes; a server that sets none: only when the answer changes.
+// Every lifecycle report carries what runs once its event is over
+// (ReportOutcomeRequest.running), so the registry sees drift.
 // With a trust block, each pass that reaches the server updates the signed
 // metadata, and a new artifact the trust check refuses is reported once as
 // OUTCOME_ARTIFACT_VERIFICATION_FAILED and checked again on later passes.
@@ -98,11 +102,22 @@ class RunLoop {
                    const v1::HardwareProfile& profile);
   absl::Status StartEngine(const DecisionRecord& record);
   BuildCache& builds();
+  // A build that failed here (its bytes refused, or the engine did not start
+  // on it) is not tried again while the server keeps offering it, until
+  // RetryWait has passed since its last failure.
+  void Reject(const v1::ResolveWeightPathResponse& response);
+  void ForgetRejected();
+  // failed_build_retry_seconds doubled for each failure after the first, up
+  // to 16x; nullopt when the server sets none (not until the answer changes).
+  std::optional<absl::Duration> RetryWait(const v1::ResolveWeightPathResponse& response) const;
+  static constexpr int kMaxRetryDoublings = 4;
 
   const AgentConfig& config_;
   RunDependencies& dependencies_;
   std::optional<DecisionRecord> current_;
   std::string rejected_build_;
+  int rejected_failures_ = 0;  // consecutive failures of rejected_build_
+  MonotonicTime rejected_at_;
   // The last out-of-bounds resolve interval the server suggested and the log
   // told of.
   std::optional<uint32_t> warned_interval_;

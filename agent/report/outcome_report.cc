@@ -59,7 +59,22 @@ v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome ou
       OutcomeReport(device_id, outcome, booted.response, detail, observed_at);
   request.set_boot_source(BootSourceOf(booted.source));
   AddDownloadedBytes(booted, request);
+  SetRunning(outcome == v1::OUTCOME_BOOT_FAILED ? nullptr : &booted, request);
   return request;
+}
+
+void SetRunning(const DecisionRecord* running, v1::ReportOutcomeRequest& request) {
+  v1::RunningBuild* out = request.mutable_running();
+  out->Clear();
+  if (running == nullptr) {
+    out->set_nothing_running(true);
+    return;
+  }
+  out->set_path(running->response.weight_path().name());
+  out->set_model(running->response.model());
+  out->set_artifact_sha256(running->response.artifact().sha256());
+  out->set_decision_etag(running->response.decision_etag());
+  out->set_source(BootSourceOf(running->source));
 }
 
 void AddDownloadedBytes(const DecisionRecord& staged, v1::ReportOutcomeRequest& request) {

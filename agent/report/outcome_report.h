@@ -25,7 +25,8 @@ v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome
 v1::BootSource BootSourceOf(DecisionSource source);
 
 // OutcomeReport of OUTCOME_BOOT_OK or OUTCOME_BOOT_FAILED about the decision
-// `booted` that was handed to the engine, with its boot_source.
+// `booted` that was handed to the engine, with its boot_source; running is
+// `booted` after OUTCOME_BOOT_OK, nothing after OUTCOME_BOOT_FAILED.
 v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome outcome,
                                     const DecisionRecord& booted, const std::string& detail,
                                     absl::Time observed_at);
@@ -34,6 +35,10 @@ v1::ReportOutcomeRequest BootReport(const std::string& device_id, v1::Outcome ou
 // downloaded_from_mirrors_bytes / downloaded_from_origin_bytes), on the one
 // report that follows the download: the server counts what site caches saved.
 void AddDownloadedBytes(const DecisionRecord& staged, v1::ReportOutcomeRequest& request);
+
+// ReportOutcomeRequest.running: what the engine runs once the reported
+// event is over. `running` null: nothing runs (nothing_running).
+void SetRunning(const DecisionRecord* running, v1::ReportOutcomeRequest& request);
 
 // A key that names the report itself (device, rollout, outcome, instant), so
 // resending the same report after a lost reply is deduplicated by the server.

@@ -85,6 +85,14 @@ ABSL_FLAG(absl::Duration, resolve_interval, absl::Hours(1),
 ABSL_FLAG(absl::Duration, rollout_resolve_interval, absl::Minutes(5),
           "The shorter interval while a rollout that selects a device is live, unless the rollout "
           "sets stage_resolve_interval_seconds. 30s to --resolve_interval");
+ABSL_FLAG(absl::Duration, failed_build_retry_interval, absl::Hours(1),
+          "How long a device whose assigned build failed (its bytes were refused or the engine "
+          "did not start on it) waits before trying the same build again, doubling after each "
+          "further failure up to 16x (failed_build_retry_seconds). 0: not until the answer "
+          "changes; else 1m to 24h");
+ABSL_FLAG(absl::Duration, drift_persistent_after, absl::Hours(1),
+          "A device running another build than assigned for this long counts in "
+          "weightpath_devices_drifted_persistent (the WeightpathDeviceDriftPersists alert)");
 ABSL_FLAG(absl::Duration, audit_retention, absl::Hours(90 * 24),
           "Audit events older than this are deleted (0: kept whatever their age)");
 ABSL_FLAG(int64_t, audit_max_events, 200000,
@@ -151,7 +159,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "devices_seen_refresh_interval", "resolve_interval", "rollout_resolve_interval", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
+    "fleet_refresh_interval", "devices_seen_refresh_interval", "resolve_interval", "rollout_resolve_interval", "failed_build_retry_interval", "drift_persistent_after", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
     "handshake_timeout", "max_concurrent_streams", "max_connections", "grpc_memory_quota_mb",
     "max_connection_idle", "max_connection_age", "listener_check_interval",
@@ -308,6 +316,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
+  config.failed_build_retry_interval = absl::GetFlag(FLAGS_failed_build_retry_interval);
+  config.drift_persistent_after = absl::GetFlag(FLAGS_drift_persistent_after);
   config.resolve_interval = absl::GetFlag(FLAGS_resolve_interval);
   config.rollout_resolve_interval = absl::GetFlag(FLAGS_rollout_resolve_interval);
   config.audit_retention = absl::GetFlag(FLAGS_audit_retention);
@@ -411,6 +421,16 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
   }
   if (config.devices_seen_refresh_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--devices_seen_refresh_interval must be positive");
+  }
+  if (config.failed_build_retry_interval != absl::ZeroDuration() &&
+      (config.failed_build_retry_interval < absl::Minutes(1) ||
+       config.failed_build_retry_interval > absl::Hours(24))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--failed_build_retry_interval: ", absl::FormatDuration(config.failed_build_retry_interval),
+        " is outside 1m..24h (0 turns retries off)"));
+  }
+  if (config.drift_persistent_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drift_persistent_after must be positive");
   }
   if (config.audit_retention < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--audit_retention must not be negative (0: no age limit)");

@@ -66,6 +66,13 @@ struct ServerConfig {
   // does (unless the rollout sets its own).
   absl::Duration resolve_interval = absl::Hours(1);
   absl::Duration rollout_resolve_interval = absl::Minutes(5);
+  // ResolveWeightPathResponse.failed_build_retry_seconds: how long a device
+  // whose build failed waits before trying it again (0: only when the
+  // answer changes).
+  absl::Duration failed_build_retry_interval = absl::Hours(1);
+  // A device drifting (running another build than assigned) this long
+  // counts in weightpath_devices_drifted_persistent.
+  absl::Duration drift_persistent_after = absl::Hours(1);
   // Audit retention (FleetOptions); 0 turns each bound off.
   absl::Duration audit_retention = absl::Hours(90 * 24);
   int64_t audit_max_events = 200000;

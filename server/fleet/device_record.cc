@@ -137,6 +137,9 @@ store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& requ
   record.policy_version = decided.policy_version();
   record.agent_version = request.agent_version();
   record.rollout_id = per_call.rollout().rollout_id();
+  const v1::Artifact& artifact = per_call.has_artifact() ? per_call.artifact() : decided.artifact();
+  record.assigned_key =
+      store::BuildKey(decided.weight_path().name(), decided.model(), artifact.sha256());
   record.last_seen_us = store::ToMicros(now);
 
   // Field-number order, as protobuf serializes; times and regression fields
@@ -148,7 +151,7 @@ store::EncodedDevice EncodeDeviceRecord(const v1::ResolveWeightPathRequest& requ
   PutString(body, v1::Device::kHardwareClassFieldNumber, decided.hardware_class());
   PutProfile(body, request.profile());
   PutString(body, v1::Device::kPathFieldNumber, decided.weight_path().name());
-  PutArtifact(body, per_call.has_artifact() ? per_call.artifact() : decided.artifact());
+  PutArtifact(body, artifact);
   PutString(body, v1::Device::kPolicyVersionFieldNumber, decided.policy_version());
   PutString(body, v1::Device::kAgentVersionFieldNumber, request.agent_version());
   PutString(body, v1::Device::kModelFieldNumber, decided.model());

@@ -51,6 +51,7 @@ absl::StatusOr<v1::ListDevicesResponse> FleetQueries::ListDevices(
   }
   query.page_size = request.page_size();
   query.page_token = request.page_token();
+  query.drifted_only = request.drifted_only();
   ASSIGN_OR_RETURN(store::DevicePage page, fleet_->store().ListDevices(query));
   v1::ListDevicesResponse response;
   for (v1::Device& device : page.devices) *response.add_devices() = std::move(device);
@@ -77,7 +78,20 @@ absl::StatusOr<v1::FleetSummaryResponse> FleetQueries::FleetSummary(
   if (request.has_seen_since()) {
     ASSIGN_OR_RETURN(since, TimeFrom(request.seen_since(), "seen_since"));
   }
-  return fleet_->store().FleetSummary(since);
+  ASSIGN_OR_RETURN(v1::FleetSummaryResponse summary, fleet_->store().FleetSummary(since));
+  // Persistence is the metric's business; a summary counts every drift.
+  ASSIGN_OR_RETURN(store::RunningCounts running,
+                   fleet_->store().CountRunning(since, absl::InfinitePast()));
+  for (const auto& [key, devices] : running.by_class_and_running_path) {
+    v1::FleetSummaryResponse::Cell* cell = summary.add_running_cells();
+    cell->set_hardware_class(key.first);
+    cell->set_path(key.second);
+    cell->set_devices(devices);
+  }
+  uint64_t drifted = 0;
+  for (const auto& [key, count] : running.drifted) drifted += count.devices;
+  summary.set_drifted_devices(drifted);
+  return summary;
 }
 
 absl::StatusOr<v1::GetVerificationMatrixResponse> FleetQueries::VerificationMatrix() {

@@ -229,6 +229,7 @@ void FleetState::RefreshNow() {
   }
   std::optional<std::map<std::pair<std::string, std::string>, uint64_t>> seen;
   std::optional<store::DeviceVersionCounts> versions;
+  std::optional<store::RunningCounts> running;
   const int64_t counted_at_ns = seen_counted_at_ns_.load();
   if (counted_at_ns == kNeverCounted ||
       monotonic_now - absl::Nanoseconds(counted_at_ns) >= options_.devices_seen_refresh_interval) {
@@ -238,13 +239,17 @@ void FleetState::RefreshNow() {
         store_->DevicesSeenByClassAndPath(seen_since);
     absl::StatusOr<store::DeviceVersionCounts> by_version =
         counted.ok() ? store_->CountDevicesByVersion(seen_since) : counted.status();
-    if (!by_version.ok()) {
-      spdlog::warn("devices-seen refresh failed: {}", by_version.status().ToString());
-      if (by_version.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
+    absl::StatusOr<store::RunningCounts> by_running =
+        by_version.ok() ? store_->CountRunning(seen_since, now - options_.drift_persistent_after)
+                        : by_version.status();
+    if (!by_running.ok()) {
+      spdlog::warn("devices-seen refresh failed: {}", by_running.status().ToString());
+      if (by_running.status().code() == absl::StatusCode::kUnavailable) MarkStore(false);
       return;
     }
     seen = std::move(*counted);
     versions = std::move(*by_version);
+    running = std::move(*by_running);
     seen_counted_at_ns_.store(absl::ToInt64Nanoseconds(monotonic_now));
   }
 
@@ -275,6 +280,7 @@ void FleetState::RefreshNow() {
   }
   evidence_.Publish(std::move(next));
   if (seen.has_value()) metrics_->SetDevicesSeen(*seen);
+  if (running.has_value()) metrics_->SetDevicesDrifted(running->drifted);
   if (versions.has_value()) {
     metrics_->SetDevicesByVersion(versions->by_policy_version, versions->by_agent_version,
                                   policy->version());

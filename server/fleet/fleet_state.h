@@ -52,6 +52,9 @@ struct FleetOptions {
   // scans every device's sighting, and a gauge over a 24 h window does not
   // need that every few seconds.
   absl::Duration devices_seen_refresh_interval = absl::Minutes(1);
+  // Drifted devices (running another build than assigned) are counted with
+  // the devices-seen gauge; those drifting this long are "persistent".
+  absl::Duration drift_persistent_after = absl::Hours(1);
   store::WriteBehindOptions write_behind;
   // Audit retention: events older than audit_retention, and the oldest beyond
   // the newest audit_max_events (0: no bound on either), deleted at a refresh

@@ -273,6 +273,29 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     cache_full_[i] = &cache_full.Add(
         {{"hardware_class", std::string(policy::HardwareClassName(policy::kAllHardwareClasses[i]))}});
   }
+  prometheus::Family<prometheus::Gauge>& drifted =
+      prometheus::BuildGauge()
+          .Name("weightpath_devices_drifted")
+          .Help("Devices in the devices-seen window whose last report says they run another "
+                "build than their assignment (weightpathctl devices --drift), by hardware class "
+                "and reason: pending (not applied yet), rolled_back, build_refused, cache_full, "
+                "not_running, fallback (booted from last good or offline)")
+          .Register(*registry_);
+  prometheus::Family<prometheus::Gauge>& drifted_persistent =
+      prometheus::BuildGauge()
+          .Name("weightpath_devices_drifted_persistent")
+          .Help("Of weightpath_devices_drifted, the devices drifting for longer than "
+                "--drift_persistent_after")
+          .Register(*registry_);
+  for (size_t c = 0; c < policy::kAllHardwareClasses.size(); ++c) {
+    for (size_t r = 0; r < store::kDriftReasons.size(); ++r) {
+      const prometheus::Labels labels = {
+          {"hardware_class", std::string(policy::HardwareClassName(policy::kAllHardwareClasses[c]))},
+          {"reason", std::string(store::kDriftReasons[r])}};
+      devices_drifted_[c][r] = &drifted.Add(labels);
+      devices_drifted_persistent_[c][r] = &drifted_persistent.Add(labels);
+    }
+  }
   prometheus::Family<prometheus::Counter>& device_downloads =
       prometheus::BuildCounter()
           .Name("weightpath_device_download_bytes_total")
@@ -434,6 +457,31 @@ void ReplaceGaugeSeries(const std::map<ServerMetrics::ClassAndPath, Value>& valu
 void ServerMetrics::SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts) {
   absl::MutexLock lock(&fleet_mutex_);
   ReplaceGaugeSeries(counts, devices_seen_, devices_seen_series_);
+}
+
+void ServerMetrics::SetDevicesDrifted(
+    const std::map<std::pair<std::string, std::string>, store::DriftCount>& drifted) {
+  std::array<std::array<store::DriftCount, store::kDriftReasons.size()>,
+             policy::kAllHardwareClasses.size()>
+      counts = {};
+  for (const auto& [key, count] : drifted) {
+    // Only the classes and reasons the series were made for: anything else
+    // in the store (a class a later version knows) is not a label here.
+    for (size_t c = 0; c < policy::kAllHardwareClasses.size(); ++c) {
+      if (policy::HardwareClassName(policy::kAllHardwareClasses[c]) != key.first) continue;
+      for (size_t r = 0; r < store::kDriftReasons.size(); ++r) {
+        if (store::kDriftReasons[r] != key.second) continue;
+        counts[c][r].devices += count.devices;
+        counts[c][r].persistent += count.persistent;
+      }
+    }
+  }
+  for (size_t c = 0; c < counts.size(); ++c) {
+    for (size_t r = 0; r < counts[c].size(); ++r) {
+      devices_drifted_[c][r]->Set(static_cast<double>(counts[c][r].devices));
+      devices_drifted_persistent_[c][r]->Set(static_cast<double>(counts[c][r].persistent));
+    }
+  }
 }
 
 void ServerMetrics::SetPathVerified(const std::map<ClassAndPath, bool>& verified) {

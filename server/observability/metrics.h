@@ -25,6 +25,8 @@
 #include "server/security/device_call_limits.h"
 #include "server/observability/resolve_stats.h"
 #include "server/resolve/resolver.h"
+#include "store/device_drift.h"
+#include "store/store.h"
 #include "store/write_behind.h"
 #include "weightpath/v1/weightpath.pb.h"
 
@@ -116,6 +118,10 @@ class ServerMetrics {
   // Replace the whole gauge: a pair missing from `counts` reads 0.
   void SetDevicesSeen(const std::map<ClassAndPath, uint64_t>& counts);
   void SetPathVerified(const std::map<ClassAndPath, bool>& verified);
+  // weightpath_devices_drifted and _persistent, keyed (hardware class,
+  // reason) as store::RunningCounts::drifted; a pair not in `drifted` reads 0.
+  void SetDevicesDrifted(
+      const std::map<std::pair<std::string, std::string>, store::DriftCount>& drifted);
   // weightpath_devices_by_policy_version and _by_agent_version: the devices
   // in the devices-seen window by the versions their last resolve carried,
   // each through BoundVersionLabels (`policy_in_force` is always its own
@@ -203,6 +209,13 @@ class ServerMetrics {
   std::array<std::array<prometheus::Counter*, 2>, v1::BootSource_ARRAYSIZE> boots_ = {};
   std::array<prometheus::Counter*, v1::Outcome_ARRAYSIZE> outcomes_outside_rollouts_ = {};
   std::array<prometheus::Counter*, policy::kAllHardwareClasses.size()> cache_full_ = {};
+  // [hardware class][drift reason], all made at start.
+  std::array<std::array<prometheus::Gauge*, store::kDriftReasons.size()>,
+             policy::kAllHardwareClasses.size()>
+      devices_drifted_ = {};
+  std::array<std::array<prometheus::Gauge*, store::kDriftReasons.size()>,
+             policy::kAllHardwareClasses.size()>
+      devices_drifted_persistent_ = {};
   prometheus::Counter* downloaded_from_mirrors_ = nullptr;
   prometheus::Counter* downloaded_from_origin_ = nullptr;
   // gRPC's status codes, OK (0) to UNAUTHENTICATED (16).

@@ -93,6 +93,8 @@ absl::StatusOr<ResolvedDecision> DecideKnown(const policy::Decision& decision,
   resolved.shaped.resolution.decision = decision;
   resolved.shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(
       kNoRollouts, request.labels(), decision.hardware_class, intervals);
+  resolved.shaped.failed_build_retry_seconds =
+      static_cast<uint32_t>(absl::ToInt64Seconds(intervals.failed_build_retry));
   resolved.path = decision.path;
   Summarize(decision, summary);
   RETURN_IF_ERROR(AttachArtifact(request, *snapshot.catalog, &resolved));

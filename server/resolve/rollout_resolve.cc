@@ -16,6 +16,8 @@ absl::StatusOr<ShapedResolve> ResolveShaped(const policy::Policy& policy,
   ShapedResolve shaped;
   shaped.resolve_interval_seconds = deploy::SuggestedResolveIntervalSeconds(
       rollouts, request.labels(), resolution->decision.hardware_class, settings);
+  shaped.failed_build_retry_seconds =
+      static_cast<uint32_t>(absl::ToInt64Seconds(settings.failed_build_retry));
   shaped.resolution = *std::move(resolution);
   return shaped;
 }
@@ -28,6 +30,7 @@ void ApplyShaping(const ShapedResolve& shaped, v1::ResolveWeightPathResponse* re
     *response->mutable_artifact() = *shaped.resolution.pinned_artifact;
   }
   response->set_resolve_interval_seconds(shaped.resolve_interval_seconds);
+  response->set_failed_build_retry_seconds(shaped.failed_build_retry_seconds);
 }
 
 absl::Status CheckPinnedTarget(const CatalogTrust& trust, absl::string_view model,

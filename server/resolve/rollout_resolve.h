@@ -20,6 +20,7 @@ namespace weightpath::server {
 struct ShapedResolve {
   deploy::RolloutResolution resolution;
   uint32_t resolve_interval_seconds = 0;
+  uint32_t failed_build_retry_seconds = 0;  // the settings', whatever shaped it
 };
 
 // `hardware_class` is the request profile's (policy::ClassifyHardware, as

@@ -35,6 +35,8 @@
 #include "tests/agent/engine_unit.h"
 #include "tests/agent/range_http_server.h"
 #include "tests/agent/temp_dir.h"
+#include "tests/server/fleet_client.h"
+#include "tests/server/server_client.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_ca.h"
 #include "tests/store/sqlite_file_connection.h"
@@ -441,6 +443,94 @@ TEST_F(AgentBootEndToEnd, AnOfflineBootIsReportedByTheRunLoopOnceTheServerAnswer
   EXPECT_EQ(BootsCounted(*server_, "offline"), 1);
   EXPECT_EQ(BootsCounted(*server_, "server"), 0);
   EXPECT_FALSE(fs::exists(device("state/pending_reports.jsonl")));
+}
+
+std::string AllDevices(v1::FleetAdmin::Stub& admin) {
+  v1::ListDevicesResponse all;
+  const grpc::Status listed = admin.ListDevices(server::testing::AdminContext().get(), {}, &all);
+  return absl::StrCat(listed.error_message(), "\n", all.DebugString());
+}
+
+// What a rolled-back device runs is what the registry shows beside its
+// assignment: the engine's env file names the old build, and so do
+// ListDevices (drifted_only), FleetSummary's running counts and
+// weightpath_devices_drifted, until the device runs what it is assigned.
+TEST_F(AgentBootEndToEnd, ADeviceThatRolledBackShowsAsDriftingUntilItRunsItsAssignment) {
+  server::testing::WriteSecretFileOrDie(work_.Sub("token"),
+                                        std::string(server::testing::kAdminToken) + "\n");
+  const std::string address = StartServer(
+      catalog_path(), {"--admin_token_file=" + work_.Sub("token"), "--fleet_refresh_interval=100ms",
+                       "--devices_seen_refresh_interval=100ms", "--registry_flush_period=50ms"});
+  // The "engine" starts only the build the device booted.
+  WriteTextFile(work_.Sub("apply.sh"),
+                absl::StrCat("#!/bin/sh\n. ", device("run/engine.env"), "\n[ \"$WEIGHTPATH_PATH\" = ",
+                             expected_path_, " ] || exit 3\n"));
+  ::chmod(work_.Sub("apply.sh").c_str(), 0755);
+  WriteAgentConfig(address, absl::StrCat("apply_command: ", work_.Sub("apply.sh"), "\n"));
+  ASSERT_EQ(Boot().exit_code, 0);
+
+  // Fidelity is another build on this CPU: assigned, fetched, fails to start.
+  std::string config = ReadTextFile(device("agent.yaml"));
+  absl::StrReplaceAll({{"priority: speed", "priority: fidelity"}}, &config);
+  WriteTextFile(device("agent.yaml"), config);
+  const auto run_once = [&] {
+    return RunProcess({WEIGHTPATH_AGENT_BINARY, "run", "--once", "--config", device("agent.yaml")},
+                      {{"WEIGHTPATH_HW_PROFILE", profile_path()}}, absl::Seconds(60));
+  };
+  const ProcessResult rolled_back = run_once();
+  EXPECT_THAT(rolled_back.err, HasSubstr("new build failed, going back")) << rolled_back.err;
+  EXPECT_THAT(ReadTextFile(device("run/engine.env")),
+              HasSubstr(absl::StrCat("WEIGHTPATH_PATH=", expected_path_)));
+
+  auto admin = v1::FleetAdmin::NewStub(server::testing::PlaintextChannel(address));
+  v1::ListDevicesRequest drifted_only;
+  drifted_only.set_drifted_only(true);
+  v1::ListDevicesResponse listed;
+  ASSERT_TRUE(server::testing::Eventually([&] {
+    listed.Clear();
+    return admin->ListDevices(server::testing::AdminContext().get(), drifted_only, &listed).ok() &&
+           listed.devices_size() == 1 && listed.devices(0).path() != expected_path_;
+  })) << listed.DebugString() << AllDevices(*admin) << server_->Log();
+  const v1::Device& device_record = listed.devices(0);
+  EXPECT_EQ(device_record.device_id(), "edge-test-0001");
+  EXPECT_EQ(device_record.running().path(), expected_path_);
+  EXPECT_EQ(device_record.running().source(), v1::BOOT_SOURCE_SERVER);
+  EXPECT_EQ(device_record.running().artifact_sha256(), expected_artifact().sha256());
+  EXPECT_EQ(device_record.drift().reason(), "rolled_back");
+  const std::string assigned = device_record.path();
+
+  v1::FleetSummaryResponse summary;
+  ASSERT_TRUE(admin->FleetSummary(server::testing::AdminContext().get(), {}, &summary).ok());
+  EXPECT_EQ(summary.drifted_devices(), 1u);
+  ASSERT_EQ(summary.running_cells_size(), 1);
+  EXPECT_EQ(summary.running_cells(0).path(), expected_path_);
+  ASSERT_EQ(summary.cells_size(), 1);
+  EXPECT_EQ(summary.cells(0).path(), assigned);
+
+  const auto drifted_gauge = [&] {
+    absl::StatusOr<std::string> metrics =
+        server::testing::HttpGet(server_->metrics_address(), "/metrics");
+    if (!metrics.ok()) return -1.0;
+    return server::testing::SampleValue(
+               *metrics,
+               "weightpath_devices_drifted{hardware_class=\"x86_cpu\",reason=\"rolled_back\"}")
+        .value_or(-1);
+  };
+  EXPECT_TRUE(server::testing::Eventually([&] { return drifted_gauge() == 1; }))
+      << drifted_gauge();
+
+  // The engine is mended; a pass that starts the build converges.
+  WriteTextFile(work_.Sub("apply.sh"), "#!/bin/sh\nexit 0\n");
+  const ProcessResult converged = run_once();
+  ASSERT_EQ(converged.exit_code, 0) << converged.err;
+  EXPECT_THAT(ReadTextFile(device("run/engine.env")),
+              HasSubstr(absl::StrCat("WEIGHTPATH_PATH=", assigned)));
+  EXPECT_TRUE(server::testing::Eventually([&] {
+    listed.Clear();
+    return admin->ListDevices(server::testing::AdminContext().get(), drifted_only, &listed).ok() &&
+           listed.devices_size() == 0;
+  })) << listed.DebugString();
+  EXPECT_TRUE(server::testing::Eventually([&] { return drifted_gauge() == 0; }));
 }
 
 // A peer that completes the TCP handshake (the kernel does that for a

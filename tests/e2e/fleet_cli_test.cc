@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using weightpath::testing::ProcessResult;
 using weightpath::testing::RunProcess;
 
@@ -33,6 +34,7 @@ class FleetCliTest : public ::testing::Test {
       v1::ResolveWeightPathResponse response;
       ASSERT_TRUE(CallResolve(*stub, ArmRequest(device), &response).ok());
       path_ = response.weight_path().name();
+      artifact_sha256_ = response.artifact().sha256();
       WriteFileOrDie(dir_.File(absl::StrCat(device, ".yaml")),
                      absl::StrCat("server: ", server_->grpc_address(), "\ndevice_id: ", device,
                                   "\nbudget: 20s\n"));
@@ -64,6 +66,7 @@ class FleetCliTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<ServerProcess> server_;
   std::string path_;
+  std::string artifact_sha256_;
 };
 
 TEST_F(FleetCliTest, DevicesAndSummaryPrintTablesAndJson) {
@@ -88,6 +91,58 @@ TEST_F(FleetCliTest, DevicesAndSummaryPrintTablesAndJson) {
   ProcessResult summary_json = Ctl({"summary", "-o", "json"});
   ASSERT_EQ(summary_json.exit_code, 0) << summary_json.err;
   EXPECT_THAT(summary_json.out, HasSubstr("\"total_devices\": \"3\""));
+}
+
+// A device that went back to another build says so in its report; the
+// views show the assignment and what runs side by side.
+TEST_F(FleetCliTest, DevicesRunningAnotherBuildThanAssignedAreListedWithWhyAndHowLong) {
+  auto stub = v1::WeightPath::NewStub(PlaintextChannel(server_->grpc_address()));
+  v1::ReportOutcomeRequest report;
+  report.set_idempotency_key("arm-1/rolled-back");
+  report.set_device_id("arm-1");
+  report.set_outcome(v1::OUTCOME_ROLLED_BACK);
+  report.set_path(path_);
+  report.mutable_running()->set_path("w4a8-previous");
+  report.mutable_running()->set_model("Spark-X2.5-1.7B");
+  report.mutable_running()->set_source(v1::BOOT_SOURCE_SERVER);
+  v1::ReportOutcomeResponse response;
+  auto context = ContextWithDeadline();
+  ASSERT_TRUE(stub->ReportOutcome(context.get(), report, &response).ok());
+  report.set_idempotency_key("arm-2/started");
+  report.set_device_id("arm-2");
+  report.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+  report.mutable_running()->set_path(path_);
+  report.mutable_running()->set_artifact_sha256(artifact_sha256_);
+  context = ContextWithDeadline();
+  ASSERT_TRUE(stub->ReportOutcome(context.get(), report, &response).ok());
+
+  ProcessResult drift = Ctl({"devices", "--drift"});
+  ASSERT_EQ(drift.exit_code, 0) << drift.err;
+  EXPECT_THAT(drift.out, AllOf(HasSubstr("RUNNING"), HasSubstr("DRIFT"), HasSubstr("arm-1"),
+                               HasSubstr("w4a8-previous"), HasSubstr("rolled_back for "),
+                               HasSubstr("1 device")));
+  EXPECT_THAT(drift.out, Not(HasSubstr("arm-2")));
+  ProcessResult all = Ctl({"devices"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(all.out, AllOf(HasSubstr("arm-2"), HasSubstr("arm-3"), HasSubstr("3 devices")));
+
+  ProcessResult summary = Ctl({"summary"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, AllOf(HasSubstr("ASSIGNED"), HasSubstr("RUNNING"),
+                                 HasSubstr("w4a8-previous"), HasSubstr("(not reported)"),
+                                 HasSubstr("1 device runs another build than assigned")));
+
+  ProcessResult shown = Ctl({"device", "show", "arm-1"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, AllOf(HasSubstr("running (as the device last reported)"),
+                               HasSubstr("w4a8-previous"), HasSubstr("source"),
+                               HasSubstr("drift"), HasSubstr("rolled_back for ")));
+  ProcessResult json = Ctl({"devices", "--drift", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"reason\": \"rolled_back\""),
+                              HasSubstr("\"running\"")));
+  // A flag that takes no value given one is a usage error.
+  EXPECT_EQ(Ctl({"devices", "--drift=yes"}).exit_code, 2);
 }
 
 TEST_F(FleetCliTest, AgentReportsTurnIntoVerificationTheOperatorCanRead) {

@@ -212,6 +212,92 @@ TEST_F(RunLoopTest, ABuildThatFailedIsNotRetriedUntilTheAnswerChanges) {
   EXPECT_EQ(ReadTextFile(dir_.Sub("applied.log")), "w4a16-tinygemm\nw4a8-amx\n");
 }
 
+TEST_F(RunLoopTest, EveryReportSaysWhatRunsOnceItsEventIsOver) {
+  answers_.push_back(Decision("w4a16-tinygemm", "agentic-fidelity", 300));
+  DecisionRecord running = Running("w4a8-amx");
+  running.response.set_decision_etag("0123456789abcdef0123456789abcdef");
+  RunLoop loop(config_, dependencies_, running);
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  // The reports are about the build that failed; what runs is the old one.
+  ASSERT_THAT(ReportedOutcomes(),
+              ElementsAre(v1::OUTCOME_ENGINE_START_FAILED, v1::OUTCOME_ROLLED_BACK));
+  for (const auto& report : reports_) {
+    EXPECT_EQ(report.path(), "w4a16-tinygemm");
+    ASSERT_TRUE(report.has_running());
+    EXPECT_EQ(report.running().path(), "w4a8-amx");
+    EXPECT_EQ(report.running().model(), "qwen2.5-1.5b-instruct");
+    EXPECT_EQ(report.running().decision_etag(), "0123456789abcdef0123456789abcdef");
+    EXPECT_EQ(report.running().source(), v1::BOOT_SOURCE_SERVER);
+    EXPECT_FALSE(report.running().nothing_running());
+  }
+
+  // A build that starts is what runs after its report.
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  answers_.clear();
+  answers_.push_back(Decision("bf16", "", 300));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kApplied);
+  EXPECT_EQ(reports_.back().outcome(), v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_EQ(reports_.back().running().path(), "bf16");
+}
+
+TEST_F(RunLoopTest, WithNothingToGoBackToTheReportsSayNothingRuns) {
+  answers_.push_back(Decision("w4a16-tinygemm", "", 300));
+  RunLoop loop(config_, dependencies_, std::nullopt);
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+  ASSERT_FALSE(reports_.empty());
+  for (const auto& report : reports_) {
+    EXPECT_TRUE(report.running().nothing_running()) << v1::Outcome_Name(report.outcome());
+    EXPECT_TRUE(report.running().path().empty());
+  }
+}
+
+TEST_F(RunLoopTest, AFailedBuildIsTriedAgainOnTheServersScheduleDoublingEachTime) {
+  v1::ResolveWeightPathResponse offered = Decision("w4a16-tinygemm", "agentic-fidelity", 300);
+  offered.set_failed_build_retry_seconds(600);
+  answers_.push_back(offered);
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  clock_.Advance(absl::Seconds(599));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected) << "before the server's interval";
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack) << "tried again after 600 s";
+  // The second failure doubles the wait.
+  clock_.Advance(absl::Seconds(1199));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack) << "tried again after 1200 s";
+  EXPECT_EQ(ReadTextFile(dir_.Sub("applied.log")),
+            "w4a16-tinygemm\nw4a8-amx\nw4a16-tinygemm\nw4a8-amx\nw4a16-tinygemm\nw4a8-amx\n");
+  // Each try is reported, so the rollout's gates and the drift see it.
+  EXPECT_EQ(reports_.size(), 6u);
+
+  // The cause passes (a disk cleaned, an engine fixed): the next try converges.
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  clock_.Advance(absl::Seconds(2400));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kApplied);
+  EXPECT_EQ(reports_.back().outcome(), v1::OUTCOME_ENGINE_STARTED);
+  EXPECT_EQ(reports_.back().running().path(), "w4a16-tinygemm");
+}
+
+TEST_F(RunLoopTest, TheLongestWaitBetweenTriesIsSixteenTimesTheServersInterval) {
+  WriteScript(dir_.Sub("check.sh"), "exit 1\n");
+  config_.engine_check_command = dir_.Sub("check.sh");
+  v1::ResolveWeightPathResponse offered = Decision("bf16", "", 300);
+  offered.set_failed_build_retry_seconds(60);
+  answers_.push_back(offered);
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+  // Waits of 60, 120, 240, 480, then 960 s for every later try.
+  for (int wait : {60, 120, 240, 480, 960, 960}) {
+    clock_.Advance(absl::Seconds(wait - 1));
+    EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected) << wait;
+    clock_.Advance(absl::Seconds(1));
+    EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack) << wait;
+  }
+}
+
 TEST_F(RunLoopTest, FailingEngineCheckAlsoRollsBack) {
   WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
   WriteScript(dir_.Sub("check.sh"), "echo 'engine not serving' >&2\nexit 7\n");

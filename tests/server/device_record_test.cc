@@ -51,6 +51,8 @@ void ExpectSameRecord(const v1::ResolveWeightPathRequest& request, const Resolve
   EXPECT_EQ(direct.cpu_model, expected.cpu_model);
   EXPECT_EQ(direct.policy_version, expected.policy_version);
   EXPECT_EQ(direct.agent_version, expected.agent_version);
+  EXPECT_EQ(direct.assigned_key, expected.assigned_key);
+  EXPECT_FALSE(direct.assigned_key.empty());
   EXPECT_EQ(direct.first_seen_us, 0);
   EXPECT_EQ(direct.last_seen_us, store::ToMicros(kNow));
   EXPECT_EQ(direct.profile, expected.profile) << request.device_id();

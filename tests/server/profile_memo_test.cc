@@ -232,7 +232,7 @@ TEST(ResolveProfileMemoTest, ARemeasuredFieldInTheFirstBytesStillHits) {
 TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
   ProfileMemo memo;
   SnapshotHolder holder;
-  auto first = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr});
+  auto first = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr, ""});
   holder.Publish(first);
   const ProfileMemo::Epoch epoch1 = memo.EpochFor(holder, *holder.Current());
   EXPECT_NE(epoch1.id, 0u);
@@ -244,7 +244,7 @@ TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
 
   // A reload, even to the same policy text: a new epoch, and the entry of
   // the old one is not used for it.
-  auto second = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr});
+  auto second = std::make_shared<Snapshot>(Snapshot{policy::DefaultPolicy(), nullptr, ""});
   holder.Publish(second);
   const ProfileMemo::Epoch epoch2 = memo.EpochFor(holder, *holder.Current());
   EXPECT_GT(epoch2.id, epoch1.id);
@@ -254,7 +254,7 @@ TEST(ResolveProfileMemoTest, EachReloadIsANewEpochAndAStaleSnapshotGetsNone) {
   // memoised at all.
   EXPECT_EQ(memo.EpochFor(holder, *first).id, 0u);
   // Nor is one that decides against a snapshot never published.
-  Snapshot stray{policy::DefaultPolicy(), nullptr};
+  Snapshot stray{policy::DefaultPolicy(), nullptr, ""};
   EXPECT_EQ(memo.EpochFor(holder, stray).id, 0u);
   EXPECT_EQ(memo.EpochFor(holder, *holder.Current()).id, epoch2.id);
 
@@ -273,7 +273,7 @@ rules:
   absl::StatusOr<std::shared_ptr<const policy::Policy>> label_policy =
       policy::LoadPolicy(kLabelPolicy, "labels.yaml");
   ASSERT_TRUE(label_policy.ok()) << label_policy.status();
-  holder.Publish(std::make_shared<Snapshot>(Snapshot{*label_policy, nullptr}));
+  holder.Publish(std::make_shared<Snapshot>(Snapshot{*label_policy, nullptr, ""}));
   const ProfileMemo::Epoch epoch3 = memo.EpochFor(holder, *holder.Current());
   EXPECT_GT(epoch3.id, epoch2.id);
   EXPECT_TRUE(epoch3.policy_reads_labels);

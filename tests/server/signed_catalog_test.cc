@@ -254,7 +254,7 @@ TEST_F(SignedRepository, APinnedArtifactIsSignedOnlyWhenItMatchesAVerifiedTarget
     ResolveSummary summary;
     v1::ResolveWeightPathResponse response;
     const absl::Status resolved =
-        Resolve(request, Snapshot{policy, catalog}, &response, &summary, {rollout});
+        Resolve(request, Snapshot{policy, catalog, ""}, &response, &summary, {rollout});
     EXPECT_TRUE(resolved.ok()) << resolved;
     EXPECT_EQ(response.rollout().rollout_id(), "pinned-build");
     EXPECT_EQ(response.artifact().uri(), artifact.uri());
@@ -325,7 +325,7 @@ TEST_F(SignedRepository, APinByTargetPathAloneIsServedTheSignedBuildCanariesIncl
     rollout.add_stages()->set_percent(100);
     rollout.set_state(v1::ROLLOUT_STATE_PROGRESSING);
     ResolveSummary summary;
-    return Resolve(AmxRequest("pinned-device"), Snapshot{policy, serving}, response, &summary,
+    return Resolve(AmxRequest("pinned-device"), Snapshot{policy, serving, ""}, response, &summary,
                    {rollout});
   };
   v1::ResolveWeightPathResponse response;

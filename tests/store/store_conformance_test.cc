@@ -1,6 +1,7 @@
 // One suite, run unchanged against SQLite and a real PostgreSQL 15.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -766,6 +767,143 @@ TEST_P(StoreConformance, OutcomesAreIdempotentAndFoldPerDevice) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outcome")));
 }
 
+// --- Running vs assigned ----------------------------------------------------
+
+v1::ReportOutcomeRequest RunningReport(const std::string& key, const std::string& device,
+                                       v1::Outcome outcome, const std::string& running_path,
+                                       absl::Time observed_at) {
+  v1::ReportOutcomeRequest request = Outcome(key, device, outcome, observed_at);
+  request.clear_rollout_id();
+  v1::RunningBuild* running = request.mutable_running();
+  if (running_path.empty()) {
+    running->set_nothing_running(true);
+  } else {
+    running->set_path(running_path);
+    running->set_model("Spark-X2.5-1.7B");
+    running->set_artifact_sha256(std::string(64, 'a'));
+    running->set_decision_etag("etag-" + running_path);
+    running->set_source(v1::BOOT_SOURCE_SERVER);
+  }
+  return request;
+}
+
+TEST_P(StoreConformance, WhatADeviceRunsIsKeptBesideItsAssignmentAndDriftIsJudged) {
+  Register("dev-a", "x86_cpu", "w4a16-tinygemm", kSeedCpuAsProbed, kT0);
+  Register("dev-b", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  Register("dev-c", "x86_cpu", "w4a8-amx", kSeedCpuAsProbed, kT0);
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_running()) << "no report yet: not judged";
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_drift());
+
+  // dev-a was given tinygemm, could not start it and went back to amx.
+  const absl::Time rolled_back = kT0 + absl::Minutes(10);
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a1", "dev-a", v1::OUTCOME_ROLLED_BACK,
+                                                  "w4a8-amx", rolled_back),
+                                    rolled_back),
+              IsOk());
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("b1", "dev-b", v1::OUTCOME_ENGINE_STARTED,
+                                                  "w4a8-amx", kT0),
+                                    kT0),
+              IsOk());
+  absl::StatusOr<v1::Device> a = store_->GetDevice("dev-a");
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->path(), "w4a16-tinygemm") << "the assignment stays what the server said";
+  EXPECT_EQ(a->running().path(), "w4a8-amx");
+  EXPECT_EQ(a->running().decision_etag(), "etag-w4a8-amx");
+  EXPECT_EQ(FromProtoTime(a->running_since()), rolled_back);
+  EXPECT_EQ(a->drift().reason(), "rolled_back");
+  EXPECT_EQ(FromProtoTime(a->drift().since()), rolled_back);
+  EXPECT_FALSE(store_->GetDevice("dev-b")->has_drift()) << "runs its assignment";
+  EXPECT_EQ(store_->GetDevice("dev-b")->running().path(), "w4a8-amx");
+
+  // The same build reported again keeps its since; a report the device
+  // kept pending, older than the one stored, changes nothing.
+  const absl::Time retried = kT0 + absl::Minutes(70);
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a2", "dev-a", v1::OUTCOME_ROLLED_BACK,
+                                                  "w4a8-amx", retried),
+                                    retried),
+              IsOk());
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a0", "dev-a", v1::OUTCOME_BOOT_OK,
+                                                  "w4a16-tinygemm", kT0 + absl::Minutes(5)),
+                                    kT0 + absl::Minutes(80)),
+              IsOk());
+  a = store_->GetDevice("dev-a");
+  EXPECT_EQ(a->running().path(), "w4a8-amx");
+  EXPECT_EQ(FromProtoTime(a->running_since()), rolled_back);
+  EXPECT_EQ(FromProtoTime(a->running_reported_at()), retried);
+
+  DeviceQuery drifted;
+  drifted.drifted_only = true;
+  absl::StatusOr<DevicePage> listed = store_->ListDevices(drifted);
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->devices.size(), 1u);
+  EXPECT_EQ(listed->devices[0].device_id(), "dev-a");
+  EXPECT_EQ(listed->devices[0].drift().reason(), "rolled_back");
+
+  absl::StatusOr<RunningCounts> counts =
+      store_->CountRunning(kT0 - absl::Hours(1), kT0 + absl::Minutes(30));
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_EQ(counts->by_class_and_running_path,
+            (std::map<std::pair<std::string, std::string>, uint64_t>{{{"x86_cpu", ""}, 1},
+                                                                     {{"x86_cpu", "w4a8-amx"}, 2}}));
+  ASSERT_EQ(counts->drifted.size(), 1u);
+  const DriftCount& rolled = counts->drifted.at({"x86_cpu", "rolled_back"});
+  EXPECT_EQ(rolled.devices, 1u);
+  EXPECT_EQ(rolled.persistent, 1u) << "drifting since before persistent_before";
+  EXPECT_EQ(store_->CountRunning(kT0 - absl::Hours(1), kT0)->drifted.at({"x86_cpu", "rolled_back"})
+                .persistent,
+            0u);
+
+  // It converges: nothing drifts.
+  const absl::Time started = kT0 + absl::Minutes(90);
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a3", "dev-a", v1::OUTCOME_ENGINE_STARTED,
+                                                  "w4a16-tinygemm", started),
+                                    started),
+              IsOk());
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_drift());
+  EXPECT_THAT(store_->ListDevices(drifted)->devices, SizeIs(0));
+
+  // A new assignment the device has not acted on yet is pending from the
+  // resolve that made it; an engine that cannot start at all runs nothing.
+  const absl::Time reassigned = kT0 + absl::Minutes(100);
+  ASSERT_THAT(store_->UpsertDevices(
+                  {MakeDevice("dev-a", "x86_cpu", "bf16", kSeedCpuAsProbed, reassigned)}),
+              IsOk());
+  a = store_->GetDevice("dev-a");
+  EXPECT_EQ(a->drift().reason(), "pending");
+  EXPECT_EQ(FromProtoTime(a->drift().since()), reassigned);
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a4", "dev-a", v1::OUTCOME_ENGINE_START_FAILED,
+                                                  "", reassigned + absl::Minutes(1)),
+                                    reassigned + absl::Minutes(1)),
+              IsOk());
+  a = store_->GetDevice("dev-a");
+  EXPECT_TRUE(a->running().nothing_running());
+  EXPECT_EQ(a->drift().reason(), "not_running");
+  EXPECT_EQ(store_->ListDevices(drifted)->devices.size(), 1u);
+}
+
+TEST_P(StoreConformance, ARunningReportThatCannotBeComparedIsRefusedNamingTheField) {
+  Register("dev-a");
+  const auto refused = [&](const std::function<void(v1::RunningBuild&)>& spoil) {
+    v1::ReportOutcomeRequest report =
+        RunningReport("k", "dev-a", v1::OUTCOME_ENGINE_STARTED, "w4a8-amx", kT0);
+    spoil(*report.mutable_running());
+    return store_->RecordOutcome(report, kT0).status();
+  };
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.set_path("w4a8\namx"); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.path")));
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.set_model(std::string(257, 'm')); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.model")));
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.set_artifact_sha256("ABC"); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.artifact_sha256")));
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.set_source(static_cast<v1::BootSource>(99)); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.source")));
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.set_nothing_running(true); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.nothing_running")));
+  EXPECT_THAT(refused([](v1::RunningBuild& r) { r.clear_path(); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.path")));
+  EXPECT_FALSE(store_->GetDevice("dev-a")->has_running()) << "nothing of a refused report is kept";
+}
+
 TEST_P(StoreConformance, TaskCountsSumPast32Bits) {
   v1::ReportOutcomeRequest tasks = Outcome("t1", "a", v1::OUTCOME_TASKS, kT0);
   tasks.set_tasks_completed(4294967295u);
@@ -1117,6 +1255,54 @@ TEST_P(StoreConformance, DevicesStoredBySchemaVersion5GetTheirVersionsAtTheNextR
   *event.mutable_time() = ToTimestamp(kT0);
   event.set_rpc("CreateRollout");
   EXPECT_THAT((*upgraded)->RecordAuditEvent(event), IsOk());
+}
+
+// Rows from before running reports were kept have no assigned_key: such a
+// device is not judged until its next resolve rewrites its row.
+TEST_P(StoreConformance, DevicesStoredBySchemaVersion8AreJudgedFromTheirNextResolve) {
+  absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
+  ASSERT_THAT(url, IsOk());
+  const v1::Device device = MakeDevice("dev-old", "x86_cpu", "w4a16-tinygemm", "cpu", kT0);
+  const EncodedDevice encoded = EncodeDevice(device);
+  {
+    auto database = OpenSqlDatabase(*url);
+    ASSERT_THAT(database, IsOk());
+    ASSERT_THAT(ApplyMigrations(**database, 8), IsOkAndHolds(8));
+    auto session = (*database)->Acquire();
+    ASSERT_THAT(session, IsOk());
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                            "first_seen_us, recorded_us, body) VALUES ($1, $2, $3, $4, $5, $5, $6)",
+                            {encoded.device_id, encoded.hardware_class, encoded.path,
+                             encoded.cpu_model, encoded.last_seen_us, SqlBlob{encoded.body}})
+                    .status(),
+                IsOk());
+    ASSERT_THAT((*session)
+                    ->Query("INSERT INTO device_sightings (device_id, hardware_class, path, "
+                            "last_seen_us, record_hash) VALUES ($1, $2, $3, $4, $5)",
+                            {encoded.device_id, encoded.hardware_class, encoded.path,
+                             encoded.last_seen_us, encoded.fingerprint})
+                    .status(),
+                IsOk());
+  }
+  auto upgraded = OpenFleetStore(*url);
+  ASSERT_THAT(upgraded, IsOk());
+  ASSERT_THAT((*upgraded)->RecordOutcome(RunningReport("k1", "dev-old", v1::OUTCOME_ROLLED_BACK,
+                                                       "w4a8-amx", kT0 + absl::Minutes(1)),
+                                         kT0 + absl::Minutes(1)),
+              IsOk());
+  auto stored = (*upgraded)->GetDevice("dev-old");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->running().path(), "w4a8-amx");
+  EXPECT_FALSE(stored->has_drift()) << "its assignment's build is not known yet";
+
+  v1::Device again = device;
+  *again.mutable_last_seen() = ToTimestamp(kT0 + absl::Hours(1));
+  ASSERT_THAT((*upgraded)->UpsertDevices({again}), IsOk());
+  stored = (*upgraded)->GetDevice("dev-old");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->drift().reason(), "pending") << "the resolve came after its last report";
+  EXPECT_EQ(FromProtoTime(stored->drift().since()), kT0 + absl::Hours(1));
 }
 
 // --- Audit trail ---------------------------------------------------------------
