@@ -31,6 +31,9 @@ ABSL_FLAG(int64_t, devices, 1000000, "devices to register");
 ABSL_FLAG(int64_t, batch, 500, "devices per UpsertDevices call (the write-behind batch)");
 ABSL_FLAG(int64_t, measurements, 2000, "RecordMeasurement calls per thread-count run");
 ABSL_FLAG(std::string, threads, "1,4", "comma-separated client thread counts");
+ABSL_FLAG(int64_t, running_reports, 20000,
+          "devices that report what they run (one durable RecordOutcome each; every tenth "
+          "reports another build than assigned), before CountRunning is timed");
 
 namespace weightpath::store {
 namespace {
@@ -168,6 +171,76 @@ int Run() {
   std::printf("FleetSummary over %llu devices: %.3f s (%d cells)\n",
               summary.ok() ? static_cast<unsigned long long>(summary->total_devices()) : 0ULL,
               summary_seconds, summary.ok() ? summary->cells_size() : -1);
+  // What the devices-seen refresh adds with running reports: CountRunning
+  // beside the FleetSummary count it already makes, and the drift listing.
+  const int64_t reporting = std::min(devices, absl::GetFlag(FLAGS_running_reports));
+  const double report_seconds = Seconds([&] {
+    for (int64_t i = 0; i < reporting; ++i) {
+      const v1::Device device = FleetDevice(i);
+      v1::ReportOutcomeRequest report;
+      report.set_idempotency_key(absl::StrCat("running-", i));
+      report.set_device_id(device.device_id());
+      report.set_outcome(i % 10 == 0 ? v1::OUTCOME_ROLLED_BACK : v1::OUTCOME_ENGINE_STARTED);
+      report.set_path(device.path());
+      v1::RunningBuild* running = report.mutable_running();
+      running->set_path(i % 10 == 0 ? "bf16" : device.path());
+      running->set_model(device.model());
+      running->set_artifact_sha256(device.artifact().sha256());
+      running->set_source(v1::BOOT_SOURCE_SERVER);
+      if (absl::StatusOr<bool> recorded = store.RecordOutcome(report, absl::Now()); !recorded.ok()) {
+        std::fprintf(stderr, "running report: %s\n", recorded.status().ToString().c_str());
+        std::exit(1);
+      }
+    }
+  });
+  std::printf("running reports (RecordOutcome with running, 1 thread): %.0f/s (%lld in %.1f s)\n",
+              reporting / report_seconds, static_cast<long long>(reporting), report_seconds);
+  // A/B in one run: the same report with and without `running` (one upsert
+  // more in the report's transaction), interleaved in rounds of 100.
+  double with_seconds = 0, without_seconds = 0;
+  int64_t ab_reports = 0;
+  for (int round = 0; round < 10; ++round) {
+    for (bool with_running : {false, true}) {
+      const double seconds = Seconds([&] {
+        for (int64_t i = 0; i < 100; ++i) {
+          const v1::Device device = FleetDevice((round * 100 + i) % devices);
+          v1::ReportOutcomeRequest report;
+          report.set_idempotency_key(absl::StrCat("ab-", round, "-", with_running, "-", i));
+          report.set_device_id(device.device_id());
+          report.set_outcome(v1::OUTCOME_ENGINE_STARTED);
+          report.set_path(device.path());
+          if (with_running) {
+            report.mutable_running()->set_path(device.path());
+            report.mutable_running()->set_model(device.model());
+            report.mutable_running()->set_source(v1::BOOT_SOURCE_SERVER);
+          }
+          (void)store.RecordOutcome(report, absl::Now());
+        }
+      });
+      (with_running ? with_seconds : without_seconds) += seconds;
+    }
+    ab_reports += 100;
+  }
+  std::printf("RecordOutcome A/B, %lld each, interleaved: without running %.0f/s, with running "
+              "%.0f/s\n",
+              static_cast<long long>(ab_reports), ab_reports / without_seconds,
+              ab_reports / with_seconds);
+  absl::StatusOr<RunningCounts> running;
+  const double running_seconds = Seconds(
+      [&] { running = store.CountRunning(absl::InfinitePast(), absl::Now() - absl::Hours(1)); });
+  uint64_t drifted = 0;
+  if (running.ok()) {
+    for (const auto& [key, count] : running->drifted) drifted += count.devices;
+  }
+  std::printf("CountRunning over %lld devices (%lld reporting, %llu drifted): %.3f s\n",
+              static_cast<long long>(devices), static_cast<long long>(reporting),
+              static_cast<unsigned long long>(drifted), running_seconds);
+  DeviceQuery drift_query;
+  drift_query.drifted_only = true;
+  drift_query.page_size = 1000;
+  const double drift_page_seconds = Seconds([&] { (void)store.ListDevices(drift_query); });
+  std::printf("ListDevices(drifted_only, page_size=1000): %.4f s\n", drift_page_seconds);
+
   DeviceQuery page_query;
   page_query.hardware_class = "arm64_cpu";
   page_query.page_size = 1000;

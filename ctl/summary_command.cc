@@ -37,9 +37,7 @@ void WriteTable(const v1::FleetSummaryResponse& response, std::ostream& out) {
     counts[{cell.hardware_class(), cell.path()}].first += cell.devices();
   }
   for (const v1::FleetSummaryResponse::Cell& cell : response.running_cells()) {
-    // "" counts the devices whose agent has not said what runs.
-    counts[{cell.hardware_class(), cell.path().empty() ? "(not reported)" : cell.path()}].second +=
-        cell.devices();
+    counts[{cell.hardware_class(), cell.path()}].second += cell.devices();
   }
   TableWriter table({"CLASS", "PATH", "ASSIGNED", "RUNNING"});
   uint64_t running_total = 0;

@@ -340,19 +340,27 @@ class SqlFleetStore : public FleetStore {
                                              absl::Time persistent_before) override {
     ASSIGN_OR_RETURN(auto session, database_->AcquireForRead());
     RETURN_IF_ERROR(session->Begin(/*for_write=*/false));
+    // Both walk the devices that reported what they run and look each one
+    // up by its key, never the whole registry: the devices-seen count
+    // (FleetSummary) has the totals already. CROSS JOIN keeps SQLite's
+    // planner to that order (it preferred to scan every sighting for the
+    // GROUP BY: 0.19 s instead of 0.03 s with 200,000 devices, 20,000 of
+    // them reporting); PostgreSQL plans it as any inner join.
     ASSIGN_OR_RETURN(
         SqlRows by_path,
-        session->Query("SELECT s.hardware_class, r.path, COUNT(*) FROM device_sightings s "
-                       "LEFT JOIN device_running r ON r.device_id = s.device_id "
-                       "WHERE s.last_seen_us >= $1 GROUP BY s.hardware_class, r.path",
+        session->Query("SELECT s.hardware_class, r.path, COUNT(*) FROM device_running r "
+                       "CROSS JOIN device_sightings s WHERE s.device_id = r.device_id "
+                       "AND s.last_seen_us >= $1 GROUP BY s.hardware_class, r.path",
                        {ToMicros(seen_since)}));
     // Only the drifted rows come back: few, unless the fleet is mid-change.
     ASSIGN_OR_RETURN(
         SqlRows drifted,
         session->Query(absl::StrCat("SELECT s.hardware_class, d.assigned_key, d.assigned_since_us, "
                                     "r.build_key, r.outcome, r.source, r.received_at_us, "
-                                    "r.since_us FROM ",
-                                    kDeviceTables, " WHERE s.last_seen_us >= $1 AND ",
+                                    "r.since_us FROM device_running r CROSS JOIN devices d "
+                                    "CROSS JOIN device_sightings s WHERE d.device_id = "
+                                    "r.device_id AND s.device_id = r.device_id AND "
+                                    "s.last_seen_us >= $1 AND ",
                                     kDriftedCondition),
                        {ToMicros(seen_since)}));
     RETURN_IF_ERROR(session->Commit());
@@ -565,7 +573,9 @@ class SqlFleetStore : public FleetStore {
     const absl::Time observed_at =
         request.has_observed_at() ? FromProtoTime(request.observed_at()) : received_at;
     ASSIGN_OR_RETURN(auto session, database_->Acquire());
-    RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
+    // One transaction for the report and what it says runs; a report without
+    // it stays one statement.
+    if (request.has_running()) RETURN_IF_ERROR(session->Begin(/*for_write=*/true));
     ASSIGN_OR_RETURN(
         SqlRows rows,
         session->Query(
@@ -579,10 +589,10 @@ class SqlFleetStore : public FleetStore {
              int64_t{request.tasks_undone()}, int64_t{request.tasks_failed()}, request.detail(),
              ToMicros(observed_at), ToMicros(received_at)}));
     const bool duplicate = rows.empty();
-    if (!duplicate && request.has_running()) {
-      RETURN_IF_ERROR(RecordRunning(*session, request, observed_at, received_at));
+    if (request.has_running()) {
+      if (!duplicate) RETURN_IF_ERROR(RecordRunning(*session, request, observed_at, received_at));
+      RETURN_IF_ERROR(session->Commit());
     }
-    RETURN_IF_ERROR(session->Commit());
     return duplicate;
   }
 

@@ -57,9 +57,10 @@ struct DevicePage {
   std::string next_page_token;      // "" on the last page
 };
 
-// What the fleet runs, for devices seen within a window: by class and the
-// path they last said they run ("" for devices that have not said), and the
-// drifted ones by class and reason (store/device_drift.h).
+// What the fleet runs, for devices seen within a window that said what they
+// run: by class and that path ("" when nothing runs; devices that have not
+// said are the rest of FleetSummary's count), and the drifted ones by class
+// and reason (store/device_drift.h).
 struct DriftCount {
   uint64_t devices = 0;
   uint64_t persistent = 0;  // drifting since before `persistent_before`

@@ -202,7 +202,11 @@ std::optional<absl::Duration> RunLoop::RetryWait(
   // most at the longest interval, yet one that failed on a passing cause
   // (a full disk since cleared, a mirror that served bad bytes) is back soon.
   const int doublings = std::min(rejected_failures_ - 1, kMaxRetryDoublings);
-  return absl::Seconds(response.failed_build_retry_seconds()) * (1 << std::max(doublings, 0));
+  // A server's 1 s would have a failing build fetched and started on every
+  // pass, its 4294967295 s never: held like the resolve interval.
+  const absl::Duration base = std::clamp(absl::Seconds(response.failed_build_retry_seconds()),
+                                         config_.min_resolve_interval, kMaxRetryInterval);
+  return base * (1 << std::max(doublings, 0));
 }
 
 PassResult RunLoop::RunOnce() {

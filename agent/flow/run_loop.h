@@ -107,10 +107,13 @@ class RunLoop {
   // RetryWait has passed since its last failure.
   void Reject(const v1::ResolveWeightPathResponse& response);
   void ForgetRejected();
-  // failed_build_retry_seconds doubled for each failure after the first, up
-  // to 16x; nullopt when the server sets none (not until the answer changes).
+  // failed_build_retry_seconds, held to [min_resolve_interval, 24h], doubled
+  // for each failure after the first, up to 16x; nullopt when the server sets
+  // none (not until the answer changes).
   std::optional<absl::Duration> RetryWait(const v1::ResolveWeightPathResponse& response) const;
   static constexpr int kMaxRetryDoublings = 4;
+  // The longest failed_build_retry_seconds taken (the server's own bound).
+  static constexpr absl::Duration kMaxRetryInterval = absl::Hours(24);
 
   const AgentConfig& config_;
   RunDependencies& dependencies_;

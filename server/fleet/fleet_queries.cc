@@ -1,5 +1,7 @@
 #include "server/fleet/fleet_queries.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,10 @@
 
 namespace weightpath::server {
 namespace {
+
+// FleetSummaryResponse.running_cells' two paths that name no build.
+constexpr char kNotReportedPath[] = "(not reported)";
+constexpr char kNothingRunningPath[] = "(nothing running)";
 
 absl::StatusOr<absl::Time> TimeFrom(const google::protobuf::Timestamp& timestamp,
                                     absl::string_view field) {
@@ -82,7 +88,26 @@ absl::StatusOr<v1::FleetSummaryResponse> FleetQueries::FleetSummary(
   // Persistence is the metric's business; a summary counts every drift.
   ASSIGN_OR_RETURN(store::RunningCounts running,
                    fleet_->store().CountRunning(since, absl::InfinitePast()));
+  // Devices that have not said what they run: the rest of each class.
+  std::map<std::pair<std::string, std::string>, uint64_t> by_running_path;
   for (const auto& [key, devices] : running.by_class_and_running_path) {
+    by_running_path[{key.first, key.second.empty() ? kNothingRunningPath : key.second}] += devices;
+  }
+  std::map<std::string, uint64_t> reported;
+  for (const auto& [key, devices] : running.by_class_and_running_path) {
+    reported[key.first] += devices;
+  }
+  std::map<std::string, uint64_t> seen;
+  for (const v1::FleetSummaryResponse::Cell& cell : summary.cells()) {
+    seen[cell.hardware_class()] += cell.devices();
+  }
+  for (const auto& [hardware_class, devices] : seen) {
+    // Two reads, not one snapshot: a device first seen between them is not
+    // let to make the rest negative.
+    const uint64_t said = reported[hardware_class];
+    if (devices > said) by_running_path[{hardware_class, kNotReportedPath}] += devices - said;
+  }
+  for (const auto& [key, devices] : by_running_path) {
     v1::FleetSummaryResponse::Cell* cell = summary.add_running_cells();
     cell->set_hardware_class(key.first);
     cell->set_path(key.second);

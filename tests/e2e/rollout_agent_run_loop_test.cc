@@ -281,6 +281,25 @@ TEST_F(RunLoopTest, AFailedBuildIsTriedAgainOnTheServersScheduleDoublingEachTime
   EXPECT_EQ(reports_.back().running().path(), "w4a16-tinygemm");
 }
 
+TEST_F(RunLoopTest, AServersRetryIntervalIsHeldToTheConfiguredBounds) {
+  config_.min_resolve_interval = absl::Seconds(30);
+  v1::ResolveWeightPathResponse offered = Decision("w4a16-tinygemm", "", 300);
+  offered.set_failed_build_retry_seconds(1);
+  answers_.push_back(offered);
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected) << "1 s is held to min_resolve_interval";
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+
+  answers_.front()->set_failed_build_retry_seconds(4294967295u);
+  clock_.Advance(absl::Hours(24) * 2 - absl::Seconds(1));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kSkippedRejected);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(loop.RunOnce(), PassResult::kRolledBack) << "held to 24 h (doubled once)";
+}
+
 TEST_F(RunLoopTest, TheLongestWaitBetweenTriesIsSixteenTimesTheServersInterval) {
   WriteScript(dir_.Sub("check.sh"), "exit 1\n");
   config_.engine_check_command = dir_.Sub("check.sh");

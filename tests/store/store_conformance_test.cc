@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/status_macros.h"
 #include "store/schema.h"
 #include "store/sql_database.h"
 #include "store/encoded_device.h"
@@ -842,9 +843,9 @@ TEST_P(StoreConformance, WhatADeviceRunsIsKeptBesideItsAssignmentAndDriftIsJudge
   absl::StatusOr<RunningCounts> counts =
       store_->CountRunning(kT0 - absl::Hours(1), kT0 + absl::Minutes(30));
   ASSERT_THAT(counts, IsOk());
+  // dev-c has not said what it runs: only the devices that did are counted.
   EXPECT_EQ(counts->by_class_and_running_path,
-            (std::map<std::pair<std::string, std::string>, uint64_t>{{{"x86_cpu", ""}, 1},
-                                                                     {{"x86_cpu", "w4a8-amx"}, 2}}));
+            (std::map<std::pair<std::string, std::string>, uint64_t>{{{"x86_cpu", "w4a8-amx"}, 2}}));
   ASSERT_EQ(counts->drifted.size(), 1u);
   const DriftCount& rolled = counts->drifted.at({"x86_cpu", "rolled_back"});
   EXPECT_EQ(rolled.devices, 1u);
@@ -1198,34 +1199,36 @@ TEST_P(StoreConformance, DevicesAreCountedByPolicyAndAgentVersionWithinTheWindow
   EXPECT_THAT(RecordedAt(url_, "a"), IsOkAndHolds(ToMicros(kT0)));
 }
 
+// A device record as schema `version` (5 or later) wrote it, in a database
+// migrated only that far: the columns of that time, the fingerprint of the
+// record.
+absl::Status StoreAsSchemaVersion(const std::string& url, int version,
+                                  const EncodedDevice& encoded) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlDatabase> database, OpenSqlDatabase(url));
+  RETURN_IF_ERROR(ApplyMigrations(*database, version).status());
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlSession> session, database->Acquire());
+  RETURN_IF_ERROR(session
+                      ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
+                              "first_seen_us, recorded_us, body) VALUES ($1, $2, $3, $4, $5, $5, $6)",
+                              {encoded.device_id, encoded.hardware_class, encoded.path,
+                               encoded.cpu_model, encoded.last_seen_us, SqlBlob{encoded.body}})
+                      .status());
+  return session
+      ->Query("INSERT INTO device_sightings (device_id, hardware_class, path, last_seen_us, "
+              "record_hash) VALUES ($1, $2, $3, $4, $5)",
+              {encoded.device_id, encoded.hardware_class, encoded.path, encoded.last_seen_us,
+               encoded.fingerprint})
+      .status();
+}
+
 TEST_P(StoreConformance, DevicesStoredBySchemaVersion5GetTheirVersionsAtTheNextResolve) {
   absl::StatusOr<std::string> url = FreshDatabaseUrl(GetParam());
   ASSERT_THAT(url, IsOk());
   const v1::Device device = MakeDevice("dev-old", "x86_cpu", "w4a8-amx", "cpu", kT0);
   const EncodedDevice encoded = EncodeDevice(device);
-  {
-    auto database = OpenSqlDatabase(*url);
-    ASSERT_THAT(database, IsOk());
-    ASSERT_THAT(ApplyMigrations(**database, 5), IsOkAndHolds(5));
-    auto session = (*database)->Acquire();
-    ASSERT_THAT(session, IsOk());
-    // As version 5 wrote it: the versions only inside the body, and a
-    // fingerprint that matches the record.
-    ASSERT_THAT((*session)
-                    ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
-                            "first_seen_us, recorded_us, body) VALUES ($1, $2, $3, $4, $5, $5, $6)",
-                            {encoded.device_id, encoded.hardware_class, encoded.path,
-                             encoded.cpu_model, encoded.last_seen_us, SqlBlob{encoded.body}})
-                    .status(),
-                IsOk());
-    ASSERT_THAT((*session)
-                    ->Query("INSERT INTO device_sightings (device_id, hardware_class, path, "
-                            "last_seen_us, record_hash) VALUES ($1, $2, $3, $4, $5)",
-                            {encoded.device_id, encoded.hardware_class, encoded.path,
-                             encoded.last_seen_us, encoded.fingerprint})
-                    .status(),
-                IsOk());
-  }
+  // As version 5 wrote it: the versions only inside the body, and a
+  // fingerprint that matches the record.
+  ASSERT_THAT(StoreAsSchemaVersion(*url, 5, encoded), IsOk());
   auto upgraded = OpenFleetStore(*url);
   ASSERT_THAT(upgraded, IsOk());
   EXPECT_EQ((*upgraded)->schema_version(), LatestSchemaVersion());
@@ -1264,27 +1267,7 @@ TEST_P(StoreConformance, DevicesStoredBySchemaVersion8AreJudgedFromTheirNextReso
   ASSERT_THAT(url, IsOk());
   const v1::Device device = MakeDevice("dev-old", "x86_cpu", "w4a16-tinygemm", "cpu", kT0);
   const EncodedDevice encoded = EncodeDevice(device);
-  {
-    auto database = OpenSqlDatabase(*url);
-    ASSERT_THAT(database, IsOk());
-    ASSERT_THAT(ApplyMigrations(**database, 8), IsOkAndHolds(8));
-    auto session = (*database)->Acquire();
-    ASSERT_THAT(session, IsOk());
-    ASSERT_THAT((*session)
-                    ->Query("INSERT INTO devices (device_id, hardware_class, path, cpu_model, "
-                            "first_seen_us, recorded_us, body) VALUES ($1, $2, $3, $4, $5, $5, $6)",
-                            {encoded.device_id, encoded.hardware_class, encoded.path,
-                             encoded.cpu_model, encoded.last_seen_us, SqlBlob{encoded.body}})
-                    .status(),
-                IsOk());
-    ASSERT_THAT((*session)
-                    ->Query("INSERT INTO device_sightings (device_id, hardware_class, path, "
-                            "last_seen_us, record_hash) VALUES ($1, $2, $3, $4, $5)",
-                            {encoded.device_id, encoded.hardware_class, encoded.path,
-                             encoded.last_seen_us, encoded.fingerprint})
-                    .status(),
-                IsOk());
-  }
+  ASSERT_THAT(StoreAsSchemaVersion(*url, 8, encoded), IsOk());
   auto upgraded = OpenFleetStore(*url);
   ASSERT_THAT(upgraded, IsOk());
   ASSERT_THAT((*upgraded)->RecordOutcome(RunningReport("k1", "dev-old", v1::OUTCOME_ROLLED_BACK,
