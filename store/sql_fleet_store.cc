@@ -596,9 +596,11 @@ class SqlFleetStore : public FleetStore {
     return duplicate;
   }
 
-  // The newest running report of the device wins, by the device's clock (a
-  // report kept pending on the device arrives after later ones); its
-  // since_us stays while the build it names does.
+  // The last running report received wins (an agent sends its reports in the
+  // order it made them, those kept pending first); not by the device's
+  // clock, which a device booting before NTP has wrong, and which one
+  // report dated far ahead would otherwise freeze. since_us stays while the
+  // build it names does.
   static absl::Status RecordRunning(SqlSession& session, const v1::ReportOutcomeRequest& request,
                                     absl::Time observed_at, absl::Time received_at) {
     const v1::RunningBuild& running = request.running();
@@ -606,8 +608,12 @@ class SqlFleetStore : public FleetStore {
         running.nothing_running()
             ? std::string()
             : BuildKey(running.path(), running.model(), running.artifact_sha256());
+    // Only the fields this server knows: unknown ones would ride along in
+    // every listing page.
+    v1::RunningBuild known = running;
+    known.DiscardUnknownFields();
     std::string body;
-    if (!running.SerializeToString(&body)) {
+    if (!known.SerializeToString(&body)) {
       return absl::InternalError("running: the report's RunningBuild did not serialize");
     }
     return session
@@ -619,7 +625,7 @@ class SqlFleetStore : public FleetStore {
             "excluded.since_us END, build_key = excluded.build_key, path = excluded.path, source = "
             "excluded.source, outcome = excluded.outcome, observed_at_us = excluded.observed_at_us, "
             "received_at_us = excluded.received_at_us, body = excluded.body WHERE "
-            "excluded.observed_at_us >= device_running.observed_at_us",
+            "excluded.received_at_us >= device_running.received_at_us",
             {request.device_id(), build_key, running.nothing_running() ? "" : running.path(),
              int64_t{running.source()}, int64_t{request.outcome()}, ToMicros(observed_at),
              ToMicros(received_at), ToMicros(received_at), SqlBlob{body}})

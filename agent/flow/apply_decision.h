@@ -36,8 +36,8 @@ absl::StatusOr<DecisionRecord> StageDecision(BuildCache& builds,
 
 // What a failure of StageDecision says about the build, as the outcome the
 // server is told: the bytes are not the build, or the entry is malformed
-// (ARTIFACT_VERIFICATION_FAILED: a verdict on the build, not tried again
-// until the answer changes); the build does not fit the device's cache
+// (ARTIFACT_VERIFICATION_FAILED: a verdict on the build, tried again only on
+// the server's failed-build schedule, run_loop.h); the build does not fit the device's cache
 // (CACHE_FULL: tried again later, since room may come). Nothing for a
 // transfer that broke off or ran out of time: the next attempt resumes.
 std::optional<v1::Outcome> OutcomeOfStagingFailure(const absl::Status& status);

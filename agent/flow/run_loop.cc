@@ -60,8 +60,9 @@ void RunLoop::Report(v1::Outcome outcome, const v1::ResolveWeightPathResponse& a
       OutcomeReport(config_.device_id, outcome, about, detail, dependencies_.clock->Now()));
   if (staged != nullptr) AddDownloadedBytes(*staged, unsent_.back());
   // The run loop knows what the engine runs: whatever current_ is once the
-  // event is over (the build it went back to after a rollback).
-  SetRunning(current_.has_value() ? &*current_ : nullptr, unsent_.back());
+  // event is over (the build it went back to after a rollback), unless going
+  // back failed too.
+  SetRunning(current_.has_value() && !engine_down_ ? &*current_ : nullptr, unsent_.back());
   FlushReports();
 }
 
@@ -134,8 +135,8 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     if (!staged.ok()) {
       log::Warn("run: new artifact for {} unusable: {}", response.weight_path().name(),
                 staged.status().ToString());
-      // Bytes that are not the build are a verdict on it, not tried again
-      // until the answer changes; a disk it does not fit may have room
+      // Bytes that are not the build are a verdict on it, tried again only
+      // on the server's retry schedule (RetryWait); a disk it does not fit may have room
       // later, so it is tried on each pass and reported once; a network
       // hiccup is neither, and the next pass simply resumes.
       const std::optional<v1::Outcome> outcome = OutcomeOfStagingFailure(staged.status());
@@ -160,6 +161,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
     current_ = std::move(next);
     last_good_ = current_;
     cache_full_build_.clear();
+    engine_down_ = false;
     ForgetRejected();
     Report(v1::OUTCOME_ENGINE_STARTED, response, "", &*current_);
     AfterHandOver(builds(), *current_, ArtifactsOf({&*current_}), "run");
@@ -172,6 +174,7 @@ PassResult RunLoop::Apply(const v1::ResolveWeightPathResponse& response,
   std::string rollback_detail = "back on the previous decision";
   if (current_.has_value()) {
     const absl::Status restored = StartEngine(*current_);
+    engine_down_ = !restored.ok();
     if (!restored.ok()) {
       rollback_detail = absl::StrCat("previous decision restored but: ", restored.message());
       log::Error("run: previous build did not come back cleanly: {}", restored.ToString());
@@ -198,14 +201,16 @@ void RunLoop::ForgetRejected() {
 std::optional<absl::Duration> RunLoop::RetryWait(
     const v1::ResolveWeightPathResponse& response) const {
   if (response.failed_build_retry_seconds() == 0) return std::nullopt;
-  // Doubling: a build that fails for good costs the fleet a retry a day at
-  // most at the longest interval, yet one that failed on a passing cause
+  // Doubling: a build that fails for good costs the fleet few retries (at
+  // the longest, one every 16 days), yet one that failed on a passing cause
   // (a full disk since cleared, a mirror that served bad bytes) is back soon.
   const int doublings = std::min(rejected_failures_ - 1, kMaxRetryDoublings);
   // A server's 1 s would have a failing build fetched and started on every
   // pass, its 4294967295 s never: held like the resolve interval.
-  const absl::Duration base = std::clamp(absl::Seconds(response.failed_build_retry_seconds()),
-                                         config_.min_resolve_interval, kMaxRetryInterval);
+  // (max of min: a configured min_resolve_interval above 24 h wins.)
+  const absl::Duration base =
+      std::max(config_.min_resolve_interval,
+               std::min(absl::Seconds(response.failed_build_retry_seconds()), kMaxRetryInterval));
   return base * (1 << std::max(doublings, 0));
 }
 

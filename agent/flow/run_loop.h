@@ -120,6 +120,10 @@ class RunLoop {
   std::optional<DecisionRecord> current_;
   std::string rejected_build_;
   int rejected_failures_ = 0;  // consecutive failures of rejected_build_
+  // Going back to current_ after a failed build failed as well: its files
+  // are in place but the engine's apply or check did not pass, so reports
+  // say nothing runs until a build starts.
+  bool engine_down_ = false;
   MonotonicTime rejected_at_;
   // The last out-of-bounds resolve interval the server suggested and the log
   // told of.

@@ -22,6 +22,18 @@ std::string FittedDetail(const std::string& raw_detail) {
   return detail.substr(0, end);
 }
 
+// What the server's ValidateRunning takes: strings within the report limit
+// and without control characters, a digest of 64 lowercase hex digits.
+bool SendableRunning(const v1::RunningBuild& running) {
+  for (const std::string* text : {&running.path(), &running.model(), &running.decision_etag()}) {
+    if (text->size() > kMaxReportStringBytes || HasControlCharacters(*text)) return false;
+  }
+  if (running.path().empty()) return false;
+  const std::string& sha = running.artifact_sha256();
+  if (sha.empty()) return true;
+  return sha.size() == 64 && sha.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace
 
 v1::ReportOutcomeRequest OutcomeReport(const std::string& device_id, v1::Outcome outcome,
@@ -75,6 +87,10 @@ void SetRunning(const DecisionRecord* running, v1::ReportOutcomeRequest& request
   out->set_artifact_sha256(running->response.artifact().sha256());
   out->set_decision_etag(running->response.decision_etag());
   out->set_source(BootSourceOf(running->source));
+  // The server refuses the whole report for a `running` it cannot compare,
+  // and a refused report is not sent again: better a report without it
+  // (the device is then not judged) than a lost rollback.
+  if (!SendableRunning(*out)) request.clear_running();
 }
 
 void AddDownloadedBytes(const DecisionRecord& staged, v1::ReportOutcomeRequest& request) {

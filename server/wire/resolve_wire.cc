@@ -213,11 +213,17 @@ void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_c
       per_call.unchanged()
           ? WireFormatLite::TagSize(Response::kUnchangedFieldNumber, WireFormatLite::TYPE_BOOL) + 1
           : 0;
+  const uint32_t retry = per_call.failed_build_retry_seconds();
+  const size_t retry_size =
+      retry != 0 ? WireFormatLite::TagSize(Response::kFailedBuildRetrySecondsFieldNumber,
+                                           WireFormatLite::TYPE_UINT32) +
+                       WireFormatLite::UInt32Size(retry)
+                 : 0;
 
   const size_t total = decided.before_spec.size() +
                        (has_spec ? MessageFieldSize(Response::kWeightPathFieldNumber, spec_size) : 0) +
                        artifact_size + decided.after_artifact.size() + rollout_size + interval_size +
-                       etag_size + unchanged_size + decided.after_per_call.size();
+                       etag_size + unchanged_size + retry_size + decided.after_per_call.size();
   grpc::Slice slice(total);
   uint8_t* target = const_cast<uint8_t*>(slice.begin());
   target = WriteBytes(decided.before_spec, target);
@@ -246,6 +252,10 @@ void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_c
   }
   if (per_call.unchanged()) {
     target = WireFormatLite::WriteBoolToArray(Response::kUnchangedFieldNumber, true, target);
+  }
+  if (retry != 0) {
+    target = WireFormatLite::WriteUInt32ToArray(Response::kFailedBuildRetrySecondsFieldNumber,
+                                                retry, target);
   }
   target = WriteBytes(decided.after_per_call, target);
   grpc::ByteBuffer bytes(&slice, 1);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,43 @@ TEST(AgentOutcomeReport, ABootReportCarriesTheBytesItsBuildDownloadedBySource) {
   const v1::ReportOutcomeRequest cached = BootReport(
       "edge-0001", v1::OUTCOME_BOOT_OK, DecisionRecord{}, "", absl::FromUnixSeconds(1));
   EXPECT_EQ(cached.downloaded_from_mirrors_bytes() + cached.downloaded_from_origin_bytes(), 0u);
+}
+
+// A boot says what runs (the booted decision), and a report kept in
+// state_dir keeps it; one the server would refuse for its `running` is sent
+// without it rather than lost.
+TEST(AgentOutcomeReport, ABootReportSaysWhatRunsAndLeavesOutWhatTheServerWouldRefuse) {
+  DecisionRecord booted;
+  booted.source = DecisionSource::kLastGood;
+  booted.response.mutable_weight_path()->set_name("w4a8-amx");
+  booted.response.set_model("Spark-X2.5-1.7B");
+  booted.response.mutable_artifact()->set_sha256(std::string(64, 'c'));
+  booted.response.set_decision_etag("0123456789abcdef0123456789abcdef");
+  const v1::ReportOutcomeRequest report =
+      BootReport("edge-0001", v1::OUTCOME_BOOT_OK, booted, "", absl::FromUnixSeconds(1));
+  EXPECT_EQ(report.running().path(), "w4a8-amx");
+  EXPECT_EQ(report.running().source(), v1::BOOT_SOURCE_LAST_GOOD);
+  TempDir dir;
+  ASSERT_TRUE(SavePendingReports({report}, dir.path()).ok());
+  const std::vector<v1::ReportOutcomeRequest> loaded = LoadPendingReports(dir.path());
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].running().decision_etag(), "0123456789abcdef0123456789abcdef");
+
+  const v1::ReportOutcomeRequest failed =
+      BootReport("edge-0001", v1::OUTCOME_BOOT_FAILED, booted, "", absl::FromUnixSeconds(1));
+  EXPECT_TRUE(failed.running().nothing_running());
+
+  for (const auto& spoil : std::vector<std::function<void(DecisionRecord&)>>{
+           [](DecisionRecord& r) { r.response.set_model(std::string(300, 'm')); },
+           [](DecisionRecord& r) { r.response.mutable_artifact()->set_sha256("ABC"); },
+           [](DecisionRecord& r) { r.response.mutable_weight_path()->set_name("a\nb"); }}) {
+    DecisionRecord odd = booted;
+    spoil(odd);
+    const v1::ReportOutcomeRequest sent =
+        BootReport("edge-0001", v1::OUTCOME_BOOT_OK, odd, "", absl::FromUnixSeconds(1));
+    EXPECT_FALSE(sent.has_running());
+    EXPECT_EQ(sent.outcome(), v1::OUTCOME_BOOT_OK) << "the report itself still goes";
+  }
 }
 
 }  // namespace

@@ -116,6 +116,12 @@ TEST_F(FleetCliTest, DevicesRunningAnotherBuildThanAssignedAreListedWithWhyAndHo
   context = ContextWithDeadline();
   ASSERT_TRUE(stub->ReportOutcome(context.get(), report, &response).ok());
 
+  // Every answer carries the server's schedule for trying a failed build
+  // again (--failed_build_retry_interval, 1 h by default).
+  v1::ResolveWeightPathResponse answer;
+  ASSERT_TRUE(CallResolve(*stub, ArmRequest("arm-1"), &answer).ok());
+  EXPECT_EQ(answer.failed_build_retry_seconds(), 3600u);
+
   ProcessResult drift = Ctl({"devices", "--drift"});
   ASSERT_EQ(drift.exit_code, 0) << drift.err;
   EXPECT_THAT(drift.out, AllOf(HasSubstr("RUNNING"), HasSubstr("DRIFT"), HasSubstr("arm-1"),

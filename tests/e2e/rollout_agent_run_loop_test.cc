@@ -252,6 +252,24 @@ TEST_F(RunLoopTest, WithNothingToGoBackToTheReportsSayNothingRuns) {
   }
 }
 
+TEST_F(RunLoopTest, WhenGoingBackFailsTooTheRollbackSaysNothingRuns) {
+  WriteScript(dir_.Sub("apply.sh"), "exit 4\n");
+  answers_.push_back(Decision("w4a16-tinygemm", "", 300));
+  RunLoop loop(config_, dependencies_, Running("w4a8-amx"));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kRolledBack);
+  ASSERT_THAT(ReportedOutcomes(),
+              ElementsAre(v1::OUTCOME_ENGINE_START_FAILED, v1::OUTCOME_ROLLED_BACK));
+  EXPECT_THAT(reports_[1].detail(), HasSubstr("previous decision restored but"));
+  EXPECT_TRUE(reports_[1].running().nothing_running());
+
+  // Until a build starts again.
+  WriteScript(dir_.Sub("apply.sh"), "exit 0\n");
+  answers_.clear();
+  answers_.push_back(Decision("bf16", "", 300));
+  ASSERT_EQ(loop.RunOnce(), PassResult::kApplied);
+  EXPECT_EQ(reports_.back().running().path(), "bf16");
+}
+
 TEST_F(RunLoopTest, AFailedBuildIsTriedAgainOnTheServersScheduleDoublingEachTime) {
   v1::ResolveWeightPathResponse offered = Decision("w4a16-tinygemm", "agentic-fidelity", 300);
   offered.set_failed_build_retry_seconds(600);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/deterministic_bytes.h"
+#include "policy/hardware_class.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -182,6 +183,33 @@ TEST_F(ResponseWireTest, EverySingularFieldAppearsOnceAsProtobufWritesIt) {
     }
   }
   EXPECT_EQ(checked, 3 * 2 * 24);
+}
+
+// The server's retry schedule for failed builds is per call (its flag), not
+// part of the cached decided bytes: the hand encoder must still write it.
+TEST_F(ResponseWireTest, TheServersFailedBuildRetryReachesTheWire) {
+  deploy::ResolveIntervalSettings intervals;
+  intervals.failed_build_retry = absl::Hours(1);
+  const auto pinned_snapshot = holder_->Current();
+  const v1::ResolveWeightPathRequest request = ExampleRequests().front();
+  absl::StatusOr<policy::HardwareClass> hardware_class = policy::ClassifyHardware(request.profile());
+  ASSERT_TRUE(hardware_class.ok()) << hardware_class.status();
+  ResolveSummary summary;
+  absl::StatusOr<ResolvedDecision> decision =
+      Decide(request, *hardware_class, *pinned_snapshot, &summary, {}, intervals);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  const DecidedPart& decided = cache_.Find(*holder_, *pinned_snapshot, *decision);
+  v1::ResolveWeightPathResponse per_call;
+  FillPerCallPart(*decision, &per_call);
+  per_call.set_decision_etag(decided.EtagFor(per_call));
+  grpc::ByteBuffer bytes;
+  EncodeResolveResponse(decided.encoded, per_call, &bytes);
+  const std::string wire = Flatten(bytes);
+  v1::ResolveWeightPathResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  EXPECT_EQ(parsed.failed_build_retry_seconds(), 3600u);
+  EXPECT_EQ(wire, DeterministicBytes(parsed));
+  ExpectEachSingularFieldOnce(wire, *v1::ResolveWeightPathResponse::descriptor(), "retry");
 }
 
 TEST(UnchangedResponseTest, IsWhatProtobufWritesForTheFourFields) {

@@ -207,6 +207,20 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
   config.rollout_resolve_interval = absl::Minutes(2);
   EXPECT_THAT(ValidateServerConfig(config), IsOk());
   config = ServerConfig();
+  config.failed_build_retry_interval = absl::Seconds(10);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--failed_build_retry_interval: 10s is outside 1m..24h (0 turns "
+                                 "retries off)")));
+  config.failed_build_retry_interval = absl::Hours(48);
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--failed_build_retry_interval")));
+  config.failed_build_retry_interval = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config.drift_persistent_after = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--drift_persistent_after")));
+  config = ServerConfig();
   config.device_rate_limit = -1;
   EXPECT_THAT(ValidateServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--device_rate_limit=-1")));

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/status_macros.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "store/schema.h"
 #include "store/sql_database.h"
 #include "store/encoded_device.h"
@@ -816,21 +817,22 @@ TEST_P(StoreConformance, WhatADeviceRunsIsKeptBesideItsAssignmentAndDriftIsJudge
   EXPECT_FALSE(store_->GetDevice("dev-b")->has_drift()) << "runs its assignment";
   EXPECT_EQ(store_->GetDevice("dev-b")->running().path(), "w4a8-amx");
 
-  // The same build reported again keeps its since; a report the device
-  // kept pending, older than the one stored, changes nothing.
+  // The same build reported again keeps its since, whatever the device's
+  // clock says: one dated in 2100, then one from a clock reset to 1970 (a
+  // board booting before NTP). The last received wins.
   const absl::Time retried = kT0 + absl::Minutes(70);
   ASSERT_THAT(store_->RecordOutcome(RunningReport("a2", "dev-a", v1::OUTCOME_ROLLED_BACK,
-                                                  "w4a8-amx", retried),
-                                    retried),
+                                                  "w4a8-amx", absl::FromUnixSeconds(4'102'444'800)),
+                                    kT0 + absl::Minutes(60)),
               IsOk());
-  ASSERT_THAT(store_->RecordOutcome(RunningReport("a0", "dev-a", v1::OUTCOME_BOOT_OK,
-                                                  "w4a16-tinygemm", kT0 + absl::Minutes(5)),
-                                    kT0 + absl::Minutes(80)),
+  ASSERT_THAT(store_->RecordOutcome(RunningReport("a0", "dev-a", v1::OUTCOME_ROLLED_BACK,
+                                                  "w4a8-amx", absl::FromUnixSeconds(60)),
+                                    retried),
               IsOk());
   a = store_->GetDevice("dev-a");
   EXPECT_EQ(a->running().path(), "w4a8-amx");
   EXPECT_EQ(FromProtoTime(a->running_since()), rolled_back);
-  EXPECT_EQ(FromProtoTime(a->running_reported_at()), retried);
+  EXPECT_EQ(FromProtoTime(a->running_reported_at()), retried) << "not frozen by the 2100 report";
 
   DeviceQuery drifted;
   drifted.drifted_only = true;
@@ -903,6 +905,18 @@ TEST_P(StoreConformance, ARunningReportThatCannotBeComparedIsRefusedNamingTheFie
   EXPECT_THAT(refused([](v1::RunningBuild& r) { r.clear_path(); }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("running.path")));
   EXPECT_FALSE(store_->GetDevice("dev-a")->has_running()) << "nothing of a refused report is kept";
+
+  // Fields this server does not know are not kept (they would ride along
+  // in every listing page).
+  v1::ReportOutcomeRequest padded =
+      RunningReport("k2", "dev-a", v1::OUTCOME_ENGINE_STARTED, "w4a8-amx", kT0);
+  padded.mutable_running()->GetReflection()->MutableUnknownFields(padded.mutable_running())
+      ->AddLengthDelimited(99, std::string(60'000, 'x'));
+  ASSERT_THAT(store_->RecordOutcome(padded, kT0), IsOk());
+  absl::StatusOr<v1::Device> stored = store_->GetDevice("dev-a");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->running().path(), "w4a8-amx");
+  EXPECT_LT(stored->running().ByteSizeLong(), 200u);
 }
 
 TEST_P(StoreConformance, TaskCountsSumPast32Bits) {
