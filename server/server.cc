@@ -255,6 +255,7 @@ absl::StatusOr<std::unique_ptr<WeightPathServer>> WeightPathServer::Start(
     options.audit_retention = config.audit_retention;
     options.audit_max_events = static_cast<uint64_t>(config.audit_max_events);
     options.write_behind.capacity = static_cast<size_t>(config.registry_queue_capacity);
+    options.write_behind.max_bytes = static_cast<size_t>(config.registry_queue_max_mb) << 20;
     options.write_behind.max_batch = static_cast<size_t>(config.registry_batch_size);
     options.write_behind.flush_period = config.registry_flush_period;
     server->fleet_ = std::make_unique<FleetState>(*std::move(store), options, &server->snapshots_,

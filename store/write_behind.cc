@@ -49,16 +49,26 @@ DeviceWriteBehind::DeviceWriteBehind(Sink sink, WriteBehindOptions options)
 
 DeviceWriteBehind::~DeviceWriteBehind() { Shutdown(); }
 
+size_t DeviceWriteBehind::QueuedBytes(const EncodedDevice& record) {
+  return sizeof(EncodedDevice) + record.device_id.size() + record.hardware_class.size() +
+         record.path.size() + record.cpu_model.size() + record.policy_version.size() +
+         record.agent_version.size() + record.rollout_id.size() + record.assigned_key.size() +
+         record.body.size() + record.profile.size();
+}
+
 bool DeviceWriteBehind::TryEnqueue(EncodedDevice record) {
   bool wake_flusher = false;
   const uint64_t hash = StableHash64(record.device_id);  // outside the lock
+  const size_t bytes = QueuedBytes(record);
   {
     std::lock_guard lock(queue_mutex_);
-    if (stopping_ || queue_.size() >= options_.capacity) {
+    if (stopping_ || queue_.size() >= options_.capacity ||
+        queued_bytes_ + bytes > options_.max_bytes) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     recent_.Remember(hash);
+    queued_bytes_ += bytes;
     queue_.push_back(std::move(record));
     wake_flusher = queue_.size() >= options_.max_batch;
   }
@@ -90,6 +100,9 @@ size_t DeviceWriteBehind::FlushBatch(bool* failed) {
     }
   }
   if (taken.empty()) return 0;
+  // Counted as taken, superseded records included: all leave the queue.
+  size_t taken_bytes = 0;
+  for (const EncodedDevice& record : taken) taken_bytes += QueuedBytes(record);
 
   // A device resolving several times within one batch needs one write: keep
   // its newest record, at the position of its first.
@@ -106,7 +119,14 @@ size_t DeviceWriteBehind::FlushBatch(bool* failed) {
     }
   }
   const absl::Status status = sink_(batch);
+  // The batch is released from the byte count whatever came of it; what is
+  // put back below counts again.
+  const auto release_taken = [&] {
+    std::lock_guard lock(queue_mutex_);
+    queued_bytes_ -= std::min(queued_bytes_, taken_bytes);
+  };
   if (status.ok()) {
+    release_taken();
     flushed_.fetch_add(batch.size(), std::memory_order_relaxed);
     return taken.size();
   }
@@ -119,14 +139,28 @@ size_t DeviceWriteBehind::FlushBatch(bool* failed) {
     // their place; a device's newest one still wins when both meet in a
     // batch, and the store ignores a record older than the one it holds).
     // Not once shutting down, which writes what is queued once and ends.
+    release_taken();
     std::lock_guard lock(queue_mutex_);
     if (!stopping_) {
       const size_t room =
           queue_.size() < options_.capacity ? options_.capacity - queue_.size() : 0;
       put_back = std::min(room, batch.size());
+      // And within the byte bound, oldest first.
+      size_t bytes = 0;
+      for (size_t i = 0; i < put_back; ++i) {
+        const size_t record_bytes = QueuedBytes(batch[i]);
+        if (queued_bytes_ + bytes + record_bytes > options_.max_bytes) {
+          put_back = i;
+          break;
+        }
+        bytes += record_bytes;
+      }
+      queued_bytes_ += bytes;
       queue_.insert(queue_.begin(), std::make_move_iterator(batch.begin()),
                     std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(put_back)));
     }
+  } else {
+    release_taken();
   }
   requeued_.fetch_add(put_back, std::memory_order_relaxed);
   failed_records_.fetch_add(batch.size() - put_back, std::memory_order_relaxed);

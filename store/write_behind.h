@@ -32,6 +32,11 @@ namespace weightpath::store {
 
 struct WriteBehindOptions {
   size_t capacity = 50000;   // records waiting; beyond this TryEnqueue drops
+  // Their bytes (QueuedBytes) waiting, likewise: a record carries the
+  // device's profile as sent (up to 16 KiB), so 50,000 records of hostile
+  // 16 KiB profiles would hold ~800 MiB where ordinary ones (~2 KiB) hold
+  // ~100 MiB. A batch being written counts until it is written.
+  size_t max_bytes = size_t{256} << 20;
   // Records per sink call. Large batches pay off on a big registry: a
   // million devices' sightings span ~15k pages, and a transaction writes each
   // page it dirties once however many of its rows changed. The cost is the
@@ -45,7 +50,7 @@ struct WriteBehindOptions {
 
 struct WriteBehindCounters {
   uint64_t enqueued = 0;
-  uint64_t dropped = 0;         // queue full, or enqueued after Shutdown
+  uint64_t dropped = 0;         // queue full (records or bytes), or enqueued after Shutdown
   uint64_t coalesced = 0;       // superseded by a newer record of the same device in a batch
   uint64_t flushed = 0;         // records the sink accepted
   uint64_t failed_batches = 0;  // sink errors, each batch as often as it failed
@@ -93,6 +98,9 @@ class DeviceWriteBehind {
   // false when the record was dropped.
   bool TryEnqueue(EncodedDevice record);
 
+  // What a record costs the queue: its strings and the struct.
+  static size_t QueuedBytes(const EncodedDevice& record);
+
   // Writes one batch (up to max_batch records, the oldest first) in the
   // calling thread; returns how many queued records it took (a batch put
   // back after an UNAVAILABLE counts too: it was taken, and is queued again).
@@ -126,6 +134,8 @@ class DeviceWriteBehind {
   mutable std::mutex queue_mutex_;
   std::condition_variable wake_;
   std::deque<EncodedDevice> queue_;
+  // QueuedBytes of queue_ and of the batch being written.
+  size_t queued_bytes_ = 0;
   bool stopping_ = false;
 
   std::mutex flush_mutex_;  // one batch at a time, in queue order

@@ -100,6 +100,10 @@ ABSL_FLAG(int64_t, audit_max_events, 200000,
 ABSL_FLAG(int64_t, registry_queue_capacity, 50000,
           "Device records waiting for the registry; when full a resolve is still answered and "
           "its record dropped (counted in weightpath_fleet_records_dropped_total)");
+ABSL_FLAG(int64_t, registry_queue_max_mb, 256,
+          "MiB of device records (each with the profile the device sent, up to 16 KiB) waiting "
+          "for the registry; beyond it a resolve is still answered and its record dropped and "
+          "counted, like past --registry_queue_capacity. 1 to 65536");
 ABSL_FLAG(int64_t, registry_batch_size, 10000,
           "Device records written to the registry per transaction (larger batches rewrite "
           "fewer store pages per record)");
@@ -159,7 +163,7 @@ constexpr absl::string_view kConfigurableFlags[] = {
     "log_level",       "shutdown_grace", "reload_interval", "tls_cert", "tls_key",
     "client_ca",       "insecure",       "store",      "verified_min_devices",
     "verification_window", "regression_fraction", "devices_seen_window",
-    "fleet_refresh_interval", "devices_seen_refresh_interval", "resolve_interval", "rollout_resolve_interval", "failed_build_retry_interval", "drift_persistent_after", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_batch_size", "registry_flush_period",
+    "fleet_refresh_interval", "devices_seen_refresh_interval", "resolve_interval", "rollout_resolve_interval", "failed_build_retry_interval", "drift_persistent_after", "audit_retention", "audit_max_events", "registry_queue_capacity", "registry_queue_max_mb", "registry_batch_size", "registry_flush_period",
     "device_rate_limit", "device_rate_burst", "max_inflight_device_calls",
     "handshake_timeout", "max_concurrent_streams", "max_connections", "grpc_memory_quota_mb",
     "max_connection_idle", "max_connection_age", "listener_check_interval",
@@ -314,6 +318,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags(const std::set<std::string>& 
   config.devices_seen_window = absl::GetFlag(FLAGS_devices_seen_window);
   config.fleet_refresh_interval = absl::GetFlag(FLAGS_fleet_refresh_interval);
   config.registry_queue_capacity = absl::GetFlag(FLAGS_registry_queue_capacity);
+  config.registry_queue_max_mb = absl::GetFlag(FLAGS_registry_queue_max_mb);
   config.registry_batch_size = absl::GetFlag(FLAGS_registry_batch_size);
   config.devices_seen_refresh_interval = absl::GetFlag(FLAGS_devices_seen_refresh_interval);
   config.failed_build_retry_interval = absl::GetFlag(FLAGS_failed_build_retry_interval);
@@ -443,6 +448,11 @@ absl::Status ValidateServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_queue_capacity=",
                                                    config.registry_queue_capacity,
                                                    " must be between 1 and 10000000"));
+  }
+  if (config.registry_queue_max_mb < 1 || config.registry_queue_max_mb > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("--registry_queue_max_mb=",
+                                                   config.registry_queue_max_mb,
+                                                   " must be between 1 and 65536"));
   }
   if (config.registry_batch_size < 1 || config.registry_batch_size > config.registry_queue_capacity) {
     return absl::InvalidArgumentError(absl::StrCat("--registry_batch_size=", config.registry_batch_size,

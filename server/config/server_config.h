@@ -77,6 +77,7 @@ struct ServerConfig {
   absl::Duration audit_retention = absl::Hours(90 * 24);
   int64_t audit_max_events = 200000;
   int64_t registry_queue_capacity = 50000;  // store::WriteBehindOptions
+  int64_t registry_queue_max_mb = 256;      // its max_bytes, in MiB
   int64_t registry_batch_size = 10000;
   absl::Duration registry_flush_period = absl::Seconds(1);
   // Overload guards on the device RPCs (server/device_call_limits.h); 0 turns

@@ -217,6 +217,11 @@ TEST_F(ServerConfigTest, InconsistentValuesAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--failed_build_retry_interval")));
   config.failed_build_retry_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerConfig(config), IsOk());
+  config.registry_queue_max_mb = 0;
+  EXPECT_THAT(ValidateServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--registry_queue_max_mb=0 must be between 1 and 65536")));
+  config.registry_queue_max_mb = 256;
   config.drift_persistent_after = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--drift_persistent_after")));

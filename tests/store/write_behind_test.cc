@@ -69,6 +69,43 @@ TEST(StoreWriteBehind, FullQueueDropsAndCountsWithoutWaiting) {
   EXPECT_THAT(sink.batches, ElementsAre(ElementsAre("a:p", "b:p", "c:p")));
 }
 
+// A record carries the profile as the device sent it (up to 16 KiB): the
+// queue is bounded in bytes too, and a batch's bytes come back once written,
+// coalesced records included.
+TEST(StoreWriteBehind, RecordsBeyondTheByteBoundAreDroppedAndCounted) {
+  RecordingSink sink;
+  WriteBehindOptions options = Manual(1000, 1000);
+  EncodedDevice big = Record("a", "p");
+  big.profile.assign(16 * 1024, 'x');
+  const size_t one = DeviceWriteBehind::QueuedBytes(big);
+  options.max_bytes = 3 * one + 1000;  // room for small records beside three big ones
+  DeviceWriteBehind queue(sink.AsSink(), options);
+  for (const char* id : {"a", "b", "a"}) {
+    big.device_id = id;
+    EXPECT_TRUE(queue.TryEnqueue(big)) << id;
+  }
+  big.device_id = "d";
+  EXPECT_FALSE(queue.TryEnqueue(big)) << "a fourth 16 KiB record is past the bound";
+  EXPECT_TRUE(queue.TryEnqueue(Record("small", "p"))) << "a small one still fits";
+  EXPECT_EQ(queue.counters().dropped, 1u);
+  EXPECT_EQ(queue.FlushOnce(), 4u);
+  EXPECT_EQ(queue.counters().coalesced, 1u);
+  // All of it released, the coalesced "a" too: three big records fit again.
+  for (const char* id : {"e", "f", "g"}) {
+    big.device_id = id;
+    EXPECT_TRUE(queue.TryEnqueue(big)) << id;
+  }
+
+  // A refused batch goes back only as far as the bound allows.
+  sink.next_status = absl::UnavailableError("store away");
+  EXPECT_EQ(queue.FlushOnce(), 3u);
+  EXPECT_EQ(queue.pending(), 3u);
+  EXPECT_TRUE(queue.TryEnqueue(Record("tiny", "p")));
+  sink.next_status = absl::OkStatus();
+  EXPECT_EQ(queue.FlushOnce(), 4u);
+  EXPECT_EQ(queue.counters().requeued, 3u);
+}
+
 TEST(StoreWriteBehind, RepeatedDeviceInABatchIsWrittenOnceWithItsNewestRecord) {
   RecordingSink sink;
   DeviceWriteBehind queue(sink.AsSink(), Manual(100, 100));
