@@ -174,6 +174,17 @@ DecidedEncoding EncodeDecidedPart(const Response& decided) {
   return encoding;
 }
 
+namespace {
+
+// A uint32 field as protobuf writes it: nothing for 0 (proto3's default).
+size_t UInt32FieldSize(int field_number, uint32_t value) {
+  if (value == 0) return 0;
+  return WireFormatLite::TagSize(field_number, WireFormatLite::TYPE_UINT32) +
+         WireFormatLite::UInt32Size(value);
+}
+
+}  // namespace
+
 void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_call,
                            grpc::ByteBuffer* out) {
   const Spec& per_call_spec = per_call.weight_path();
@@ -198,11 +209,7 @@ void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_c
           ? MessageFieldSize(Response::kRolloutFieldNumber, per_call.rollout().ByteSizeLong())
           : 0;
   const uint32_t interval = per_call.resolve_interval_seconds();
-  const size_t interval_size =
-      interval != 0 ? WireFormatLite::TagSize(Response::kResolveIntervalSecondsFieldNumber,
-                                              WireFormatLite::TYPE_UINT32) +
-                          WireFormatLite::UInt32Size(interval)
-                    : 0;
+  const size_t interval_size = UInt32FieldSize(Response::kResolveIntervalSecondsFieldNumber, interval);
   const std::string& etag = per_call.decision_etag();
   const size_t etag_size =
       etag.empty() ? 0
@@ -214,11 +221,7 @@ void EncodeResolveResponse(const DecidedEncoding& decided, const Response& per_c
           ? WireFormatLite::TagSize(Response::kUnchangedFieldNumber, WireFormatLite::TYPE_BOOL) + 1
           : 0;
   const uint32_t retry = per_call.failed_build_retry_seconds();
-  const size_t retry_size =
-      retry != 0 ? WireFormatLite::TagSize(Response::kFailedBuildRetrySecondsFieldNumber,
-                                           WireFormatLite::TYPE_UINT32) +
-                       WireFormatLite::UInt32Size(retry)
-                 : 0;
+  const size_t retry_size = UInt32FieldSize(Response::kFailedBuildRetrySecondsFieldNumber, retry);
 
   const size_t total = decided.before_spec.size() +
                        (has_spec ? MessageFieldSize(Response::kWeightPathFieldNumber, spec_size) : 0) +
@@ -273,11 +276,7 @@ void EncodeUnchangedResponse(absl::string_view policy_version, uint32_t resolve_
   };
   const size_t total =
       string_field_size(Response::kPolicyVersionFieldNumber, policy_version) +
-      (resolve_interval_seconds != 0
-           ? WireFormatLite::TagSize(Response::kResolveIntervalSecondsFieldNumber,
-                                     WireFormatLite::TYPE_UINT32) +
-                 WireFormatLite::UInt32Size(resolve_interval_seconds)
-           : 0) +
+      UInt32FieldSize(Response::kResolveIntervalSecondsFieldNumber, resolve_interval_seconds) +
       string_field_size(Response::kDecisionEtagFieldNumber, decision_etag) +
       WireFormatLite::TagSize(Response::kUnchangedFieldNumber, WireFormatLite::TYPE_BOOL) + 1;
   grpc::Slice slice(total);

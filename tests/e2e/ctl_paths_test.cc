@@ -75,6 +75,23 @@ class CtlPathsTest : public ::testing::Test {
     return Ctl({"device", "show", device_id}).exit_code == 0;
   }
 
+  // Two 8480+ AMX machines, a Zen 4 and an RTX 4090, each resolved as
+  // itself and waited for in the registry.
+  void RegisterFourDevices() {
+    for (const auto& [device, profile] : std::vector<std::pair<std::string, std::string>>{
+             {"amx-1", ExampleProfilePath("intel-sapphire-rapids")},
+             {"amx-2", ExampleProfilePath("intel-sapphire-rapids")},
+             {"zen-1", ExampleProfilePath("amd-zen4")},
+             {"gpu-1", ExampleProfilePath("rtx-4090")}}) {
+      ProcessResult resolved = Resolve({"--profile", profile, "--device-id", device});
+      ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+    }
+    ASSERT_TRUE(Eventually([&] {
+      return Registered("amx-1") && Registered("amx-2") && Registered("zen-1") &&
+             Registered("gpu-1");
+    })) << server_->Log();
+  }
+
   // The Sapphire Rapids example as the policy's reference machine reports
   // itself (an 8480C, whose figures the policy has), written to a file.
   std::string ReferenceMachineProfile() {
@@ -327,17 +344,8 @@ TEST_F(CtlPathsTest, VerificationJudgesTheReferencePartByItsAliasAndCountsTheRes
 // move from w4a8-amx, the Zen 4 and the GPU would not; a document the
 // server refuses names its file and line.
 TEST_F(CtlPathsTest, PolicyPlanCountsTheRegisteredDevicesThatWouldMove) {
-  for (const auto& [device, profile] : std::vector<std::pair<std::string, std::string>>{
-           {"amx-1", ExampleProfilePath("intel-sapphire-rapids")},
-           {"amx-2", ExampleProfilePath("intel-sapphire-rapids")},
-           {"zen-1", ExampleProfilePath("amd-zen4")},
-           {"gpu-1", ExampleProfilePath("rtx-4090")}}) {
-    ProcessResult resolved = Resolve({"--profile", profile, "--device-id", device});
-    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
-  }
-  ASSERT_TRUE(Eventually([&] {
-    return Registered("amx-1") && Registered("amx-2") && Registered("zen-1") && Registered("gpu-1");
-  })) << server_->Log();
+  RegisterFourDevices();
+  if (HasFatalFailure()) return;
   const std::string bundled =
       ReadFileOrDie(std::string(WEIGHTPATH_EXAMPLE_PROFILES_DIR) + "/../../policy/default_policy.yaml");
   const std::string candidate = absl::StrReplaceAll(
@@ -399,17 +407,8 @@ TEST_F(CtlPathsTest, PolicyPlanCountsTheRegisteredDevicesThatWouldMove) {
 //  - apply --prune deletes only with --force the rollout whose file is
 //    gone, and apply says when it would re-create a deleted id.
 TEST_F(CtlPathsTest, RolloutDryRunDeletePruneAndPromoteCountTheDevicesTheyMove) {
-  for (const auto& [device, profile] : std::vector<std::pair<std::string, std::string>>{
-           {"amx-1", ExampleProfilePath("intel-sapphire-rapids")},
-           {"amx-2", ExampleProfilePath("intel-sapphire-rapids")},
-           {"zen-1", ExampleProfilePath("amd-zen4")},
-           {"gpu-1", ExampleProfilePath("rtx-4090")}}) {
-    ProcessResult resolved = Resolve({"--profile", profile, "--device-id", device});
-    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
-  }
-  ASSERT_TRUE(Eventually([&] {
-    return Registered("amx-1") && Registered("amx-2") && Registered("zen-1") && Registered("gpu-1");
-  })) << server_->Log();
+  RegisterFourDevices();
+  if (HasFatalFailure()) return;
   const std::string folder = dir_.File("rollouts");
   std::filesystem::create_directory(folder);
   const std::string rollout =
