@@ -192,6 +192,35 @@ class ExpansionCounter : public YAML::EventHandler {
   std::unordered_map<YAML::anchor_t, Anchor> anchors_;
 };
 
+// Stops at the first event of a document after the first: a file is one
+// document. yaml-cpp's Load reads the first and drops the rest silently, so a
+// rollout after a '---' was never applied, and `apply --prune` took it for
+// one no file declares.
+class SecondDocumentRefusal : public YAML::EventHandler {
+ public:
+  explicit SecondDocumentRefusal(absl::string_view source_name) : source_name_(source_name) {}
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    throw Refusal{absl::InvalidArgumentError(absl::StrCat(
+        Place(source_name_, mark),
+        ": a second YAML document begins here; a file holds one document (remove the '---' "
+        "separator and what follows, or put it in a file of its own)"))};
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  const absl::string_view source_name_;
+};
+
 absl::Status SyntaxError(absl::string_view source_name, const YAML::Exception& error) {
   return absl::InvalidArgumentError(absl::StrCat(Place(source_name, error.mark),
                                                  ": not valid YAML: ", ControlEscaped(error.msg)));
@@ -216,8 +245,11 @@ absl::StatusOr<YAML::Node> LoadBounded(absl::string_view text, absl::string_view
     ViewStreambuf buffer(text);
     std::istream in(&buffer);
     YAML::Parser parser(in);
-    // YAML::Load reads the first document only; so does the count.
+    // YAML::Load reads the first document only; so does the count, and a
+    // second one is refused.
     parser.HandleNextDocument(counter);
+    SecondDocumentRefusal second(source_name);
+    parser.HandleNextDocument(second);
   } catch (const Refusal& refusal) {
     return refusal.status;
   } catch (const YAML::Exception& error) {

@@ -28,6 +28,7 @@
 #include "server/api/reflection_v1.h"
 #include "server/security/admin_token.h"
 #include "server/security/tls.h"
+#include "store/call_deadline.h"
 #include "store/store.h"
 #include "store/store_url_text.h"
 #include "spdlog/spdlog.h"
@@ -55,6 +56,9 @@ constexpr int kDeviceStoreWorkerThreads = 4;
 constexpr size_t kDeviceStoreCallsQueued = 256;
 constexpr int kOperatorStoreWorkerThreads = 2;
 constexpr size_t kOperatorStoreCallsQueued = 64;
+// The longest the server's own audit events (policy loads, the rollout
+// driver's steps) may wait on the store.
+constexpr absl::Duration kSystemAuditWriteDeadline = absl::Seconds(5);
 
 // What an unauthenticated peer may hold on the gRPC port. gRPC 1.51 applies
 // no limit of its own: unlimited streams, no memory quota, 120 s for the TLS
@@ -440,7 +444,10 @@ void WeightPathServer::RecordSystemEvent(v1::AuditEvent event) {
   event.set_message(AuditText(event.message(), kAuditMessageMaxBytes));
   event.set_replica(replica_name_);
   // A refusal is counted and logged whole by FleetState; the action it
-  // records has happened either way.
+  // records has happened either way. Bounded like an operator's call: these
+  // are written at start (before the port serves), inside a reload and by
+  // the rollout driver, none of which may wait on a store that hangs.
+  const store::ScopedCallDeadline deadline(absl::Now() + kSystemAuditWriteDeadline);
   fleet_->RecordAuditEvent(event).IgnoreError();
 }
 

@@ -147,6 +147,11 @@ absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout
   // decisions; the others move nobody when deleted (an aborted one's
   // members moved back when it stopped shaping), or are refused below.
   absl::StatusOr<v1::Rollout> stored = fleet_->rollouts.Get(request.id());
+  // NOT_FOUND is Delete's to answer, naming the id; any other error means
+  // the check could not be made, and nothing is deleted unchecked.
+  if (!stored.ok() && stored.status().code() != absl::StatusCode::kNotFound) {
+    return stored.status();
+  }
   if (stored.ok() && stored->state() == v1::ROLLOUT_STATE_COMPLETED) {
     ASSIGN_OR_RETURN(const std::vector<v1::Rollout> rollouts, fleet_->rollouts.List());
     v1::PlanRolloutRequest plan;
@@ -175,7 +180,11 @@ absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout
     }
     *response.mutable_moved_back() = std::move(*planned.mutable_on_delete());
   }
-  RETURN_IF_ERROR(fleet_->rollouts.Delete(request.id()).status());
+  RETURN_IF_ERROR(
+      fleet_->rollouts
+          .Delete(request.id(), stored.ok() ? std::optional<v1::RolloutState>(stored->state())
+                                            : std::nullopt)
+          .status());
   return response;
 }
 

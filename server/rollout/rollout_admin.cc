@@ -186,7 +186,8 @@ absl::StatusOr<v1::Rollout> RolloutAdmin::Update(const v1::Rollout& spec) {
   return updated;
 }
 
-absl::StatusOr<v1::Rollout> RolloutAdmin::Delete(const std::string& id) {
+absl::StatusOr<v1::Rollout> RolloutAdmin::Delete(const std::string& id,
+                                                 std::optional<v1::RolloutState> checked_state) {
   if (absl::Status valid = RequireId(id); !valid.ok()) return valid;
   absl::Status last = absl::OkStatus();
   for (int attempt = 0; attempt < kMaxRevisionRetries; ++attempt) {
@@ -197,6 +198,12 @@ absl::StatusOr<v1::Rollout> RolloutAdmin::Delete(const std::string& id) {
     }
     if (!stored.ok()) return stored.status();
     const v1::Rollout& rollout = stored->rollout;
+    if (checked_state.has_value() && rollout.state() != *checked_state) {
+      return absl::AbortedError(absl::StrCat(
+          "rollout '", id, "' went from ", v1::RolloutState_Name(*checked_state), " to ",
+          v1::RolloutState_Name(rollout.state()),
+          " while its deletion was being checked; nothing was deleted, try again"));
+    }
     // A running or paused rollout is still judging or holding devices:
     // deleting it would drop its members without an abort's record.
     if (rollout.state() != v1::ROLLOUT_STATE_COMPLETED &&

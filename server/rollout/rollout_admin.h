@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,11 @@ class RolloutAdmin {
   // Deletes a finished (COMPLETED, ABORTED or ROLLED_BACK) rollout, so its
   // id can be used again; its outcomes stay in the store. Returns the
   // rollout as it was. FAILED_PRECONDITION naming the state otherwise.
-  absl::StatusOr<v1::Rollout> Delete(const std::string& id);
+  // `checked_state`: the state the caller judged the deletion on (e.g. how
+  // many devices it moves back); ABORTED when the rollout has left it since,
+  // so a rollout that completed meanwhile is not deleted unchecked.
+  absl::StatusOr<v1::Rollout> Delete(const std::string& id,
+                                     std::optional<v1::RolloutState> checked_state = std::nullopt);
 
  private:
   using Transition = std::function<absl::StatusOr<v1::Rollout>(const v1::Rollout&)>;

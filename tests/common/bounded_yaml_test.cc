@@ -145,12 +145,21 @@ TEST(CommonBoundedYamlTest, EmptyTextIsANullNode) {
   EXPECT_TRUE(node->IsNull());
 }
 
-TEST(CommonBoundedYamlTest, OnlyTheFirstDocumentCounts) {
-  Limits limits = Generous();
-  limits.max_nodes = 3;
-  absl::StatusOr<YAML::Node> node = LoadBounded("a: b\n---\n[1, 2, 3, 4, 5]\n", "t.yaml", limits);
-  ASSERT_THAT(node, IsOk());
-  EXPECT_EQ((*node)["a"].Scalar(), "b");
+// A second document was dropped without a word (yaml-cpp's Load reads the
+// first): a rollout after '---' was never applied, and `apply --prune` took
+// it for one no file declares.
+TEST(CommonBoundedYamlTest, ASecondDocumentIsRefusedNamingWhereItBegins) {
+  EXPECT_THAT(LoadBounded("a: b\n---\n[1, 2, 3, 4, 5]\n", "t.yaml", Generous()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("t.yaml:2:1: a second YAML document begins here")));
+  EXPECT_THAT(LoadBounded("---\na: b\n...\n---\nc: d\n", "t.yaml", Generous()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("second YAML document")));
+  // One document, with its markers or without, is fine.
+  for (const char* text : {"a: b\n", "---\na: b\n", "---\na: b\n...\n", "a: b\n# ---\n"}) {
+    absl::StatusOr<YAML::Node> node = LoadBounded(text, "t.yaml", Generous());
+    ASSERT_THAT(node, IsOk()) << text;
+    EXPECT_EQ((*node)["a"].Scalar(), "b") << text;
+  }
 }
 
 TEST(CommonBoundedYamlTest, CancelStopsTheLoad) {
