@@ -159,9 +159,13 @@ absl::StatusOr<v1::DeleteRolloutResponse> FleetAdminService::HandleDeleteRollout
     plan.set_deletion(true);
     FleetState& fleet = fleet_->queries.state();
     const std::shared_ptr<const Snapshot> snapshot = fleet.CurrentSnapshot();
-    ASSIGN_OR_RETURN(v1::PlanRolloutResponse planned,
-                     server::PlanRollout(plan, *snapshot->policy, rollouts, fleet.store(),
-                                         SystemClockInstance()->Now()));
+    absl::StatusOr<v1::PlanRolloutResponse> plan_result = server::PlanRollout(
+        plan, *snapshot->policy, rollouts, fleet.store(), SystemClockInstance()->Now());
+    // With force the count is only told, so a pass that could not finish
+    // does not stop the deletion; without it, nothing is deleted unchecked.
+    if (!plan_result.ok() && !request.force()) return plan_result.status();
+    v1::PlanRolloutResponse planned =
+        plan_result.ok() ? *std::move(plan_result) : v1::PlanRolloutResponse();
     const uint64_t moved = DevicesMoved(planned.on_delete());
     // Refused here, not in weightpathctl, so that every client is held to it.
     if (moved > 0 && !request.force()) {

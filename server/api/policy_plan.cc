@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/field_violation.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
@@ -15,6 +16,7 @@
 #include "deploy/rollout_validation.h"
 #include "server/api/rollout_explain.h"
 #include "server/resolve/request_validation.h"
+#include "store/call_deadline.h"
 
 namespace weightpath::server {
 namespace {
@@ -148,6 +150,13 @@ absl::StatusOr<std::vector<v1::PlanPolicyResponse>> PlanDecisions(
       }
     }
     if (page.next_page_token.empty()) break;
+    // A pass over a large registry may outlast its caller: stop at the
+    // call's deadline rather than hold an operator store worker for nothing.
+    if (absl::Now() > store::CallDeadline()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the registry pass ran out of the call's deadline after ", evaluated + without_profile,
+          " devices; call again with a longer deadline, or narrow it to devices seen lately"));
+    }
     query.page_token = page.next_page_token;
   }
   for (size_t i = 0; i < after.size(); ++i) {
