@@ -544,6 +544,39 @@ class FleetAdminTest(unittest.TestCase):
                          real.SerializeToString(deterministic=True))
         self.assertEqual(differences(proto_json(real), proto_json(dry)), [])
 
+    def test_a_device_that_runs_another_build_is_listed_as_drifting(self):
+        """ReportOutcomeRequest.running (field 16) sent by a Python client: the registry
+        keeps it beside the assignment, ListDevices(drifted_only, field 7) lists the
+        device with the drift's reason, and a bad digest is refused naming its field."""
+        device_id = "interop-python-drift"
+        answer = unary("/weightpath.v1.WeightPath/ResolveWeightPath", wp.ResolveWeightPathResponse,
+                       resolve_request("aws-graviton3.json", None, device_id))
+        self.assertGreater(answer.failed_build_retry_seconds, 0)
+        retry(lambda: unary("/weightpath.v1.FleetAdmin/GetDevice", fleet_pb2.Device,
+                            fleet_pb2.GetDeviceRequest(device_id=device_id),
+                            metadata=admin_metadata()),
+              {grpc.StatusCode.NOT_FOUND})
+        report = wp.ReportOutcomeRequest(
+            idempotency_key="interop-python-drift-1", device_id=device_id,
+            outcome=wp.OUTCOME_ROLLED_BACK, path=answer.weight_path.name,
+            running=wp.RunningBuild(path="an-older-build", model=answer.model,
+                                    source=wp.BOOT_SOURCE_SERVER))
+        unary("/weightpath.v1.WeightPath/ReportOutcome", wp.ReportOutcomeResponse, report)
+        listed = unary("/weightpath.v1.FleetAdmin/ListDevices", fleet_pb2.ListDevicesResponse,
+                       fleet_pb2.ListDevicesRequest(drifted_only=True), metadata=admin_metadata())
+        drifting = {device.device_id: device for device in listed.devices}
+        self.assertIn(device_id, drifting)
+        self.assertEqual(drifting[device_id].running.path, "an-older-build")
+        self.assertEqual(drifting[device_id].drift.reason, "rolled_back")
+        self.assertEqual(drifting[device_id].path, answer.weight_path.name)
+
+        report.idempotency_key = "interop-python-drift-2"
+        report.running.artifact_sha256 = "NOT-A-DIGEST"
+        with self.assertRaises(grpc.RpcError) as refused:
+            unary("/weightpath.v1.WeightPath/ReportOutcome", wp.ReportOutcomeResponse, report)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("running.artifact_sha256", refused.exception.details())
+
     def test_an_unknown_hardware_class_is_refused_naming_the_field(self):
         """ListDevices would match nothing for a misspelt class; it says so instead."""
         with self.assertRaises(grpc.RpcError) as refused:
